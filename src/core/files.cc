@@ -1,0 +1,315 @@
+#include "core/files.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace hydrozoa {
+
+Result<std::string> readTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    if (err == ENOENT) return notFound(fmt::format("{}: no such file", path));
+    return ioError(fmt::format("{}: cannot read: {}", path, std::strerror(err)));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return ioError(fmt::format("{}: read failed: {}", path, std::strerror(errno)));
+  return ss.str();
+}
+
+Status writeFileAtomically(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ioError(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return ioError(fmt::format("{}: write failed: {}", path, std::strerror(err)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return ioError(fmt::format("{}: write failed: {}", path, std::strerror(err)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return ioError(fmt::format("{}: cannot replace: {}", path, std::strerror(err)));
+  }
+  return Status();
+}
+
+Result<Json> parseJson(const std::string& text, const std::string& origin) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    // Turn the byte offset into line:column, which is what editors show.
+    const size_t at = std::min<size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < at; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    const bool atEnd = e.byte >= text.size();
+    std::string what = e.what();
+    // nlohmann's message starts "[json.exception.parse_error.101] parse error at line..": keep the reason.
+    const auto colon = what.rfind(": ");
+    const std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+    return parseError(fmt::format("{}: not valid JSON at line {}, column {}: {}{}", origin, line, col, reason,
+                                  atEnd ? " (the file ends early: is it truncated?)" : ""));
+  }
+}
+
+Result<Json> readJsonFile(const std::string& path) {
+  HZ_ASSIGN_OR_RETURN(std::string text, readTextFile(path));
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return parseError(fmt::format("{}: the file is empty", path));
+  }
+  return parseJson(text, path);
+}
+
+namespace {
+
+Json scalarToJson(const YAML::Node& node) {
+  const std::string& s = node.Scalar();
+  if (node.Tag() == "!") return s;  // quoted: always a string
+  if (s == "~" || s == "null" || s == "Null" || s == "NULL" || s.empty()) return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  char* end = nullptr;
+  errno = 0;
+  const long long i = std::strtoll(s.c_str(), &end, 10);
+  if (*end == '\0' && errno == 0) return static_cast<std::int64_t>(i);
+  const double d = std::strtod(s.c_str(), &end);
+  if (*end == '\0' && std::isfinite(d)) return d;
+  return s;
+}
+
+Json yamlToJson(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined: return nullptr;
+    case YAML::NodeType::Scalar: return scalarToJson(node);
+    case YAML::NodeType::Sequence: {
+      Json arr = Json::array();
+      for (const auto& child : node) arr.push_back(yamlToJson(child));
+      return arr;
+    }
+    case YAML::NodeType::Map: {
+      Json obj = Json::object();
+      for (const auto& kv : node) obj[kv.first.as<std::string>()] = yamlToJson(kv.second);
+      return obj;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Result<Json> parseYaml(const std::string& text, const std::string& origin) {
+  try {
+    return yamlToJson(YAML::Load(text));
+  } catch (const YAML::Exception& e) {
+    return parseError(fmt::format("{}: not valid YAML at line {}, column {}: {}", origin, e.mark.line + 1,
+                                  e.mark.column + 1, e.msg));
+  }
+}
+
+Result<Json> readYamlFile(const std::string& path) {
+  HZ_ASSIGN_OR_RETURN(std::string text, readTextFile(path));
+  return parseYaml(text, path);
+}
+
+std::string describeJson(const Json& v) {
+  std::string dumped = v.dump();
+  if (dumped.size() > 40) dumped = dumped.substr(0, 37) + "...";
+  switch (v.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return "a boolean " + dumped;
+    case Json::value_t::string: return "a string " + dumped;
+    case Json::value_t::array: return "an array";
+    case Json::value_t::object: return "an object";
+    default: return "the number " + dumped;
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+ObjectReader::ObjectReader(const Json& j, std::string where) : j_(j), where_(std::move(where)) {
+  if (!j_.is_object()) {
+    status_ = parseError(fmt::format("{}: expected an object, got {}", where_, describeJson(j_)));
+  }
+}
+
+bool ObjectReader::has(const char* key) const {
+  return j_.is_object() && j_.contains(key) && !j_.at(key).is_null();
+}
+
+const Json* ObjectReader::raw(const char* key) {
+  seen_.insert(key);
+  if (!has(key)) return nullptr;
+  return &j_.at(key);
+}
+
+std::string ObjectReader::child(const char* key) const { return where_ + "." + key; }
+
+std::string ObjectReader::element(const char* key, size_t index) const {
+  return fmt::format("{}.{}[{}]", where_, key, index);
+}
+
+void ObjectReader::fail(const char* key, const std::string& message) {
+  if (status_.ok()) status_ = parseError(fmt::format("{}.{}: {}", where_, key, message));
+}
+
+void ObjectReader::fail(const std::string& message) {
+  if (status_.ok()) status_ = parseError(fmt::format("{}: {}", where_, message));
+}
+
+const Json* ObjectReader::require(const char* key, const char* expected) {
+  seen_.insert(key);
+  if (!status_.ok() || !j_.is_object()) return nullptr;
+  if (!has(key)) {
+    fail(key, fmt::format("missing (expected {})", expected));
+    return nullptr;
+  }
+  return &j_.at(key);
+}
+
+double ObjectReader::number(const char* key) {
+  const Json* v = require(key, "a number");
+  if (!v) return 0;
+  if (!v->is_number()) {
+    fail(key, "expected a number, got " + describeJson(*v));
+    return 0;
+  }
+  return v->get<double>();
+}
+
+double ObjectReader::nonNegative(const char* key) {
+  const double v = number(key);
+  if (status_.ok() && v < 0) fail(key, fmt::format("must not be negative (got {})", v));
+  return v;
+}
+
+double ObjectReader::positive(const char* key) {
+  const double v = number(key);
+  if (status_.ok() && !(v > 0)) fail(key, fmt::format("must be positive (got {})", v));
+  return v;
+}
+
+std::int64_t ObjectReader::integer(const char* key, std::int64_t min, std::int64_t max) {
+  const Json* v = require(key, "a whole number");
+  if (!v) return 0;
+  if (!v->is_number_integer()) {
+    if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() &&
+        std::fabs(v->get<double>()) < 9e15) {
+      // 4.0 is a fine way to write 4.
+    } else {
+      fail(key, "expected a whole number, got " + describeJson(*v));
+      return 0;
+    }
+  }
+  const auto i = v->is_number_integer() ? v->get<std::int64_t>() : static_cast<std::int64_t>(v->get<double>());
+  if (i < min) fail(key, fmt::format("must be at least {} (got {})", min, i));
+  if (i > max) fail(key, fmt::format("must be at most {} (got {})", max, i));
+  return i;
+}
+
+std::string ObjectReader::string(const char* key) {
+  const Json* v = require(key, "a string");
+  if (!v) return "";
+  if (!v->is_string()) {
+    fail(key, "expected a string, got " + describeJson(*v));
+    return "";
+  }
+  return v->get<std::string>();
+}
+
+bool ObjectReader::boolean(const char* key) {
+  const Json* v = require(key, "true or false");
+  if (!v) return false;
+  if (!v->is_boolean()) {
+    fail(key, "expected true or false, got " + describeJson(*v));
+    return false;
+  }
+  return v->get<bool>();
+}
+
+const Json& ObjectReader::array(const char* key, bool nonEmpty) {
+  static const Json kEmpty = Json::array();
+  const Json* v = require(key, "an array");
+  if (!v) return kEmpty;
+  if (!v->is_array()) {
+    fail(key, "expected an array, got " + describeJson(*v));
+    return kEmpty;
+  }
+  if (nonEmpty && v->empty()) {
+    fail(key, "must not be empty");
+    return kEmpty;
+  }
+  return *v;
+}
+
+const Json& ObjectReader::object(const char* key) {
+  static const Json kEmpty = Json::object();
+  const Json* v = require(key, "an object");
+  if (!v) return kEmpty;
+  if (!v->is_object()) {
+    fail(key, "expected an object, got " + describeJson(*v));
+    return kEmpty;
+  }
+  return *v;
+}
+
+std::optional<double> ObjectReader::optNumber(const char* key) {
+  seen_.insert(key);
+  if (!has(key)) return std::nullopt;
+  return number(key);
+}
+
+std::optional<std::int64_t> ObjectReader::optInteger(const char* key, std::int64_t min) {
+  seen_.insert(key);
+  if (!has(key)) return std::nullopt;
+  return integer(key, min);
+}
+
+std::optional<std::string> ObjectReader::optString(const char* key) {
+  seen_.insert(key);
+  if (!has(key)) return std::nullopt;
+  return string(key);
+}
+
+void ObjectReader::rejectUnknownKeys(const std::set<std::string>& alsoAllowed) {
+  if (!status_.ok() || !j_.is_object()) return;
+  for (const auto& item : j_.items()) {
+    if (seen_.count(item.key()) || alsoAllowed.count(item.key())) continue;
+    std::string known;
+    for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
+    for (const auto& k : alsoAllowed) known += (known.empty() ? "" : ", ") + k;
+    fail(fmt::format("unknown key \"{}\" (known keys: {})", item.key(), known));
+    return;
+  }
+}
+
+}  // namespace hydrozoa

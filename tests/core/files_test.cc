@@ -1,0 +1,116 @@
+#include "core/files.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+namespace hydrozoa {
+namespace {
+
+std::string tempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / (name + "." + std::to_string(::getpid()))).string();
+}
+
+TEST(ReadJsonFile, MissingFileIsNotFound) {
+  auto r = readJsonFile("/nonexistent/p.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(r.status().message().find("/nonexistent/p.json"), std::string::npos);
+}
+
+TEST(ReadJsonFile, TruncatedFileSaysSoWithLine) {
+  const std::string path = tempPath("trunc.json");
+  ASSERT_TRUE(writeFileAtomically(path, "{\n  \"a\": [1, 2,\n").ok());
+  auto r = readJsonFile(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kParseError);
+  EXPECT_NE(r.status().message().find(path), std::string::npos);
+  EXPECT_NE(r.status().message().find("truncated"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(ReadJsonFile, EmptyFile) {
+  const std::string path = tempPath("empty.json");
+  ASSERT_TRUE(writeFileAtomically(path, "").ok());
+  auto r = readJsonFile(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("empty"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(WriteFileAtomically, ReplacesWholeFile) {
+  const std::string path = tempPath("atomic.txt");
+  ASSERT_TRUE(writeFileAtomically(path, "first version, long").ok());
+  ASSERT_TRUE(writeFileAtomically(path, "second").ok());
+  EXPECT_EQ(*readTextFile(path), "second");
+  std::remove(path.c_str());
+}
+
+TEST(WriteFileAtomically, UnwritableDirectoryIsAnError) {
+  EXPECT_FALSE(writeFileAtomically("/nonexistent-dir/x.json", "{}").ok());
+}
+
+TEST(ParseYaml, ScalarsBecomeTypedValues) {
+  auto r = parseYaml("a: 1\nb: 2.5\nc: true\nd: hello\ne: \"7\"\nf: [1, x]\ng: ~\n", "t.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Json& j = *r;
+  EXPECT_TRUE(j["a"].is_number_integer());
+  EXPECT_DOUBLE_EQ(j["b"].get<double>(), 2.5);
+  EXPECT_TRUE(j["c"].get<bool>());
+  EXPECT_EQ(j["d"], "hello");
+  EXPECT_TRUE(j["e"].is_string());
+  EXPECT_EQ(j["f"][1], "x");
+  EXPECT_TRUE(j["g"].is_null());
+}
+
+TEST(ParseYaml, SyntaxErrorHasLine) {
+  auto r = parseYaml("a: [1, 2\nb: 3\n", "job.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("job.yaml"), std::string::npos);
+  EXPECT_NE(r.status().message().find("line"), std::string::npos);
+}
+
+TEST(ObjectReader, ReportsFirstBadFieldWithPath) {
+  Json j = {{"forward_ms", "fast"}, {"backward_ms", -1}};
+  ObjectReader r(j, "p.json: layers[3]");
+  r.nonNegative("forward_ms");
+  r.nonNegative("backward_ms");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "p.json: layers[3].forward_ms: expected a number, got a string \"fast\"");
+}
+
+TEST(ObjectReader, MissingAndRanges) {
+  Json j = {{"n", 0}, {"x", 2.0}};
+  {
+    ObjectReader r(j, "f");
+    r.integer("n", 1);
+    EXPECT_NE(r.status().message().find("f.n: must be at least 1"), std::string::npos);
+  }
+  {
+    ObjectReader r(j, "f");
+    EXPECT_EQ(r.integer("x"), 2);  // 2.0 is a whole number
+    r.string("name");
+    EXPECT_NE(r.status().message().find("f.name: missing"), std::string::npos);
+  }
+}
+
+TEST(ObjectReader, RejectsUnknownKeys) {
+  Json j = {{"epochs", 3}, {"lr", 0.1}};
+  ObjectReader r(j, "job.yaml: training");
+  r.integer("epochs");
+  r.optNumber("learning_rate");
+  r.rejectUnknownKeys();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unknown key \"lr\""), std::string::npos);
+  EXPECT_NE(r.status().message().find("learning_rate"), std::string::npos);
+}
+
+TEST(ObjectReader, NonObject) {
+  ObjectReader r(Json::array(), "plan.json");
+  EXPECT_FALSE(r.ok());
+}
+
+}  // namespace
+}  // namespace hydrozoa
