@@ -1,0 +1,35 @@
+// Memory a pipeline stage needs (DESIGN §4, "Right-sizing"; GPipe keeps the
+// activations of all M microbatches until their backward pass):
+//
+//   memory(x..y) = runtime + Σ_{i=x..y} fixed_i
+//                + M · (input_x + Σ_{i=x..y} stashed_i)
+//                + max_{i=x..y} workspace_i
+//
+// fixed_i = parameters + gradients + optimizer state of layer i; input_x =
+// one microbatch entering layer x (received activations, or the data batch
+// for stage 0); stashed_i = what layer i keeps for backward per microbatch,
+// its output included. Because stashed_{x−1} >= input_x, memory grows when a
+// stage grows in either direction, which the partitioners rely on.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/units.h"
+
+namespace hydrozoa::plan {
+
+struct MemoryCosts {
+  Bytes runtime = 0;              // per worker process
+  std::vector<Bytes> fixed;       // per layer
+  std::vector<Bytes> stashed;     // per layer, per microbatch
+  std::vector<Bytes> workspace;   // per layer
+  std::vector<Bytes> input;       // input[x]: one microbatch entering layer x
+
+  int numLayers() const { return static_cast<int>(fixed.size()); }
+};
+
+// memory(first..last) for `microbatches` microbatches (formula above).
+Bytes stageMemory(const MemoryCosts& memory, int first, int last, std::int64_t microbatches);
+
+}  // namespace hydrozoa::plan

@@ -1,0 +1,31 @@
+// Import of PipeDream profiles (graph.txt, as written by PipeDream's
+// profiler), so users who already profiled with PipeDream plan directly.
+//
+// Node lines:  "<id> -- <description> -- forward_compute_time=<ms>,
+//               backward_compute_time=<ms>, activation_size=<bytes>,
+//               parameter_size=<bytes>[ -- stage_id=<n>]"
+//   where activation_size may be a list "[a; b; ...]" (summed).
+// Edge lines:  a tab, then "<src id> -- <dst id>".
+//
+// The chain is the nodes in topological order (ties keep file order); graph
+// inputs without compute or parameters ("Input0") are dropped. A stage
+// boundary after position u sends the activations of every node at or before
+// u that has a consumer after u, so skip connections are accounted for.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "profile/profile.h"
+
+namespace hydrozoa::profile {
+
+// True when `text` starts like a graph.txt node line.
+bool looksLikePipeDreamGraph(const std::string& text);
+
+// Parses graph.txt. Errors name `origin`, the line number and the fix.
+// `batchSize` is the microbatch size the times were measured at.
+Result<Profile> importPipeDreamGraph(const std::string& text, const std::string& origin, std::int64_t batchSize);
+
+}  // namespace hydrozoa::profile

@@ -1,0 +1,235 @@
+#include "profile/profile.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "profile/pipedream.h"
+
+namespace hydrozoa::profile {
+
+const Measurement* Profile::at(std::int64_t microbatch_size) const {
+  for (const auto& m : measurements) {
+    if (m.microbatch_size == microbatch_size) return &m;
+  }
+  return nullptr;
+}
+
+std::vector<std::int64_t> Profile::microbatchSizes() const {
+  std::vector<std::int64_t> sizes;
+  for (const auto& m : measurements) sizes.push_back(m.microbatch_size);
+  return sizes;
+}
+
+Result<double> optimizerStateFactor(const std::string& optimizer) {
+  if (optimizer == "sgd") return 0.0;
+  if (optimizer == "sgd_momentum" || optimizer == "momentum") return 1.0;
+  if (optimizer == "adam" || optimizer == "adamw") return 2.0;
+  return invalidArgument(fmt::format("unknown optimizer \"{}\"; use sgd, sgd_momentum or adam", optimizer));
+}
+
+Json profileToJson(const Profile& p) {
+  Json options = Json::object();
+  for (const auto& [k, v] : p.options) options[k] = v;
+  Json device = {{"name", p.device}};
+  if (p.device_memory) device["memory_bytes"] = *p.device_memory;
+  if (p.threads > 0) device["threads"] = p.threads;
+  Json layers = Json::array();
+  for (const auto& l : p.layers) {
+    layers.push_back({{"name", l.name},
+                      {"kind", l.kind},
+                      {"parameter_bytes", l.parameter_bytes},
+                      {"optimizer_state_bytes", l.optimizer_state_bytes}});
+  }
+  Json measurements = Json::array();
+  for (const auto& m : p.measurements) {
+    Json costs = Json::array();
+    for (const auto& c : m.layers) {
+      costs.push_back({{"forward_ms", c.forward_ms},
+                       {"backward_ms", c.backward_ms},
+                       {"output_bytes", c.output_bytes},
+                       {"stashed_bytes", c.stashed_bytes},
+                       {"workspace_bytes", c.workspace_bytes}});
+    }
+    measurements.push_back({{"microbatch_size", m.microbatch_size}, {"input_bytes", m.input_bytes}, {"layers", costs}});
+  }
+  Json j = {{"schema", kProfileSchema},
+            {"model", {{"name", p.model}, {"options", options}}},
+            {"source", p.source},
+            {"device", device},
+            {"optimizer", p.optimizer},
+            {"runtime_bytes", p.runtime_bytes},
+            {"layers", layers},
+            {"measurements", measurements}};
+  if (p.network) {
+    const auto& n = *p.network;
+    j["network"] = {{"bandwidth_bytes_per_s", n.bandwidth},
+                    {"latency_s", n.latency},
+                    {"allreduce",
+                     {{"alpha_s_per_byte", n.alpha}, {"beta_s", n.beta}, {"workers", n.allreduce_workers}, {"r2", n.fit_r2}}}};
+  }
+  return j;
+}
+
+namespace {
+
+Bytes bytesField(ObjectReader& r, const char* key) {
+  const double v = r.nonNegative(key);
+  if (r.ok() && v > 9e18) r.fail(key, "is too large");
+  return static_cast<Bytes>(std::llround(v));
+}
+
+}  // namespace
+
+Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
+  Profile p;
+  ObjectReader top(j, origin);
+  const std::string schema = top.string("schema");
+  if (top.ok() && schema != kProfileSchema) {
+    top.fail("schema", fmt::format("is \"{}\", this hydrozoa reads \"{}\" (re-run `hydrozoa profile`)", schema,
+                                   kProfileSchema));
+  }
+  HZ_RETURN_IF_ERROR(top.status());
+
+  {
+    ObjectReader model(top.object("model"), top.child("model"));
+    p.model = model.string("name");
+    if (const Json* options = model.raw("options")) {
+      if (!options->is_object()) {
+        model.fail("options", "expected an object of \"key\": \"value\"");
+      } else {
+        for (const auto& item : options->items()) {
+          p.options.emplace_back(item.key(), item.value().is_string() ? item.value().get<std::string>()
+                                                                      : item.value().dump());
+        }
+      }
+    }
+    HZ_RETURN_IF_ERROR(model.status());
+  }
+  p.source = top.string("source");
+  {
+    ObjectReader device(top.object("device"), top.child("device"));
+    p.device = device.string("name");
+    if (auto mem = device.optNumber("memory_bytes")) {
+      if (*mem <= 0) device.fail("memory_bytes", "must be positive");
+      p.device_memory = static_cast<Bytes>(*mem);
+    }
+    p.threads = static_cast<int>(device.optInteger("threads", 0).value_or(0));
+    HZ_RETURN_IF_ERROR(device.status());
+  }
+  p.optimizer = top.string("optimizer");
+  p.runtime_bytes = bytesField(top, "runtime_bytes");
+  HZ_RETURN_IF_ERROR(top.status());
+  if (auto f = optimizerStateFactor(p.optimizer); !f.ok()) top.fail("optimizer", f.status().message());
+
+  const Json& layers = top.array("layers", /*nonEmpty=*/true);
+  for (size_t i = 0; i < layers.size() && top.ok(); ++i) {
+    ObjectReader r(layers[i], top.element("layers", i));
+    LayerInfo l;
+    l.name = r.string("name");
+    l.kind = r.optString("kind").value_or("");
+    l.parameter_bytes = bytesField(r, "parameter_bytes");
+    l.optimizer_state_bytes = bytesField(r, "optimizer_state_bytes");
+    HZ_RETURN_IF_ERROR(r.status());
+    p.layers.push_back(std::move(l));
+  }
+  const Json& measurements = top.array("measurements", /*nonEmpty=*/true);
+  for (size_t i = 0; i < measurements.size() && top.ok(); ++i) {
+    const std::string where = top.element("measurements", i);
+    ObjectReader r(measurements[i], where);
+    Measurement m;
+    m.microbatch_size = r.integer("microbatch_size", 1);
+    m.input_bytes = bytesField(r, "input_bytes");
+    const Json& costs = r.array("layers");
+    HZ_RETURN_IF_ERROR(r.status());
+    if (costs.size() != p.layers.size()) {
+      return parseError(fmt::format("{}.layers: has {} entries but the profile has {} layers (is the file truncated "
+                                    "or edited?)",
+                                    where, costs.size(), p.layers.size()));
+    }
+    for (size_t k = 0; k < costs.size(); ++k) {
+      ObjectReader c(costs[k], r.element("layers", k));
+      LayerCost cost;
+      cost.forward_ms = c.nonNegative("forward_ms");
+      cost.backward_ms = c.nonNegative("backward_ms");
+      cost.output_bytes = bytesField(c, "output_bytes");
+      cost.stashed_bytes = bytesField(c, "stashed_bytes");
+      cost.workspace_bytes = bytesField(c, "workspace_bytes");
+      HZ_RETURN_IF_ERROR(c.status());
+      m.layers.push_back(cost);
+    }
+    p.measurements.push_back(std::move(m));
+  }
+  HZ_RETURN_IF_ERROR(top.status());
+
+  if (const Json* network = top.raw("network")) {
+    ObjectReader n(*network, top.child("network"));
+    NetworkProfile net;
+    net.bandwidth = n.positive("bandwidth_bytes_per_s");
+    net.latency = n.nonNegative("latency_s");
+    ObjectReader a(n.object("allreduce"), n.child("allreduce"));
+    net.alpha = a.number("alpha_s_per_byte");
+    net.beta = a.number("beta_s");
+    net.allreduce_workers = static_cast<int>(a.integer("workers", 2));
+    net.fit_r2 = a.optNumber("r2").value_or(0);
+    HZ_RETURN_IF_ERROR(n.status());
+    HZ_RETURN_IF_ERROR(a.status());
+    p.network = net;
+  }
+  HZ_RETURN_IF_ERROR(validateProfile(p, origin));
+  return p;
+}
+
+Status validateProfile(const Profile& p, const std::string& origin) {
+  if (p.layers.empty()) return parseError(origin + ": the profile has no layers");
+  if (p.measurements.empty()) return parseError(origin + ": the profile has no measurements");
+  for (size_t i = 0; i < p.measurements.size(); ++i) {
+    const auto& m = p.measurements[i];
+    if (m.microbatch_size <= 0) {
+      return parseError(fmt::format("{}: measurements[{}].microbatch_size must be positive", origin, i));
+    }
+    if (i > 0 && m.microbatch_size <= p.measurements[i - 1].microbatch_size) {
+      return parseError(fmt::format("{}: measurements must have unique microbatch sizes in ascending order ({} after {})",
+                                    origin, m.microbatch_size, p.measurements[i - 1].microbatch_size));
+    }
+    if (m.layers.size() != p.layers.size()) {
+      return parseError(fmt::format("{}: measurements[{}] has {} layers, expected {}", origin, i, m.layers.size(),
+                                    p.layers.size()));
+    }
+    for (size_t k = 0; k < m.layers.size(); ++k) {
+      const auto& c = m.layers[k];
+      if (!std::isfinite(c.forward_ms) || !std::isfinite(c.backward_ms) || c.forward_ms < 0 || c.backward_ms < 0) {
+        return parseError(fmt::format("{}: measurements[{}].layers[{}]: times must be finite and non-negative", origin,
+                                      i, k));
+      }
+      if (c.stashed_bytes < c.output_bytes) {
+        return parseError(fmt::format("{}: measurements[{}].layers[{}]: stashed_bytes ({}) must include the output "
+                                      "({} bytes)",
+                                      origin, i, k, c.stashed_bytes, c.output_bytes));
+      }
+    }
+  }
+  return Status();
+}
+
+Result<Profile> loadProfile(const std::string& path, std::int64_t graphBatchSize) {
+  HZ_ASSIGN_OR_RETURN(std::string text, readTextFile(path));
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return parseError(path + ": the file is empty");
+  if (text[first] != '{') {
+    // Not JSON: PipeDream's graph.txt starts with a node line "node1 -- ...".
+    if (looksLikePipeDreamGraph(text)) return importPipeDreamGraph(text, path, graphBatchSize);
+    return parseError(fmt::format("{}: neither a hydrozoa profile (JSON) nor a PipeDream graph.txt; create one with "
+                                  "`hydrozoa profile --model NAME -o {}`",
+                                  path, path));
+  }
+  HZ_ASSIGN_OR_RETURN(Json j, parseJson(text, path));
+  return profileFromJson(j, path);
+}
+
+Status saveProfile(const Profile& profile, const std::string& path) {
+  return writeFileAtomically(path, profileToJson(profile).dump(1) + "\n");
+}
+
+}  // namespace hydrozoa::profile

@@ -1,0 +1,97 @@
+// Profile: what the planner knows about a model on a device, as a plain value
+// with a versioned JSON form (schema "hydrozoa.profile/1", docs/formats.md).
+//
+// Per layer, fixed: parameter and optimizer-state bytes. Per layer and per
+// microbatch size: forward and backward milliseconds, the bytes a stage
+// boundary after the layer sends, the bytes kept for backward, and transient
+// workspace. A profile is measured (src/profile/measure.h), predicted from a
+// device spec (predict.h), or imported from PipeDream's graph.txt
+// (pipedream.h); the planner treats all three alike.
+//
+// Invariants after validation (loadProfile/profileFromJson enforce them):
+// at least one layer; at least one measurement; microbatch sizes unique,
+// positive and ascending; every measurement has one entry per layer; every
+// number finite and non-negative; stashed_bytes >= output_bytes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/files.h"
+#include "core/status.h"
+#include "core/units.h"
+
+namespace hydrozoa::profile {
+
+inline constexpr const char* kProfileSchema = "hydrozoa.profile/1";
+
+struct LayerInfo {
+  std::string name;
+  std::string kind;                 // "conv", "transformer", "pipedream", "script", ...
+  Bytes parameter_bytes = 0;        // weights (gradients take as much again)
+  Bytes optimizer_state_bytes = 0;  // e.g. momentum: = parameter_bytes; Adam: 2x
+};
+
+struct LayerCost {
+  double forward_ms = 0;
+  double backward_ms = 0;
+  Bytes output_bytes = 0;     // crosses a stage boundary placed after this layer
+  Bytes stashed_bytes = 0;    // kept from forward until backward (includes the output)
+  Bytes workspace_bytes = 0;  // transient peak on top of what is stashed
+};
+
+// All layers at one microbatch size.
+struct Measurement {
+  std::int64_t microbatch_size = 0;
+  Bytes input_bytes = 0;  // one microbatch of model input (what stage 0 holds per microbatch)
+  std::vector<LayerCost> layers;
+};
+
+// Network figures between two workers and the ring-allreduce fit of DESIGN §4.
+struct NetworkProfile {
+  BytesPerSecond bandwidth = 0;  // point-to-point
+  Seconds latency = 0;           // point-to-point, small message, one way
+  double alpha = 0;              // seconds per byte per round, beyond bytes/bandwidth
+  Seconds beta = 0;              // seconds per round
+  int allreduce_workers = 0;     // group size the fit was measured with
+  double fit_r2 = 0;             // goodness of the linear fit
+};
+
+struct Profile {
+  std::string model;                                          // "resnet34", a TorchScript path, or graph.txt's name
+  std::vector<std::pair<std::string, std::string>> options;  // resolved model options
+  std::string source;                                         // "measured", "predicted", "pipedream"
+  std::string device;                                         // "cpu", "k80", ...
+  std::optional<Bytes> device_memory;                         // memory of the profiled device, when known
+  int threads = 0;                                            // compute threads when measured (0: n/a)
+  std::string optimizer = "sgd_momentum";
+  Bytes runtime_bytes = 0;  // fixed memory of a worker process (framework, buffers)
+  std::vector<LayerInfo> layers;
+  std::vector<Measurement> measurements;  // ascending microbatch_size
+  std::optional<NetworkProfile> network;
+
+  size_t numLayers() const { return layers.size(); }
+  // nullptr when that microbatch size was not profiled.
+  const Measurement* at(std::int64_t microbatch_size) const;
+  std::vector<std::int64_t> microbatchSizes() const;
+};
+
+Json profileToJson(const Profile& profile);
+// `origin` names the source in errors (usually the file path).
+Result<Profile> profileFromJson(const Json& j, const std::string& origin);
+
+// Reads a profile file: hydrozoa JSON, or PipeDream's graph.txt (recognised
+// by content, not by name). `graphBatchSize` is the microbatch size a
+// graph.txt was profiled at (PipeDream does not record it).
+Result<Profile> loadProfile(const std::string& path, std::int64_t graphBatchSize = 1);
+Status saveProfile(const Profile& profile, const std::string& path);
+
+// Re-checks the invariants above; used after building a profile in code.
+Status validateProfile(const Profile& profile, const std::string& origin);
+
+// Bytes of optimizer state per parameter byte: sgd 0, sgd_momentum 1, adam 2.
+Result<double> optimizerStateFactor(const std::string& optimizer);
+
+}  // namespace hydrozoa::profile
