@@ -1,5 +1,7 @@
 #include "core/files.h"
 
+#include "core/units.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -280,6 +282,69 @@ const Json& ObjectReader::object(const char* key) {
     return kEmpty;
   }
   return *v;
+}
+
+namespace {
+
+// A quantity that may be a plain number or a string with a unit.
+template <class T, class Parse>
+T quantity(ObjectReader& r, const char* key, const Json* v, Parse parse) {
+  if (!v) return T{};
+  if (v->is_number()) {
+    if (v->get<double>() < 0) r.fail(key, "must not be negative");
+    return static_cast<T>(v->get<double>());
+  }
+  if (!v->is_string()) {
+    r.fail(key, "expected a number or a string with a unit, got " + describeJson(*v));
+    return T{};
+  }
+  auto parsed = parse(v->get<std::string>(), key);
+  if (!parsed.ok()) {
+    // The parser's message starts with the key; keep only its explanation.
+    const std::string& m = parsed.status().message();
+    const auto colon = m.find(": ");
+    r.fail(key, colon == std::string::npos ? m : m.substr(colon + 2));
+    return T{};
+  }
+  return static_cast<T>(*parsed);
+}
+
+}  // namespace
+
+std::int64_t ObjectReader::bytes(const char* key) {
+  return quantity<std::int64_t>(*this, key, require(key, "a size such as 12GB"), parseBytes);
+}
+
+double ObjectReader::bandwidth(const char* key) {
+  return quantity<double>(*this, key, require(key, "a bandwidth such as 10Gbit/s"), parseBandwidth);
+}
+
+double ObjectReader::seconds(const char* key) {
+  return quantity<double>(*this, key, require(key, "a duration such as 30us"), parseSeconds);
+}
+
+double ObjectReader::fraction(const char* key) {
+  const Json* v = require(key, "a fraction such as 0.1 or 10%");
+  if (!v) return 0;
+  double f = 0;
+  if (v->is_number()) {
+    f = v->get<double>();
+  } else if (v->is_string() && !v->get<std::string>().empty() && v->get<std::string>().back() == '%') {
+    const std::string s = v->get<std::string>();
+    char* end = nullptr;
+    f = std::strtod(s.c_str(), &end) / 100.0;
+    if (end != s.c_str() + s.size() - 1) f = -1;
+  } else {
+    f = -1;
+  }
+  if (f < 0 || !std::isfinite(f)) fail(key, "expected a fraction such as 0.1 or 10%, got " + describeJson(*v));
+  return f;
+}
+
+std::optional<std::int64_t> ObjectReader::optBytes(const char* key) {
+  seen_.insert(key);
+  if (!has(key)) return std::nullopt;
+  return bytes(key);
 }
 
 std::optional<double> ObjectReader::optNumber(const char* key) {

@@ -65,6 +65,14 @@ class ObjectReader {
   const Json& array(const char* key, bool nonEmpty = false);
   const Json& object(const char* key);
 
+  // Quantities with units: a number (bytes, bytes/s, seconds) or a string
+  // with a unit ("12GB", "10Gbit/s", "30us"); fraction() takes 0.1 or "10%".
+  std::int64_t bytes(const char* key);
+  double bandwidth(const char* key);
+  double seconds(const char* key);
+  double fraction(const char* key);
+  std::optional<std::int64_t> optBytes(const char* key);
+
   // Optional variants: std::nullopt when the key is absent or null.
   std::optional<double> optNumber(const char* key);
   std::optional<std::int64_t> optInteger(const char* key, std::int64_t min = INT64_MIN);

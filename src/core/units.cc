@@ -176,7 +176,7 @@ std::string formatCount(double value) {
 std::string formatUsd(Usd usd) {
   if (!std::isfinite(usd)) return "inf";
   if (std::fabs(usd) >= 1000) return "$" + formatCount(usd);
-  if (std::fabs(usd) >= 1) return fmt::format("${:.2f}", usd);
+  if (std::fabs(usd) >= 0.1) return fmt::format("${:.2f}", usd);
   if (usd == 0) return "$0";
   return fmt::format("${:.2g}", usd);
 }

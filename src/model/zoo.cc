@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
@@ -335,6 +336,16 @@ const std::vector<ZooEntry>& zoo() {
 }
 
 bool isZooModel(const std::string& name) { return find(name) != nullptr; }
+
+bool isTorchScriptPath(const std::string& name) {
+  if (isZooModel(name)) return false;
+  if (name.find('/') != std::string::npos) return true;
+  for (const std::string ext : {".pt", ".pth", ".ts"}) {
+    if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0) return true;
+  }
+  std::error_code ec;
+  return std::filesystem::is_regular_file(name, ec);
+}
 
 Result<Arch> buildArch(const ModelSpec& spec) {
   const Entry* entry = find(spec.name);

@@ -38,6 +38,10 @@ struct ZooEntry {
 const std::vector<ZooEntry>& zoo();
 bool isZooModel(const std::string& name);
 
+// True when `name` names a TorchScript file rather than a zoo model: it is
+// not a zoo name and contains a '/', ends in .pt/.pth/.ts, or is a file.
+bool isTorchScriptPath(const std::string& name);
+
 // The architecture for a zoo model, or an error naming the unknown model or
 // the bad option and the accepted ones.
 Result<Arch> buildArch(const ModelSpec& spec);

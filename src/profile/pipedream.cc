@@ -163,12 +163,20 @@ Result<Profile> importPipeDreamGraph(const std::string& text, const std::string&
       }
     }
   }
-  // Drop graph inputs: sources that compute nothing and hold no parameters.
+  // Graph inputs are the data batch, not layers: sources described as
+  // "Input..." (PipeDream times data loading there) or that compute nothing
+  // and hold no parameters. Their activations are stage 0's input.
   std::vector<size_t> chain;
+  double inputBytes = 0;
   for (size_t v : order) {
     const Node& node = nodes[v];
-    const bool input = hadInputs[v] == 0 && node.forward_ms == 0 && node.backward_ms == 0 && node.parameter_bytes == 0;
-    if (!input) chain.push_back(v);
+    const bool idle = node.forward_ms == 0 && node.backward_ms == 0 && node.parameter_bytes == 0;
+    const bool input = hadInputs[v] == 0 && (idle || trim(node.description).rfind("Input", 0) == 0);
+    if (input) {
+      inputBytes += node.activation_bytes;
+    } else {
+      chain.push_back(v);
+    }
   }
   if (chain.empty()) return parseError(origin + ": every node is an input without compute; nothing to partition");
 
@@ -189,10 +197,11 @@ Result<Profile> importPipeDreamGraph(const std::string& text, const std::string&
   Profile profile;
   profile.model = origin;
   profile.source = "pipedream";
-  profile.device = "pipedream";
+  profile.device = "";  // PipeDream does not record it
   profile.optimizer = "sgd_momentum";
   Measurement m;
   m.microbatch_size = batchSize;
+  m.input_bytes = static_cast<Bytes>(std::llround(inputBytes));
   double crossing = 0;
   for (size_t p = 0; p < L; ++p) {
     const Node& node = nodes[chain[p]];

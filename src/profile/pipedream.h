@@ -7,8 +7,10 @@
 //   where activation_size may be a list "[a; b; ...]" (summed).
 // Edge lines:  a tab, then "<src id> -- <dst id>".
 //
-// The chain is the nodes in topological order (ties keep file order); graph
-// inputs without compute or parameters ("Input0") are dropped. A stage
+// The chain is the nodes in topological order (ties keep file order). Graph
+// inputs (sources described "Input...", or without compute or parameters)
+// are the data batch: dropped from the chain, their activations counted as
+// stage 0's input. A stage
 // boundary after position u sends the activations of every node at or before
 // u that has a consumer after u, so skip connections are accounted for.
 #pragma once

@@ -33,6 +33,7 @@ Json profileToJson(const Profile& p) {
   Json options = Json::object();
   for (const auto& [k, v] : p.options) options[k] = v;
   Json device = {{"name", p.device}};
+  if (!p.device_kind.empty()) device["kind"] = p.device_kind;
   if (p.device_memory) device["memory_bytes"] = *p.device_memory;
   if (p.threads > 0) device["threads"] = p.threads;
   Json layers = Json::array();
@@ -111,6 +112,10 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
   {
     ObjectReader device(top.object("device"), top.child("device"));
     p.device = device.string("name");
+    p.device_kind = device.optString("kind").value_or("");
+    if (!p.device_kind.empty() && p.device_kind != "cpu" && p.device_kind != "gpu") {
+      device.fail("kind", "must be cpu or gpu");
+    }
     if (auto mem = device.optNumber("memory_bytes")) {
       if (*mem <= 0) device.fail("memory_bytes", "must be positive");
       p.device_memory = static_cast<Bytes>(*mem);

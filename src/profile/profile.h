@@ -63,7 +63,8 @@ struct Profile {
   std::string model;                                          // "resnet34", a TorchScript path, or graph.txt's name
   std::vector<std::pair<std::string, std::string>> options;  // resolved model options
   std::string source;                                         // "measured", "predicted", "pipedream"
-  std::string device;                                         // "cpu", "k80", ...
+  std::string device;                                         // "cpu", "k80", ... ("" when unknown)
+  std::string device_kind;                                    // "cpu", "gpu" or "" when unknown
   std::optional<Bytes> device_memory;                         // memory of the profiled device, when known
   int threads = 0;                                            // compute threads when measured (0: n/a)
   std::string optimizer = "sgd_momentum";

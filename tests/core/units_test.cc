@@ -70,6 +70,8 @@ TEST(Format, HumanUnits) {
   EXPECT_EQ(formatSeconds(0.0456), "45.6 ms");
   EXPECT_EQ(formatBandwidth(1.25e9), "1.25 GB/s");
   EXPECT_EQ(formatUsd(12.3456), "$12.35");
+  EXPECT_EQ(formatUsd(0.5), "$0.50");
+  EXPECT_EQ(formatUsd(0.0042), "$0.0042");
   EXPECT_EQ(formatCount(1234567), "1,234,567");
 }
 

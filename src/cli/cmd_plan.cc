@@ -1,0 +1,227 @@
+// `hydrozoa plan`: the best hybrid-parallel plan for a worker budget.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/log.h"
+#include "core/units.h"
+#include "model/zoo.h"
+#include "plan/plan.h"
+#include "plan/search.h"
+#include "profile/calibrate.h"
+#include "profile/predict.h"
+
+namespace hydrozoa::cli {
+namespace {
+
+struct PlanArgs {
+  std::string profile, model, device, platform = "aci", accelerator, output = "plan.json";
+  std::vector<std::string> model_options;
+  std::string workers, memory, bandwidth, global_batch, objective = "fastest";
+  std::string data_parallel, stages, microbatch_size, microbatches, partition;
+  std::string microbatch_sizes, optimizer = "sgd_momentum", max_microbatches = "64", graph_batch_size = "1";
+  std::string alpha, beta;
+  bool all_strategies = false;
+};
+
+Result<std::optional<std::int64_t>> optionalInt(const std::string& text, const std::string& flag) {
+  if (text.empty()) return std::optional<std::int64_t>();
+  HZ_ASSIGN_OR_RETURN(std::int64_t v, parsePositiveInt(text, flag));
+  return std::optional<std::int64_t>(v);
+}
+
+Result<double> nonNegativeNumber(const std::string& text, const std::string& flag) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(v) || v < 0) {
+    return invalidArgument(fmt::format("{}: \"{}\" must be a non-negative number of seconds", flag, text));
+  }
+  return v;
+}
+
+Result<plan::Partition> parsePartition(const std::string& text) {
+  // "0-3,4-9,10-17"
+  plan::Partition p;
+  int expected = 0;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string range = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int first = -1, last = -1;
+    char extra = 0;
+    if (std::sscanf(range.c_str(), "%d-%d%c", &first, &last, &extra) != 2 || first != expected || last < first) {
+      return invalidArgument(fmt::format("--partition: \"{}\" is not a layer range continuing at layer {}; write "
+                                         "consecutive ranges such as 0-3,4-9,10-17",
+                                         range, expected));
+    }
+    p.first.push_back(first);
+    expected = last + 1;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (p.first.empty()) return invalidArgument("--partition is empty");
+  return p;
+}
+
+// Powers of two up to `limit` (the global batch, or 512).
+std::vector<std::int64_t> powersOfTwo(std::int64_t limit) {
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t m = 1; m <= limit; m *= 2) sizes.push_back(m);
+  return sizes;
+}
+
+Result<profile::Profile> obtainProfile(const PlanArgs& a, const std::optional<std::int64_t>& globalBatch) {
+  if (!a.profile.empty()) {
+    if (!a.model.empty()) return invalidArgument("give either --profile or --model, not both");
+    HZ_ASSIGN_OR_RETURN(std::int64_t graphBatch, parsePositiveInt(a.graph_batch_size, "--graph-batch-size"));
+    return profile::loadProfile(a.profile, graphBatch);
+  }
+  if (a.model.empty()) {
+    return invalidArgument("say what to plan: --profile FILE (from `hydrozoa profile`, or PipeDream's graph.txt), or "
+                           "--model NAME --device DEVICE to predict costs");
+  }
+  if (a.device.empty()) {
+    return invalidArgument(fmt::format("--model {} needs --device (k80, v100, a100, h100, cpu or a device file) to "
+                                       "predict costs, or measure them first: hydrozoa profile --model {} -o p.json",
+                                       a.model, a.model));
+  }
+  if (model::isTorchScriptPath(a.model)) {
+    return invalidArgument("costs of a TorchScript model cannot be predicted; measure them: hydrozoa profile --model " +
+                           a.model + " -o p.json");
+  }
+  HZ_ASSIGN_OR_RETURN(model::Options options, parseModelOptions(a.model_options));
+  HZ_ASSIGN_OR_RETURN(model::Arch arch, model::buildArch({a.model, options}));
+  profile::DeviceSpec device;
+  if (a.device == "cpu") {
+    spdlog::info("calibrating this CPU for predictions (a second)...");
+    HZ_ASSIGN_OR_RETURN(device, profile::calibrateCpu({}));
+  } else {
+    HZ_ASSIGN_OR_RETURN(device, profile::loadDevice(a.device));
+  }
+  std::vector<std::int64_t> sizes = powersOfTwo(globalBatch.value_or(512));
+  if (!a.microbatch_sizes.empty()) {
+    HZ_ASSIGN_OR_RETURN(sizes, parseSizeList(a.microbatch_sizes, "--microbatch-sizes"));
+  }
+  return profile::predictProfile(arch, device, sizes, a.optimizer);
+}
+
+Status runPlan(const PlanArgs& a) {
+  HZ_ASSIGN_OR_RETURN(auto globalBatch, optionalInt(a.global_batch, "--global-batch"));
+  HZ_ASSIGN_OR_RETURN(profile::Profile prof, obtainProfile(a, globalBatch));
+  HZ_ASSIGN_OR_RETURN(plan::Catalog catalog, plan::loadCatalog(a.platform));
+
+  plan::SearchOptions o;
+  o.global_batch = globalBatch;
+  HZ_ASSIGN_OR_RETURN(auto dataParallel, optionalInt(a.data_parallel, "--data-parallel"));
+  HZ_ASSIGN_OR_RETURN(auto stages, optionalInt(a.stages, "--stages"));
+  HZ_ASSIGN_OR_RETURN(o.microbatch_size, optionalInt(a.microbatch_size, "--microbatch-size"));
+  HZ_ASSIGN_OR_RETURN(o.microbatches, optionalInt(a.microbatches, "--microbatches"));
+  HZ_ASSIGN_OR_RETURN(o.max_microbatches, parsePositiveInt(a.max_microbatches, "--max-microbatches"));
+  if (dataParallel) o.data_parallel = static_cast<int>(*dataParallel);
+  if (stages) o.stages = static_cast<int>(*stages);
+  if (!a.partition.empty()) {
+    HZ_ASSIGN_OR_RETURN(plan::Partition p, parsePartition(a.partition));
+    o.partition = p;
+  }
+  HZ_ASSIGN_OR_RETURN(auto workers, optionalInt(a.workers, "--workers"));
+  if (workers) {
+    o.workers = static_cast<int>(*workers);
+  } else if (o.stages || o.partition) {
+    const int B = o.partition ? o.partition->numStages() : *o.stages;
+    o.workers = o.data_parallel.value_or(1) * B;
+  } else {
+    return invalidArgument("--workers is required (how many workers the plan may use), unless --stages pins it");
+  }
+  HZ_ASSIGN_OR_RETURN(o.objective, plan::parseObjective(a.objective));
+  o.all_strategies = a.all_strategies;
+
+  // The accelerator the workers have: as asked, else the profile's GPU.
+  o.accelerator = a.accelerator;
+  if (o.accelerator.empty() && prof.device_kind == "gpu") o.accelerator = prof.device;
+  // Per-worker memory: as asked, else a GPU's own memory (CPU workers get the platform's limit).
+  if (!a.memory.empty()) {
+    HZ_ASSIGN_OR_RETURN(Bytes limit, parseBytes(a.memory, "--memory"));
+    if (limit <= 0) return invalidArgument("--memory must be positive");
+    o.memory_limit = limit;
+  } else if (!o.accelerator.empty() && prof.device_memory) {
+    o.memory_limit = prof.device_memory;
+  }
+  // Bandwidth and allreduce: flags, else the profile's measurement, else the platform's figure.
+  if (!a.bandwidth.empty()) {
+    HZ_ASSIGN_OR_RETURN(o.bandwidth, parseBandwidth(a.bandwidth, "--bandwidth"));
+  } else if (prof.network) {
+    o.bandwidth = prof.network->bandwidth;
+    spdlog::info("bandwidth {} (measured, from the profile)", formatBandwidth(o.bandwidth));
+  } else {
+    o.bandwidth = catalog.network_bandwidth;
+    spdlog::warn("bandwidth {} is the {} catalog's assumed figure; pass --bandwidth or measure with `hydrozoa profile "
+                 "--network`",
+                 formatBandwidth(o.bandwidth), catalog.name);
+  }
+  if (prof.network) {
+    o.allreduce_alpha = std::max(0.0, prof.network->alpha);
+    o.allreduce_beta = prof.network->beta;
+  }
+  if (!a.alpha.empty()) {
+    HZ_ASSIGN_OR_RETURN(o.allreduce_alpha, nonNegativeNumber(a.alpha, "--allreduce-alpha"));
+  }
+  if (!a.beta.empty()) {
+    HZ_ASSIGN_OR_RETURN(o.allreduce_beta, nonNegativeNumber(a.beta, "--allreduce-beta"));
+  }
+
+  HZ_ASSIGN_OR_RETURN(plan::SearchResult result, plan::searchPlan(prof, catalog, o));
+  const plan::Plan chosen = plan::makePlan(result, prof, o, catalog.name);
+  std::cout << plan::renderPlanTable(chosen);
+  if (a.output != "-") {
+    HZ_RETURN_IF_ERROR(plan::savePlan(chosen, a.output));
+    std::cout << "Wrote " << a.output << "\n";
+  }
+  return Status();
+}
+
+}  // namespace
+
+void addPlanCommand(CLI::App& app, Status* status) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand("plan", "Choose the best hybrid-parallel plan for a worker budget");
+  cmd->footer(
+      "Examples:\n"
+      "  hydrozoa plan --profile p.json --workers 16 --memory 12GB --bandwidth 10Gbit/s --global-batch 256 -o plan.json\n"
+      "  hydrozoa plan --model bert12 --device k80 --workers 16 --global-batch 256\n"
+      "  hydrozoa plan --profile graph.txt --data-parallel 1 --stages 4 --microbatches 8 --bandwidth 100MB/s\n");
+  cmd->add_option("--profile", args->profile, "Profile to plan from: hydrozoa JSON or PipeDream graph.txt");
+  cmd->add_option("--model", args->model, "Zoo model to predict costs for (with --device)");
+  cmd->add_option("-O,--model-option", args->model_options, "Model size option key=value (repeatable)");
+  cmd->add_option("--device", args->device, "Device to predict for: k80, v100, a100, h100, cpu, or a YAML file");
+  cmd->add_option("--microbatch-sizes", args->microbatch_sizes, "Sizes to predict (default: powers of two)");
+  cmd->add_option("--optimizer", args->optimizer, "Optimizer for predicted memory: sgd, sgd_momentum, adam")
+      ->capture_default_str();
+  cmd->add_option("--graph-batch-size", args->graph_batch_size, "Batch size a graph.txt was profiled at")
+      ->capture_default_str();
+  cmd->add_option("--workers", args->workers, "Workers the plan may use");
+  cmd->add_option("--memory", args->memory, "Memory per worker, e.g. 12GB (default: the device's, or the platform's)");
+  cmd->add_option("--bandwidth", args->bandwidth, "Bandwidth between workers, e.g. 10Gbit/s or 100MB/s");
+  cmd->add_option("--allreduce-alpha", args->alpha, "Allreduce overhead per byte per round, seconds");
+  cmd->add_option("--allreduce-beta", args->beta, "Allreduce overhead per round, seconds");
+  cmd->add_option("--global-batch", args->global_batch, "Samples per iteration across all replicas");
+  cmd->add_option("--objective", args->objective, "fastest, cheapest or samples-per-dollar")->capture_default_str();
+  cmd->add_option("--platform", args->platform, "Pricing catalog: aci, lambda, azure-vm, aws-vm, or a YAML file")
+      ->capture_default_str();
+  cmd->add_option("--accelerator", args->accelerator, "Accelerator to price workers with (default: the profile's)");
+  cmd->add_option("--data-parallel", args->data_parallel, "Pin the number of data-parallel replicas");
+  cmd->add_option("--stages", args->stages, "Pin the number of pipeline stages");
+  cmd->add_option("--microbatch-size", args->microbatch_size, "Pin the microbatch size");
+  cmd->add_option("--microbatches", args->microbatches, "Pin the number of microbatches per iteration");
+  cmd->add_option("--partition", args->partition, "Pin the stages as layer ranges, e.g. 0-3,4-9,10-17");
+  cmd->add_option("--max-microbatches", args->max_microbatches, "Largest microbatch count searched without a global batch")
+      ->capture_default_str();
+  cmd->add_flag("--all-strategies", args->all_strategies,
+                "Consider every stage count (Algorithm 1), also those that leave workers idle");
+  cmd->add_option("-o,--output", args->output, "Where to write the plan ('-' for nowhere)")->capture_default_str();
+  cmd->callback([args, status] { *status = runPlan(*args); });
+}
+
+}  // namespace hydrozoa::cli

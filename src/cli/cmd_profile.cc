@@ -1,0 +1,121 @@
+// `hydrozoa profile`: per-layer costs of a model, measured here or predicted
+// for a device; optionally the network between workers.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/log.h"
+#include "model/zoo.h"
+#include "profile/calibrate.h"
+#include "profile/measure.h"
+#include "profile/network.h"
+#include "profile/predict.h"
+#include "profile/summary.h"
+
+namespace hydrozoa::cli {
+namespace {
+
+struct ProfileArgs {
+  std::string model, device, output = "profile.json", sizes = "1,2,4,8", optimizer = "sgd_momentum";
+  std::vector<std::string> model_options;
+  int repeats = 5, warmup = 1, threads = 1, network_workers = 2;
+  std::uint64_t seed = 0;
+  bool network = false;
+};
+
+Status runProfile(const ProfileArgs& a) {
+  if (a.model.empty()) return invalidArgument("--model is required (a zoo name, see `hydrozoa models`, or a .pt file)");
+  HZ_ASSIGN_OR_RETURN(model::Options options, parseModelOptions(a.model_options));
+  HZ_ASSIGN_OR_RETURN(std::vector<std::int64_t> sizes, parseSizeList(a.sizes, "--microbatch-sizes"));
+  if (a.threads < 1) return invalidArgument("--threads must be at least 1");
+  profile::Profile p;
+  if (a.device.empty()) {
+    profile::MeasureOptions mo;
+    mo.microbatch_sizes = sizes;
+    mo.repeats = a.repeats;
+    mo.warmup = a.warmup;
+    mo.threads = a.threads;
+    mo.optimizer = a.optimizer;
+    mo.seed = a.seed;
+    mo.progress = [](const std::string& line) { spdlog::info("{}", line); };
+    HZ_ASSIGN_OR_RETURN(p, profile::measureProfile({a.model, options}, mo));
+  } else {
+    if (model::isTorchScriptPath(a.model)) {
+      return invalidArgument("costs of a TorchScript model cannot be predicted; drop --device to measure them here");
+    }
+    HZ_ASSIGN_OR_RETURN(model::Arch arch, model::buildArch({a.model, options}));
+    profile::DeviceSpec device;
+    if (a.device == "cpu") {
+      HZ_ASSIGN_OR_RETURN(device, profile::calibrateCpu({a.threads}));
+    } else {
+      HZ_ASSIGN_OR_RETURN(device, profile::loadDevice(a.device));
+    }
+    HZ_ASSIGN_OR_RETURN(p, profile::predictProfile(arch, device, sizes, a.optimizer));
+  }
+  if (a.network) {
+    spdlog::info("measuring the network between {} local workers (c10d Gloo)...", a.network_workers);
+    profile::NetworkProbeOptions no;
+    no.workers = a.network_workers;
+    HZ_ASSIGN_OR_RETURN(p.network, profile::probeNetwork(no));
+  }
+  std::cout << profile::renderProfileTable(p);
+  HZ_RETURN_IF_ERROR(profile::saveProfile(p, a.output));
+  std::cout << "Wrote " << a.output << "\n";
+  return Status();
+}
+
+}  // namespace
+
+void addProfileCommand(CLI::App& app, Status* status) {
+  auto a = std::make_shared<ProfileArgs>();
+  CLI::App* cmd = app.add_subcommand("profile", "Measure (or predict) a model's per-layer costs");
+  cmd->footer(
+      "Without --device the model runs here and is measured; with --device it is predicted.\n"
+      "Examples:\n"
+      "  hydrozoa profile --model resnet34 --microbatch-sizes 1,2,4,8 -o p.json\n"
+      "  hydrozoa profile --model cnn --network -o cnn.json\n"
+      "  hydrozoa profile --model bert12 --device k80 --microbatch-sizes 1,2,4,8,16 -o bert-k80.json\n");
+  cmd->add_option("--model", a->model, "Zoo model name or TorchScript file");
+  cmd->add_option("-O,--model-option", a->model_options, "Model size option key=value (repeatable)");
+  cmd->add_option("--microbatch-sizes", a->sizes, "Comma-separated microbatch sizes")->capture_default_str();
+  cmd->add_option("--repeats", a->repeats, "Timed runs per layer (the median is kept)")->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "Untimed runs first")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Compute threads, as one worker will use")->capture_default_str();
+  cmd->add_option("--optimizer", a->optimizer, "sgd, sgd_momentum or adam (optimizer-state memory)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed for weights and inputs")->capture_default_str();
+  cmd->add_option("--device", a->device, "Predict for k80, v100, a100, h100, cpu (calibrated) or a YAML file");
+  cmd->add_flag("--network", a->network, "Also measure bandwidth, latency and allreduce between local workers");
+  cmd->add_option("--network-workers", a->network_workers, "Workers in the allreduce fit")->capture_default_str();
+  cmd->add_option("-o,--output", a->output, "Where to write the profile")->capture_default_str();
+  cmd->callback([a, status] { *status = runProfile(*a); });
+}
+
+void addNetprobeWorkerCommand(CLI::App& app, Status* status) {
+  struct Args {
+    std::string store, sizes;
+    int rank = 0, world = 2, repeats = 5;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("netprobe-worker", "");  // internal: started by `profile --network`
+  cmd->group("");  // hidden from --help
+  cmd->add_option("--store", a->store)->required();
+  cmd->add_option("--rank", a->rank)->required();
+  cmd->add_option("--world", a->world)->required();
+  cmd->add_option("--sizes", a->sizes)->required();
+  cmd->add_option("--repeats", a->repeats);
+  cmd->callback([a, status] {
+    auto sizes = parseSizeList(a->sizes, "--sizes");
+    if (!sizes.ok()) {
+      *status = sizes.status();
+      return;
+    }
+    try {
+      *status = profile::runNetprobeWorker(a->store, a->rank, a->world, *sizes, a->repeats);
+    } catch (const std::exception& e) {
+      *status = unavailable(std::string("network probe worker: ") + e.what());
+    }
+  });
+}
+
+}  // namespace hydrozoa::cli

@@ -1,0 +1,18 @@
+// The `hydrozoa` subcommands. Each add*Command registers one subcommand whose
+// callback stores its outcome in *status; main() prints a failed Status as
+// one line and exits non-zero.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "core/status.h"
+
+namespace hydrozoa::cli {
+
+void addModelsCommand(CLI::App& app, Status* status);
+void addProfileCommand(CLI::App& app, Status* status);
+void addPlanCommand(CLI::App& app, Status* status);
+void addShowCommand(CLI::App& app, Status* status);
+void addNetprobeWorkerCommand(CLI::App& app, Status* status);
+
+}  // namespace hydrozoa::cli

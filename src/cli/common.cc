@@ -1,0 +1,33 @@
+#include "cli/common.h"
+
+#include <fmt/format.h>
+
+
+#include "core/units.h"
+
+namespace hydrozoa::cli {
+
+Result<std::vector<std::int64_t>> parseSizeList(const std::string& text, const std::string& flag) {
+  std::vector<std::int64_t> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    HZ_ASSIGN_OR_RETURN(std::int64_t v, parsePositiveInt(item, flag));
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+Result<model::Options> parseModelOptions(const std::vector<std::string>& flags) {
+  model::Options options;
+  for (const auto& f : flags) {
+    HZ_ASSIGN_OR_RETURN(auto kv, model::parseOption(f));
+    options.push_back(std::move(kv));
+  }
+  return options;
+}
+
+}  // namespace hydrozoa::cli

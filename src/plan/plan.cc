@@ -1,0 +1,324 @@
+#include "plan/plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/table.h"
+
+namespace hydrozoa::plan {
+
+Plan makePlan(const SearchResult& result, const profile::Profile& profile, const SearchOptions& o,
+              const std::string& platform) {
+  const Candidate& c = result.best();
+  Plan p;
+  p.model = profile.model;
+  p.model_options = profile.options;
+  p.profile_source = profile.source;
+  p.device = profile.device;
+  for (const auto& l : profile.layers) p.layer_names.push_back(l.name);
+  p.data_parallel = c.data_parallel;
+  p.pipeline_stages = c.stages;
+  p.microbatch_size = c.microbatch_size;
+  p.num_microbatches = c.microbatches;
+  for (const StageDetail& d : c.stage_details) {
+    PlanStage s;
+    s.first_layer = d.first_layer;
+    s.last_layer = d.last_layer;
+    s.memory_bytes = d.memory;
+    s.parameter_bytes = d.parameter_bytes;
+    s.forward_seconds = d.forward;
+    s.backward_seconds = d.backward;
+    s.allreduce_seconds = d.allreduce;
+    s.worker = d.worker.description;
+    s.vcpus = d.worker.vcpus;
+    s.worker_memory_bytes = d.worker.memory;
+    s.accelerator = d.worker.accelerator;
+    s.cost_per_hour = d.worker.cost_per_hour;
+    p.stages.push_back(std::move(s));
+  }
+  p.iteration_seconds = c.iteration;
+  p.pipeline_seconds = c.pipeline.total;
+  p.allreduce_seconds = c.allreduce;
+  p.samples_per_second = c.samples_per_second;
+  p.cost_per_hour = c.cost_per_hour;
+  p.samples_per_dollar = c.samples_per_dollar;
+  p.bubble_fraction = c.bubble_fraction;
+  p.partition_gap_seconds = c.partition_gap;
+  p.workers = o.workers;
+  p.memory_limit = result.memory_limit;
+  p.bandwidth = o.bandwidth;
+  p.allreduce_alpha = o.allreduce_alpha;
+  p.allreduce_beta = o.allreduce_beta;
+  p.global_batch_requested = o.global_batch;
+  p.objective = objectiveName(o.objective);
+  p.platform = platform;
+  for (size_t i = 0; i < result.considered.size(); ++i) {
+    const Candidate& r = result.considered[i];
+    PlanAlternative a;
+    a.data_parallel = r.data_parallel;
+    a.pipeline_stages = r.stages;
+    a.microbatch_size = r.microbatch_size;
+    a.num_microbatches = r.microbatches;
+    a.feasible = r.feasible;
+    a.chosen = static_cast<int>(i) == result.chosen;
+    a.note = r.reason;
+    a.iteration_seconds = r.iteration;
+    a.samples_per_second = r.samples_per_second;
+    a.cost_per_hour = r.cost_per_hour;
+    a.samples_per_dollar = r.samples_per_dollar;
+    for (const auto& d : r.stage_details) a.max_worker_memory = std::max(a.max_worker_memory, d.memory);
+    p.alternatives.push_back(std::move(a));
+  }
+  return p;
+}
+
+Json planToJson(const Plan& p) {
+  Json options = Json::object();
+  for (const auto& [k, v] : p.model_options) options[k] = v;
+  Json stages = Json::array();
+  for (const auto& s : p.stages) {
+    stages.push_back({{"first_layer", s.first_layer},
+                      {"last_layer", s.last_layer},
+                      {"memory_bytes", s.memory_bytes},
+                      {"parameter_bytes", s.parameter_bytes},
+                      {"forward_seconds", s.forward_seconds},
+                      {"backward_seconds", s.backward_seconds},
+                      {"allreduce_seconds", s.allreduce_seconds},
+                      {"worker",
+                       {{"description", s.worker},
+                        {"vcpus", s.vcpus},
+                        {"memory_bytes", s.worker_memory_bytes},
+                        {"accelerator", s.accelerator},
+                        {"cost_per_hour", s.cost_per_hour}}}});
+  }
+  Json alternatives = Json::array();
+  for (const auto& a : p.alternatives) {
+    alternatives.push_back({{"data_parallel", a.data_parallel},
+                            {"pipeline_stages", a.pipeline_stages},
+                            {"microbatch_size", a.microbatch_size},
+                            {"num_microbatches", a.num_microbatches},
+                            {"feasible", a.feasible},
+                            {"chosen", a.chosen},
+                            {"note", a.note},
+                            {"iteration_seconds", a.iteration_seconds},
+                            {"samples_per_second", a.samples_per_second},
+                            {"cost_per_hour", a.cost_per_hour},
+                            {"samples_per_dollar", a.samples_per_dollar},
+                            {"max_worker_memory_bytes", a.max_worker_memory}});
+  }
+  return {{"schema", kPlanSchema},
+          {"model", {{"name", p.model}, {"options", options}, {"layers", p.layer_names}}},
+          {"profile", {{"source", p.profile_source}, {"device", p.device}}},
+          {"strategy", {{"data_parallel", p.data_parallel}, {"pipeline_stages", p.pipeline_stages}}},
+          {"microbatch_size", p.microbatch_size},
+          {"num_microbatches", p.num_microbatches},
+          {"global_batch", p.globalBatch()},
+          {"stages", stages},
+          {"predicted",
+           {{"iteration_seconds", p.iteration_seconds},
+            {"pipeline_seconds", p.pipeline_seconds},
+            {"allreduce_seconds", p.allreduce_seconds},
+            {"samples_per_second", p.samples_per_second},
+            {"cost_per_hour", p.cost_per_hour},
+            {"samples_per_dollar", p.samples_per_dollar},
+            {"bubble_fraction", p.bubble_fraction},
+            {"partition_gap_seconds", p.partition_gap_seconds}}},
+          {"inputs",
+           {{"workers", p.workers},
+            {"memory_limit_bytes", p.memory_limit ? Json(*p.memory_limit) : Json(nullptr)},
+            {"bandwidth_bytes_per_s", p.bandwidth},
+            {"allreduce_alpha_s_per_byte", p.allreduce_alpha},
+            {"allreduce_beta_s", p.allreduce_beta},
+            {"global_batch", p.global_batch_requested ? Json(*p.global_batch_requested) : Json(nullptr)},
+            {"objective", p.objective},
+            {"platform", p.platform}}},
+          {"alternatives", alternatives}};
+}
+
+Result<Plan> planFromJson(const Json& j, const std::string& origin) {
+  Plan p;
+  ObjectReader top(j, origin);
+  const std::string schema = top.string("schema");
+  if (top.ok() && schema != kPlanSchema) {
+    top.fail("schema", fmt::format("is \"{}\", this hydrozoa reads \"{}\" (re-run `hydrozoa plan`)", schema, kPlanSchema));
+  }
+  HZ_RETURN_IF_ERROR(top.status());
+  {
+    ObjectReader model(top.object("model"), top.child("model"));
+    p.model = model.string("name");
+    if (const Json* options = model.raw("options"); options && options->is_object()) {
+      for (const auto& item : options->items()) {
+        p.model_options.emplace_back(item.key(), item.value().is_string() ? item.value().get<std::string>()
+                                                                          : item.value().dump());
+      }
+    }
+    if (const Json* layers = model.raw("layers"); layers && layers->is_array()) {
+      for (const auto& l : *layers) p.layer_names.push_back(l.is_string() ? l.get<std::string>() : l.dump());
+    }
+    HZ_RETURN_IF_ERROR(model.status());
+  }
+  if (const Json* prof = top.raw("profile")) {
+    ObjectReader r(*prof, top.child("profile"));
+    p.profile_source = r.optString("source").value_or("");
+    p.device = r.optString("device").value_or("");
+    HZ_RETURN_IF_ERROR(r.status());
+  }
+  {
+    ObjectReader s(top.object("strategy"), top.child("strategy"));
+    p.data_parallel = static_cast<int>(s.integer("data_parallel", 1, 1 << 20));
+    p.pipeline_stages = static_cast<int>(s.integer("pipeline_stages", 1, 1 << 20));
+    HZ_RETURN_IF_ERROR(s.status());
+  }
+  p.microbatch_size = top.integer("microbatch_size", 1);
+  p.num_microbatches = top.integer("num_microbatches", 1);
+  const Json& stages = top.array("stages", /*nonEmpty=*/true);
+  HZ_RETURN_IF_ERROR(top.status());
+  for (size_t i = 0; i < stages.size(); ++i) {
+    ObjectReader r(stages[i], top.element("stages", i));
+    PlanStage s;
+    s.first_layer = static_cast<int>(r.integer("first_layer", 0));
+    s.last_layer = static_cast<int>(r.integer("last_layer", 0));
+    s.memory_bytes = r.integer("memory_bytes", 0);
+    s.parameter_bytes = r.optInteger("parameter_bytes", 0).value_or(0);
+    s.forward_seconds = r.optNumber("forward_seconds").value_or(0);
+    s.backward_seconds = r.optNumber("backward_seconds").value_or(0);
+    s.allreduce_seconds = r.optNumber("allreduce_seconds").value_or(0);
+    if (const Json* w = r.raw("worker")) {
+      ObjectReader wr(*w, r.child("worker"));
+      s.worker = wr.optString("description").value_or("");
+      s.vcpus = wr.optNumber("vcpus").value_or(0);
+      s.worker_memory_bytes = wr.optInteger("memory_bytes", 0).value_or(0);
+      s.accelerator = wr.optString("accelerator").value_or("");
+      s.cost_per_hour = wr.optNumber("cost_per_hour").value_or(0);
+      HZ_RETURN_IF_ERROR(wr.status());
+    }
+    HZ_RETURN_IF_ERROR(r.status());
+    const int expectedFirst = i == 0 ? 0 : p.stages.back().last_layer + 1;
+    if (s.first_layer != expectedFirst || s.last_layer < s.first_layer) {
+      return parseError(fmt::format("{}: stages[{}] covers layers {}-{}; stages must be consecutive, non-empty ranges "
+                                    "starting at layer 0 (expected it to start at {})",
+                                    origin, i, s.first_layer, s.last_layer, expectedFirst));
+    }
+    p.stages.push_back(s);
+  }
+  if (static_cast<int>(p.stages.size()) != p.pipeline_stages) {
+    return parseError(fmt::format("{}: strategy.pipeline_stages is {} but stages lists {}", origin, p.pipeline_stages,
+                                  p.stages.size()));
+  }
+  if (!p.layer_names.empty() && p.stages.back().last_layer + 1 != static_cast<int>(p.layer_names.size())) {
+    return parseError(fmt::format("{}: the stages end at layer {} but the model has {} layers", origin,
+                                  p.stages.back().last_layer, p.layer_names.size()));
+  }
+  if (const Json* pred = top.raw("predicted")) {
+    ObjectReader r(*pred, top.child("predicted"));
+    p.iteration_seconds = r.nonNegative("iteration_seconds");
+    p.samples_per_second = r.nonNegative("samples_per_second");
+    p.cost_per_hour = r.nonNegative("cost_per_hour");
+    p.samples_per_dollar = r.nonNegative("samples_per_dollar");
+    p.pipeline_seconds = r.optNumber("pipeline_seconds").value_or(p.iteration_seconds);
+    p.allreduce_seconds = r.optNumber("allreduce_seconds").value_or(0);
+    p.bubble_fraction = r.optNumber("bubble_fraction").value_or(0);
+    p.partition_gap_seconds = r.optNumber("partition_gap_seconds").value_or(0);
+    HZ_RETURN_IF_ERROR(r.status());
+  }
+  if (const Json* in = top.raw("inputs")) {
+    ObjectReader r(*in, top.child("inputs"));
+    p.workers = static_cast<int>(r.optInteger("workers", 1).value_or(p.data_parallel * p.pipeline_stages));
+    p.memory_limit = r.optInteger("memory_limit_bytes", 1);
+    p.bandwidth = r.optNumber("bandwidth_bytes_per_s").value_or(0);
+    p.allreduce_alpha = r.optNumber("allreduce_alpha_s_per_byte").value_or(0);
+    p.allreduce_beta = r.optNumber("allreduce_beta_s").value_or(0);
+    p.global_batch_requested = r.optInteger("global_batch", 1);
+    p.objective = r.optString("objective").value_or("");
+    p.platform = r.optString("platform").value_or("");
+    HZ_RETURN_IF_ERROR(r.status());
+  }
+  if (const Json* alts = top.raw("alternatives"); alts && alts->is_array()) {
+    for (size_t i = 0; i < alts->size(); ++i) {
+      ObjectReader r((*alts)[i], top.element("alternatives", i));
+      PlanAlternative a;
+      a.data_parallel = static_cast<int>(r.integer("data_parallel", 1));
+      a.pipeline_stages = static_cast<int>(r.integer("pipeline_stages", 1));
+      a.microbatch_size = r.optInteger("microbatch_size", 0).value_or(0);
+      a.num_microbatches = r.optInteger("num_microbatches", 0).value_or(0);
+      a.feasible = r.boolean("feasible");
+      a.chosen = r.has("chosen") && r.boolean("chosen");
+      a.note = r.optString("note").value_or("");
+      a.iteration_seconds = r.optNumber("iteration_seconds").value_or(0);
+      a.samples_per_second = r.optNumber("samples_per_second").value_or(0);
+      a.cost_per_hour = r.optNumber("cost_per_hour").value_or(0);
+      a.samples_per_dollar = r.optNumber("samples_per_dollar").value_or(0);
+      a.max_worker_memory = r.optInteger("max_worker_memory_bytes", 0).value_or(0);
+      HZ_RETURN_IF_ERROR(r.status());
+      p.alternatives.push_back(a);
+    }
+  }
+  return p;
+}
+
+Result<Plan> loadPlan(const std::string& path) {
+  HZ_ASSIGN_OR_RETURN(Json j, readJsonFile(path));
+  return planFromJson(j, path);
+}
+
+Status savePlan(const Plan& plan, const std::string& path) {
+  return writeFileAtomically(path, planToJson(plan).dump(1) + "\n");
+}
+
+std::string renderPlanTable(const Plan& p) {
+  std::string out;
+  out += fmt::format("Plan for {} ({} profile, {} layers) on {} workers: {} per worker, {} between workers, ",
+                     p.model, p.profile_source.empty() ? "a" : p.profile_source, p.layer_names.size(), p.workers,
+                     p.memory_limit ? formatBytes(*p.memory_limit) : "memory unlimited", formatBandwidth(p.bandwidth));
+  out += p.global_batch_requested ? fmt::format("global batch {}", *p.global_batch_requested)
+                                  : std::string("global batch searched");
+  out += fmt::format(", objective {}, platform {}\n\n", p.objective, p.platform);
+
+  TextTable alts({"", "strategy", "microbatches", "iteration", "samples/s", "$/hour", "samples/$", "memory/worker", "note"},
+                 {false, false, true, true, true, true, true, true, false});
+  for (const auto& a : p.alternatives) {
+    const std::string mb = a.microbatch_size ? fmt::format("{} × {}", a.num_microbatches, a.microbatch_size) : "-";
+    if (a.feasible) {
+      alts.addRow({a.chosen ? "*" : "", fmt::format("{}×{}", a.data_parallel, a.pipeline_stages), mb,
+                   formatSeconds(a.iteration_seconds), fmt::format("{:.1f}", a.samples_per_second),
+                   formatUsd(a.cost_per_hour), formatCount(a.samples_per_dollar), formatBytes(a.max_worker_memory),
+                   a.note});
+    } else {
+      alts.addRow({"", fmt::format("{}×{}", a.data_parallel, a.pipeline_stages), mb, "-", "-", "-", "-", "-",
+                   "infeasible: " + a.note});
+    }
+  }
+  out += alts.render();
+  out += fmt::format("\nChosen: {}×{} ({} data-parallel {} of a {}-stage pipeline), {} microbatch{} of {} = {} samples "
+                     "per iteration\n",
+                     p.data_parallel, p.pipeline_stages, p.data_parallel, p.data_parallel == 1 ? "copy" : "copies",
+                     p.pipeline_stages, p.num_microbatches, p.num_microbatches == 1 ? "" : "es", p.microbatch_size,
+                     p.globalBatch());
+  TextTable stages({"stage", "layers", "fwd/mb", "bwd/mb", "params", "memory", "allreduce", "worker", "$/h each"},
+                   {true, false, true, true, true, true, true, false, true});
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    const PlanStage& st = p.stages[s];
+    std::string layers = fmt::format("{}-{}", st.first_layer, st.last_layer);
+    if (static_cast<size_t>(st.last_layer) < p.layer_names.size()) {
+      layers += st.first_layer == st.last_layer
+                    ? fmt::format(" ({})", p.layer_names[st.first_layer])
+                    : fmt::format(" ({}..{})", p.layer_names[st.first_layer], p.layer_names[st.last_layer]);
+    }
+    stages.addRow({std::to_string(s), layers, formatSeconds(st.forward_seconds), formatSeconds(st.backward_seconds),
+                   formatBytes(st.parameter_bytes), formatBytes(st.memory_bytes), formatSeconds(st.allreduce_seconds),
+                   st.worker, formatUsd(st.cost_per_hour)});
+  }
+  out += stages.render();
+  out += fmt::format("Predicted: {} per iteration (pipeline {} + allreduce {}), {:.1f} samples/s, bubble {:.0f}%, {}/hour, "
+                     "{} samples per dollar{}\n",
+                     formatSeconds(p.iteration_seconds), formatSeconds(p.pipeline_seconds),
+                     formatSeconds(p.allreduce_seconds), p.samples_per_second, 100 * p.bubble_fraction,
+                     formatUsd(p.cost_per_hour), formatCount(p.samples_per_dollar),
+                     p.partition_gap_seconds > 0
+                         ? fmt::format(" (partition within {} of optimal)", formatSeconds(p.partition_gap_seconds))
+                         : "");
+  return out;
+}
+
+}  // namespace hydrozoa::plan

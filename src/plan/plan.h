@@ -1,0 +1,94 @@
+// Plan: the planner's decision as a plain value, its JSON form plan.json
+// (schema "hydrozoa.plan/1", docs/formats.md) and its table.
+//
+// plan.json holds the chosen strategy, microbatches, stages (0-based layer
+// ranges into the profile's chain, with the memory each needs and the worker
+// it was right-sized to), the predicted time and money, the inputs it was
+// planned for, and every alternative considered. The runtime executes it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/files.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "plan/search.h"
+#include "profile/profile.h"
+
+namespace hydrozoa::plan {
+
+inline constexpr const char* kPlanSchema = "hydrozoa.plan/1";
+
+struct PlanStage {
+  int first_layer = 0, last_layer = 0;
+  Bytes memory_bytes = 0;
+  Bytes parameter_bytes = 0;
+  Seconds forward_seconds = 0, backward_seconds = 0, allreduce_seconds = 0;
+  std::string worker;  // "4 vCPU, 6.00 GB, 1x k80"
+  double vcpus = 0;
+  Bytes worker_memory_bytes = 0;
+  std::string accelerator;
+  UsdPerHour cost_per_hour = 0;  // one worker of this stage
+};
+
+struct PlanAlternative {
+  int data_parallel = 0, pipeline_stages = 0;
+  std::int64_t microbatch_size = 0, num_microbatches = 0;
+  bool feasible = false;
+  bool chosen = false;
+  std::string note;  // infeasibility reason or remark
+  Seconds iteration_seconds = 0;
+  double samples_per_second = 0;
+  UsdPerHour cost_per_hour = 0;
+  double samples_per_dollar = 0;
+  Bytes max_worker_memory = 0;
+};
+
+struct Plan {
+  // What was planned.
+  std::string model;
+  std::vector<std::pair<std::string, std::string>> model_options;
+  std::string profile_source, device;
+  std::vector<std::string> layer_names;
+  // The decision.
+  int data_parallel = 1, pipeline_stages = 1;
+  std::int64_t microbatch_size = 1, num_microbatches = 1;
+  std::vector<PlanStage> stages;
+  // Predictions.
+  Seconds iteration_seconds = 0, pipeline_seconds = 0, allreduce_seconds = 0;
+  double samples_per_second = 0;
+  UsdPerHour cost_per_hour = 0;
+  double samples_per_dollar = 0;
+  double bubble_fraction = 0;
+  Seconds partition_gap_seconds = 0;
+  // Inputs.
+  int workers = 0;
+  std::optional<Bytes> memory_limit;
+  BytesPerSecond bandwidth = 0;
+  double allreduce_alpha = 0;
+  Seconds allreduce_beta = 0;
+  std::optional<std::int64_t> global_batch_requested;
+  std::string objective, platform;
+  // Everything considered, the chosen row included.
+  std::vector<PlanAlternative> alternatives;
+
+  std::int64_t globalBatch() const { return data_parallel * microbatch_size * num_microbatches; }
+};
+
+// Builds the plan from a search result.
+Plan makePlan(const SearchResult& result, const profile::Profile& profile, const SearchOptions& options,
+              const std::string& platform);
+
+Json planToJson(const Plan& plan);
+Result<Plan> planFromJson(const Json& j, const std::string& origin);
+Result<Plan> loadPlan(const std::string& path);
+Status savePlan(const Plan& plan, const std::string& path);
+
+// The table `hydrozoa plan` prints: every alternative, the chosen one marked,
+// then the chosen plan's stages.
+std::string renderPlanTable(const Plan& plan);
+
+}  // namespace hydrozoa::plan

@@ -1,0 +1,245 @@
+#include "plan/resources.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/files.h"
+#include "core/paths.h"
+
+namespace hydrozoa::plan {
+namespace {
+
+Bytes roundUp(double bytes, Bytes increment) {
+  if (increment <= 0) return static_cast<Bytes>(std::ceil(bytes));
+  return static_cast<Bytes>(std::ceil(bytes / static_cast<double>(increment) - 1e-9)) * increment;
+}
+
+double gb(Bytes b) { return static_cast<double>(b) / 1e9; }
+
+std::optional<ContainerTier> readTier(ObjectReader& parent, const char* key) {
+  const Json* raw = parent.raw(key);
+  if (!raw) return std::nullopt;
+  ObjectReader r(*raw, parent.child(key));
+  ContainerTier t;
+  t.vcpus = r.positive("vcpus");
+  t.max_memory = r.bytes("max_memory");
+  if (r.has("host_memory")) t.host_memory = r.bytes("host_memory");
+  t.vcpu_per_hour = r.nonNegative("vcpu_per_hour");
+  t.memory_gb_per_hour = r.nonNegative("memory_gb_per_hour");
+  if (const Json* acc = r.raw("accelerators")) {
+    if (!acc->is_object()) {
+      r.fail("accelerators", "expected a map of accelerator name to $/hour");
+    } else {
+      ObjectReader a(*acc, r.child("accelerators"));
+      for (const auto& item : acc->items()) t.accelerators.emplace_back(item.key(), a.nonNegative(item.key().c_str()));
+      if (!a.ok()) r.fail(a.status().message());
+    }
+  }
+  r.rejectUnknownKeys();
+  if (!r.ok()) parent.fail(r.status().message());
+  return t;
+}
+
+std::string available(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace
+
+Result<Catalog> loadCatalog(const std::string& nameOrPath) {
+  const std::string path = dataFile("pricing", nameOrPath, ".yaml");
+  auto yaml = readYamlFile(path);
+  if (!yaml.ok()) {
+    if (yaml.status().code() == ErrorCode::kNotFound && path != nameOrPath) {
+      return notFound(fmt::format("unknown platform \"{}\": no {} (built in: aci, lambda, azure-vm, aws-vm; or give a "
+                                  "catalog file path)",
+                                  nameOrPath, path));
+    }
+    return yaml.status();
+  }
+  ObjectReader r(*yaml, path);
+  Catalog c;
+  c.name = r.string("name");
+  c.description = r.optString("description").value_or("");
+  const std::string kind = r.string("kind");
+  c.billing = r.string("billing");
+  c.network_bandwidth = r.bandwidth("network_bandwidth");
+  if (r.has("memory_increment")) c.memory_increment = r.bytes("memory_increment");
+  if (r.has("memory_margin")) c.memory_margin = r.fraction("memory_margin");
+  HZ_RETURN_IF_ERROR(r.status());
+  if (kind == "container") {
+    c.kind = PlatformKind::kContainer;
+    c.cpu = readTier(r, "cpu");
+    c.gpu = readTier(r, "gpu");
+    if (r.ok() && !c.cpu && !c.gpu) r.fail("a container catalog needs a cpu: or gpu: section");
+  } else if (kind == "function") {
+    c.kind = PlatformKind::kFunction;
+    c.min_memory = r.bytes("min_memory");
+    c.max_memory = r.bytes("max_memory");
+    c.memory_gb_per_hour = r.nonNegative("memory_gb_per_hour");
+    c.vcpus_per_gb = r.positive("vcpus_per_gb");
+  } else if (kind == "vm") {
+    c.kind = PlatformKind::kVm;
+    const Json& list = r.array("instances", /*nonEmpty=*/true);
+    for (size_t i = 0; i < list.size() && r.ok(); ++i) {
+      ObjectReader v(list[i], r.element("instances", i));
+      VmInstance vm;
+      vm.name = v.string("name");
+      vm.accelerator = v.optString("accelerator").value_or("");
+      vm.accelerators = static_cast<int>(v.optInteger("accelerators", 1).value_or(vm.accelerator.empty() ? 0 : 1));
+      vm.vcpus = v.positive("vcpus");
+      vm.memory = v.bytes("memory");
+      vm.per_hour = v.positive("per_hour");
+      v.rejectUnknownKeys();
+      HZ_RETURN_IF_ERROR(v.status());
+      c.instances.push_back(vm);
+    }
+  } else if (r.ok()) {
+    r.fail("kind", fmt::format("is \"{}\"; use container, function or vm", kind));
+  }
+  r.rejectUnknownKeys();
+  HZ_RETURN_IF_ERROR(r.status());
+  return c;
+}
+
+WorkerSpec rightSize(const Catalog& c, const WorkerNeeds& needs) {
+  WorkerSpec w;
+  w.accelerator = needs.accelerator;
+  const bool gpu = !needs.accelerator.empty();
+  // CPU workers hold everything in host memory; GPU workers hold their stage
+  // on the device and need host memory for a copy of the parameters.
+  const double margin = 1.0 + c.memory_margin;
+  switch (c.kind) {
+    case PlatformKind::kContainer: {
+      const std::optional<ContainerTier>& tier = gpu ? c.gpu : c.cpu;
+      if (!tier) {
+        w.reason = fmt::format("{} has no {} containers", c.name, gpu ? "GPU" : "CPU-only");
+        return w;
+      }
+      UsdPerHour accelerator = 0;
+      if (gpu) {
+        std::vector<std::string> names;
+        bool found = false;
+        for (const auto& [name, price] : tier->accelerators) {
+          names.push_back(name);
+          if (name == needs.accelerator) {
+            accelerator = price;
+            found = true;
+          }
+        }
+        if (!found) {
+          w.reason = fmt::format("{} offers no {} (it offers {}); choose another --platform or add it to the catalog",
+                                 c.name, needs.accelerator, available(names));
+          return w;
+        }
+      }
+      const double need = gpu ? static_cast<double>(tier->host_memory) + needs.parameter_bytes * margin
+                              : static_cast<double>(needs.memory) * margin;
+      w.memory = roundUp(need, c.memory_increment);
+      if (w.memory > tier->max_memory) {
+        w.reason = fmt::format("a worker needs {} of memory but {} {} containers have at most {}", formatBytes(w.memory),
+                               c.name, gpu ? "GPU" : "CPU", formatBytes(tier->max_memory));
+        return w;
+      }
+      w.vcpus = tier->vcpus;
+      w.cost_per_hour = tier->vcpus * tier->vcpu_per_hour + gb(w.memory) * tier->memory_gb_per_hour + accelerator;
+      w.description = fmt::format("{} vCPU, {}{}", w.vcpus, formatBytes(w.memory), gpu ? ", 1x " + needs.accelerator : "");
+      break;
+    }
+    case PlatformKind::kFunction: {
+      if (gpu) {
+        w.reason = fmt::format("{} functions have no accelerators; plan for --device cpu or another --platform", c.name);
+        return w;
+      }
+      w.memory = roundUp(std::max<double>(static_cast<double>(c.min_memory), needs.memory * margin), c.memory_increment);
+      if (w.memory > c.max_memory) {
+        w.reason = fmt::format("a worker needs {} of memory but {} functions have at most {}", formatBytes(w.memory),
+                               c.name, formatBytes(c.max_memory));
+        return w;
+      }
+      w.vcpus = gb(w.memory) * c.vcpus_per_gb;
+      w.cost_per_hour = gb(w.memory) * c.memory_gb_per_hour;
+      w.description = fmt::format("function {}", formatBytes(w.memory));
+      break;
+    }
+    case PlatformKind::kVm: {
+      const VmInstance* best = nullptr;
+      std::vector<std::string> names;
+      for (const auto& vm : c.instances) {
+        if (vm.accelerator != needs.accelerator) continue;
+        names.push_back(vm.name);
+        const int perInstance = std::max(1, vm.accelerators);
+        const double hostPerWorker = static_cast<double>(vm.memory) / perInstance;
+        const double need = gpu ? needs.parameter_bytes * margin : needs.memory * margin;
+        if (need > hostPerWorker) continue;
+        if (!best || vm.per_hour / perInstance < best->per_hour / std::max(1, best->accelerators)) best = &vm;
+      }
+      if (!best) {
+        w.reason = names.empty() ? fmt::format("{} has no {} instances in its catalog", c.name,
+                                               gpu ? needs.accelerator : std::string("CPU-only"))
+                                 : fmt::format("no {} instance ({}) has the {} a worker needs", c.name,
+                                               available(names), formatBytes(static_cast<Bytes>(needs.memory * margin)));
+        return w;
+      }
+      w.instance = best->name;
+      w.workers_per_instance = std::max(1, best->accelerators);
+      w.vcpus = best->vcpus / w.workers_per_instance;
+      w.memory = best->memory / w.workers_per_instance;
+      w.cost_per_hour = best->per_hour / w.workers_per_instance;
+      w.description = w.workers_per_instance > 1 ? fmt::format("1/{} of {}", w.workers_per_instance, best->name)
+                                                 : best->name;
+      break;
+    }
+  }
+  w.feasible = true;
+  return w;
+}
+
+std::optional<Bytes> platformMemoryLimit(const Catalog& c, const std::string& accelerator) {
+  if (!accelerator.empty()) return std::nullopt;
+  const double margin = 1.0 + c.memory_margin;
+  Bytes max = 0;
+  switch (c.kind) {
+    case PlatformKind::kContainer:
+      if (!c.cpu) return std::nullopt;
+      max = c.cpu->max_memory;
+      break;
+    case PlatformKind::kFunction: max = c.max_memory; break;
+    case PlatformKind::kVm:
+      for (const auto& vm : c.instances) {
+        if (vm.accelerator.empty()) max = std::max(max, vm.memory);
+      }
+      if (max == 0) return std::nullopt;
+      break;
+  }
+  return static_cast<Bytes>(std::floor(static_cast<double>(max) / margin));
+}
+
+UsdPerHour totalCostPerHour(const Catalog& c, const std::vector<WorkerSpec>& specs) {
+  if (c.kind != PlatformKind::kVm) {
+    UsdPerHour total = 0;
+    for (const auto& s : specs) total += s.cost_per_hour;
+    return total;
+  }
+  // VMs are billed as whole instances.
+  std::map<std::string, std::pair<int, const WorkerSpec*>> byInstance;
+  for (const auto& s : specs) {
+    auto& e = byInstance[s.instance];
+    ++e.first;
+    e.second = &s;
+  }
+  UsdPerHour total = 0;
+  for (const auto& [name, e] : byInstance) {
+    const int wpi = e.second->workers_per_instance;
+    const int instances = (e.first + wpi - 1) / wpi;
+    total += instances * e.second->cost_per_hour * wpi;
+  }
+  return total;
+}
+
+}  // namespace hydrozoa::plan

@@ -1,0 +1,89 @@
+// Pricing catalogs and right-sizing (Hydrozoa §3.1, §4.3; DESIGN §4).
+//
+// A catalog is a YAML data file (data/pricing/*.yaml, or a user's own) that
+// describes one platform: serverless containers priced per vCPU, GB and
+// accelerator (ACI); functions priced per GB (Lambda); or VM instance types
+// priced per hour (Azure, AWS). rightSize() turns what a worker needs into
+// the cheapest resource the platform sells and its price.
+//
+// Thread-safety: values and pure functions.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/units.h"
+
+namespace hydrozoa::plan {
+
+enum class PlatformKind { kContainer, kFunction, kVm };
+
+struct ContainerTier {
+  double vcpus = 0;
+  Bytes max_memory = 0;
+  Bytes host_memory = 0;  // GPU tier: host RAM beyond the worker's parameters
+  UsdPerHour vcpu_per_hour = 0;
+  UsdPerHour memory_gb_per_hour = 0;
+  std::vector<std::pair<std::string, UsdPerHour>> accelerators;  // name -> $/h each
+};
+
+struct VmInstance {
+  std::string name;
+  std::string accelerator;  // empty: CPU-only
+  int accelerators = 0;
+  double vcpus = 0;
+  Bytes memory = 0;
+  UsdPerHour per_hour = 0;
+};
+
+struct Catalog {
+  std::string name, description, billing;
+  PlatformKind kind = PlatformKind::kContainer;
+  BytesPerSecond network_bandwidth = 0;
+  Bytes memory_increment = kGB;
+  double memory_margin = 0.1;  // fraction added to planned memory
+  // Containers:
+  std::optional<ContainerTier> cpu, gpu;
+  // Functions:
+  Bytes min_memory = 0, max_memory = 0;
+  UsdPerHour memory_gb_per_hour = 0;
+  double vcpus_per_gb = 0;
+  // VMs:
+  std::vector<VmInstance> instances;
+};
+
+// Loads a catalog: a bare name ("aci") from the data directory, or a path.
+Result<Catalog> loadCatalog(const std::string& nameOrPath);
+
+// What one worker needs.
+struct WorkerNeeds {
+  Bytes memory = 0;           // memory the worker's stage needs (device memory on GPUs)
+  Bytes parameter_bytes = 0;  // of its stage (host copy on GPU workers)
+  std::string accelerator;    // "" for a CPU worker, else "k80", "v100", ...
+};
+
+// What the platform gives it.
+struct WorkerSpec {
+  bool feasible = false;
+  std::string reason;       // why not, when infeasible
+  std::string description;  // "container 4 vCPU, 6 GB, 1x k80"
+  double vcpus = 0;
+  Bytes memory = 0;         // host memory bought
+  std::string accelerator;
+  std::string instance;     // VM instance type
+  int workers_per_instance = 1;
+  UsdPerHour cost_per_hour = 0;  // this worker's share
+};
+
+WorkerSpec rightSize(const Catalog& catalog, const WorkerNeeds& needs);
+
+// Most memory one worker can have on this platform for this accelerator
+// (CPU workers: their own RAM; GPU workers: unbounded here, the device limits).
+std::optional<Bytes> platformMemoryLimit(const Catalog& catalog, const std::string& accelerator);
+
+// Total $/h of `workers` workers with these specs; VMs bill whole instances.
+UsdPerHour totalCostPerHour(const Catalog& catalog, const std::vector<WorkerSpec>& specs);
+
+}  // namespace hydrozoa::plan

@@ -1,0 +1,367 @@
+#include "plan/search.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "plan/partition/exact.h"
+
+namespace hydrozoa::plan {
+
+Result<Objective> parseObjective(const std::string& text) {
+  if (text == "fastest") return Objective::kFastest;
+  if (text == "cheapest") return Objective::kCheapest;
+  if (text == "samples-per-dollar" || text == "value") return Objective::kSamplesPerDollar;
+  return invalidArgument(fmt::format("--objective: unknown objective \"{}\"; use fastest, cheapest or "
+                                     "samples-per-dollar",
+                                     text));
+}
+
+const char* objectiveName(Objective objective) {
+  switch (objective) {
+    case Objective::kFastest: return "fastest";
+    case Objective::kCheapest: return "cheapest";
+    case Objective::kSamplesPerDollar: return "samples-per-dollar";
+  }
+  return "?";
+}
+
+ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth) {
+  HZ_CHECK(bandwidth > 0);
+  ChainCosts c;
+  const size_t L = profile.numLayers();
+  for (size_t i = 0; i < L; ++i) {
+    c.forward.push_back(m.layers[i].forward_ms / 1e3);
+    c.backward.push_back(m.layers[i].backward_ms / 1e3);
+    if (i + 1 < L) c.cut.push_back(static_cast<double>(m.layers[i].output_bytes) / bandwidth);
+  }
+  return c;
+}
+
+MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m) {
+  MemoryCosts mem;
+  mem.runtime = profile.runtime_bytes;
+  for (size_t i = 0; i < profile.numLayers(); ++i) {
+    const auto& info = profile.layers[i];
+    // Weights, their gradients and the optimizer's state.
+    mem.fixed.push_back(2 * info.parameter_bytes + info.optimizer_state_bytes);
+    mem.stashed.push_back(m.layers[i].stashed_bytes);
+    mem.workspace.push_back(m.layers[i].workspace_bytes);
+    mem.input.push_back(i == 0 ? m.input_bytes : m.layers[i - 1].output_bytes);
+  }
+  return mem;
+}
+
+Seconds ringAllreduceTime(Bytes bytes, int replicas, BytesPerSecond bandwidth, double alpha, Seconds beta) {
+  if (replicas <= 1 || bytes <= 0) return 0;
+  const double A = replicas, p = static_cast<double>(bytes);
+  // Hydrozoa §3.4 with the group size A (see DESIGN §4): 2(A−1) rounds.
+  return 2.0 * (A - 1) * (p / (A * bandwidth) + alpha * p / A + beta);
+}
+
+namespace {
+
+bool better(const Candidate& a, const Candidate& b, Objective objective) {
+  if (a.feasible != b.feasible) return a.feasible;
+  if (!a.feasible) return false;
+  switch (objective) {
+    case Objective::kFastest:
+      if (a.samples_per_second != b.samples_per_second) return a.samples_per_second > b.samples_per_second;
+      return a.cost_per_hour < b.cost_per_hour;
+    case Objective::kCheapest:
+      if (a.cost_per_hour != b.cost_per_hour) return a.cost_per_hour < b.cost_per_hour;
+      return a.samples_per_second > b.samples_per_second;
+    case Objective::kSamplesPerDollar:
+      if (a.samples_per_dollar != b.samples_per_dollar) return a.samples_per_dollar > b.samples_per_dollar;
+      return a.samples_per_second > b.samples_per_second;
+  }
+  return false;
+}
+
+std::string limitText(const std::optional<Bytes>& limit) { return limit ? formatBytes(*limit) : "unlimited memory"; }
+
+class Searcher {
+ public:
+  Searcher(const profile::Profile& profile, const Catalog& catalog, const SearchOptions& o, Partitioner& partitioner)
+      : profile_(profile), catalog_(catalog), o_(o), partitioner_(partitioner) {
+    limit_ = o.memory_limit;
+    if (auto platform = platformMemoryLimit(catalog, o.accelerator)) {
+      limit_ = limit_ ? std::min(*limit_, *platform) : *platform;
+    }
+  }
+
+  const std::optional<Bytes>& limit() const { return limit_; }
+
+  Candidate evaluate(int A, int B, const profile::Measurement& meas, std::int64_t M) {
+    Candidate c;
+    c.data_parallel = A;
+    c.stages = B;
+    c.microbatch_size = meas.microbatch_size;
+    c.microbatches = M;
+    PartitionProblem problem;
+    problem.costs = chainCosts(profile_, meas, o_.bandwidth);
+    problem.microbatches = M;
+    problem.memory = memoryCosts(profile_, meas);
+    problem.memory_limit = limit_;
+    const int L = static_cast<int>(profile_.numLayers());
+    if (o_.partition) {
+      c.partition = *o_.partition;
+    } else {
+      const PartitionResult r = partitioner_.partitionInto(problem, B);
+      if (!r.feasible) {
+        c.reason = fmt::format("no {}-stage split fits in {} with {} microbatches of {}", B, limitText(limit_), M,
+                               meas.microbatch_size);
+        return c;
+      }
+      c.partition = r.partition;
+      c.partition_gap = r.proven_gap;
+    }
+    c.pipeline = pipelineTime(problem.costs, c.partition, M);
+    std::vector<WorkerSpec> workers;
+    for (int s = 0; s < B; ++s) {
+      StageDetail d;
+      d.first_layer = c.partition.first[s];
+      d.last_layer = c.partition.lastLayer(s, L);
+      for (int i = d.first_layer; i <= d.last_layer; ++i) {
+        d.forward += problem.costs.forward[i];
+        d.backward += problem.costs.backward[i];
+        d.parameter_bytes += profile_.layers[i].parameter_bytes;
+      }
+      d.memory = stageMemory(*problem.memory, d.first_layer, d.last_layer, M);
+      if (limit_ && d.memory > *limit_) {
+        c.reason = fmt::format("stage {} (layers {}-{}) needs {}, more than {}", s, d.first_layer, d.last_layer,
+                               formatBytes(d.memory), formatBytes(*limit_));
+        return c;
+      }
+      d.allreduce = ringAllreduceTime(d.parameter_bytes, A, o_.bandwidth, o_.allreduce_alpha, o_.allreduce_beta);
+      d.worker = rightSize(catalog_, {d.memory, d.parameter_bytes, o_.accelerator});
+      if (!d.worker.feasible) {
+        c.reason = fmt::format("stage {}: {}", s, d.worker.reason);
+        return c;
+      }
+      c.allreduce = std::max(c.allreduce, d.allreduce);
+      for (int r = 0; r < A; ++r) workers.push_back(d.worker);
+      c.stage_details.push_back(std::move(d));
+    }
+    c.iteration = c.pipeline.total + c.allreduce;
+    c.samples_per_second = static_cast<double>(c.globalBatch()) / c.iteration;
+    c.cost_per_hour = totalCostPerHour(catalog_, workers);
+    c.samples_per_dollar = c.cost_per_hour > 0 ? c.samples_per_second * 3600.0 / c.cost_per_hour : 0;
+    c.bubble_fraction = bubbleFraction(c.pipeline, B, M);
+    c.feasible = true;
+    return c;
+  }
+
+  // The best (m, M) for strategy A×B, or an infeasible row saying why.
+  Candidate bestFor(int A, int B) {
+    Candidate best;
+    best.data_parallel = A;
+    best.stages = B;
+    best.reason = "no profiled microbatch size fits the constraints";
+    bool any = false;
+    for (const profile::Measurement& meas : profile_.measurements) {
+      const std::int64_t m = meas.microbatch_size;
+      if (o_.microbatch_size && m != *o_.microbatch_size) continue;
+      Candidate c;
+      if (o_.global_batch) {
+        const std::int64_t perReplica = *o_.global_batch / A;
+        if (perReplica % m != 0) continue;
+        const std::int64_t M = perReplica / m;
+        if (o_.microbatches && M != *o_.microbatches) continue;
+        c = evaluate(A, B, meas, M);
+      } else if (o_.microbatches) {
+        c = evaluate(A, B, meas, *o_.microbatches);
+      } else {
+        c = largestFitting(A, B, meas);
+      }
+      if (!any || better(c, best, o_.objective)) {
+        best = c;
+        any = true;
+      }
+    }
+    return best;
+  }
+
+ private:
+  // GPipe keeps M microbatches of activations: the largest M that fits
+  // (binary search; memory grows with M).
+  Candidate largestFitting(int A, int B, const profile::Measurement& meas) {
+    Candidate lowest = evaluate(A, B, meas, 1);
+    if (!lowest.feasible) return lowest;
+    std::int64_t lo = 1, hi = o_.max_microbatches;
+    Candidate best = lowest;
+    Candidate top = evaluate(A, B, meas, hi);
+    if (top.feasible) return top;
+    while (hi - lo > 1) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      Candidate c = evaluate(A, B, meas, mid);
+      if (c.feasible) {
+        lo = mid;
+        best = std::move(c);
+      } else {
+        hi = mid;
+      }
+    }
+    return best;
+  }
+
+  const profile::Profile& profile_;
+  const Catalog& catalog_;
+  const SearchOptions& o_;
+  Partitioner& partitioner_;
+  std::optional<Bytes> limit_;
+};
+
+// Fewest stages that fit layers in `limit` (greedy packing is optimal
+// because memory only grows with a stage); numLayers+1 when a layer alone
+// does not fit.
+int fewestStages(const MemoryCosts& mem, std::int64_t M, Bytes limit) {
+  const int L = mem.numLayers();
+  int stages = 0, first = 0;
+  while (first < L) {
+    if (stageMemory(mem, first, first, M) > limit) return L + 1;
+    int last = first;
+    while (last + 1 < L && stageMemory(mem, first, last + 1, M) <= limit) ++last;
+    ++stages;
+    first = last + 1;
+  }
+  return stages;
+}
+
+// The least per-worker memory with which `stages` stages fit.
+Bytes leastMemory(const MemoryCosts& mem, std::int64_t M, int stages) {
+  Bytes lo = 0, hi = stageMemory(mem, 0, mem.numLayers() - 1, M);
+  while (hi - lo > 1) {
+    const Bytes mid = lo + (hi - lo) / 2;
+    if (fewestStages(mem, M, mid) <= stages) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return hi;
+}
+
+Status nothingFits(const profile::Profile& profile, const SearchOptions& o, const std::optional<Bytes>& limit,
+                   const std::vector<Candidate>& rows, const std::vector<std::pair<int, int>>& strategies) {
+  if (!limit) {
+    return infeasible(fmt::format("no strategy is feasible: {} {}×{}: {}", rows.empty() ? "" : "e.g.",
+                                  rows.front().data_parallel, rows.front().stages, rows.front().reason));
+  }
+  // Least memory over the strategies considered, at the smallest microbatch
+  // each allows, and the workers that would fit in the current limit.
+  Bytes least = -1;
+  std::string how;
+  const int L = static_cast<int>(profile.numLayers());
+  for (const auto& [A, B] : strategies) {
+    for (const auto& meas : profile.measurements) {
+      std::int64_t M = 1;
+      if (o.global_batch) {
+        if ((*o.global_batch / A) % meas.microbatch_size != 0) continue;
+        M = *o.global_batch / A / meas.microbatch_size;
+      }
+      const MemoryCosts mem = memoryCosts(profile, meas);
+      const Bytes need = leastMemory(mem, M, std::min(B, L));
+      if (least < 0 || need < least) {
+        least = need;
+        how = fmt::format("{}×{} with {} microbatches of {}", A, B, M, meas.microbatch_size);
+      }
+      break;  // the smallest size that applies
+    }
+  }
+  std::string fixes;
+  if (least > 0) fixes += fmt::format("give each worker at least {} (--memory {}MB)", formatBytes(least), (least + 999999) / 1000000);
+  {
+    const auto& meas = profile.measurements.front();
+    const std::int64_t M = o.global_batch ? std::max<std::int64_t>(1, *o.global_batch / meas.microbatch_size) : 1;
+    const int stages = fewestStages(memoryCosts(profile, meas), M, *limit);
+    if (stages <= L && stages > o.workers) {
+      fixes += fmt::format("{}use at least {} workers (--workers {})", fixes.empty() ? "" : ", or ", stages, stages);
+    }
+  }
+  if (o.global_batch) fixes += fmt::format("{}a smaller --global-batch", fixes.empty() ? "" : ", or ");
+  fixes += fmt::format("{}profile smaller microbatch sizes", fixes.empty() ? "" : ", or ");
+  return infeasible(fmt::format("nothing fits in {} per worker{}: the smallest plan ({}) needs {} per worker. Fix: {}",
+                                formatBytes(*limit), o.global_batch ? fmt::format(" with global batch {}", *o.global_batch) : "",
+                                how, least > 0 ? formatBytes(least) : "?", fixes));
+}
+
+}  // namespace
+
+Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& catalog, const SearchOptions& o,
+                                Partitioner* partitioner) {
+  const int L = static_cast<int>(profile.numLayers());
+  if (o.workers < 1) return invalidArgument("--workers must be at least 1");
+  if (!(o.bandwidth > 0)) return invalidArgument("the bandwidth between workers must be positive (--bandwidth)");
+  if (o.global_batch && *o.global_batch < 1) return invalidArgument("--global-batch must be at least 1");
+  if (o.max_microbatches < 1) return invalidArgument("--max-microbatches must be at least 1");
+  if (o.microbatch_size && !profile.at(*o.microbatch_size)) {
+    std::string sizes;
+    for (auto s : profile.microbatchSizes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(s);
+    return invalidArgument(fmt::format("--microbatch-size {} was not profiled (profiled: {}); re-run `hydrozoa profile "
+                                       "--microbatch-sizes ...` with it",
+                                       *o.microbatch_size, sizes));
+  }
+  if (o.stages && (*o.stages < 1 || *o.stages > L)) {
+    return invalidArgument(fmt::format("--stages {} must be between 1 and the model's {} layers", *o.stages, L));
+  }
+  if (o.partition) {
+    const Partition& p = *o.partition;
+    if (p.first.empty() || p.first[0] != 0 || p.first.back() >= L ||
+        !std::is_sorted(p.first.begin(), p.first.end(), std::less_equal<>()) ||
+        std::adjacent_find(p.first.begin(), p.first.end()) != p.first.end()) {
+      return invalidArgument(fmt::format("--partition must list consecutive layer ranges covering 0-{}", L - 1));
+    }
+    if (o.stages && *o.stages != p.numStages()) {
+      return invalidArgument(fmt::format("--partition has {} stages but --stages is {}", p.numStages(), *o.stages));
+    }
+  }
+  if (o.data_parallel && o.global_batch && *o.global_batch % *o.data_parallel != 0) {
+    return invalidArgument(fmt::format("--global-batch {} is not divisible by --data-parallel {}", *o.global_batch,
+                                       *o.data_parallel));
+  }
+
+  // Strategies: Algorithm 1 loops B = 1..W with A = ⌊W/B⌋; by default only
+  // those that use every worker (A·B = W), unless pins say otherwise.
+  std::vector<std::pair<int, int>> strategies;
+  const int pinnedB = o.partition ? o.partition->numStages() : o.stages.value_or(0);
+  for (int B = 1; B <= std::min(o.workers, L); ++B) {
+    if (pinnedB && B != pinnedB) continue;
+    int A = o.data_parallel.value_or(o.workers / B);
+    if (o.data_parallel) {
+      if (A * B > o.workers) continue;
+    } else {
+      if (!o.all_strategies && !pinnedB && o.workers % B != 0) continue;
+      if (o.global_batch) {
+        while (A > 1 && *o.global_batch % A != 0) --A;  // replicas must split the batch evenly
+      }
+    }
+    if (A >= 1) strategies.emplace_back(A, B);
+  }
+  if (strategies.empty()) {
+    if (o.data_parallel && pinnedB) {
+      return invalidArgument(fmt::format("--data-parallel {} × --stages {} needs {} workers but --workers is {}",
+                                         *o.data_parallel, pinnedB, *o.data_parallel * pinnedB, o.workers));
+    }
+    return invalidArgument(fmt::format("no strategy fits {} workers with these pins", o.workers));
+  }
+
+  ExactPartitioner exact;
+  Searcher searcher(profile, catalog, o, partitioner ? *partitioner : exact);
+  SearchResult result;
+  result.memory_limit = searcher.limit();
+  for (const auto& [A, B] : strategies) {
+    Candidate c = searcher.bestFor(A, B);
+    if (c.feasible && A * B < o.workers) c.reason = fmt::format("uses {} of {} workers", A * B, o.workers);
+    result.considered.push_back(std::move(c));
+    const Candidate& row = result.considered.back();
+    if (row.feasible && (result.chosen < 0 || better(row, result.best(), o.objective))) {
+      result.chosen = static_cast<int>(result.considered.size()) - 1;
+    }
+  }
+  if (result.chosen < 0) return nothingFits(profile, o, searcher.limit(), result.considered, strategies);
+  return result;
+}
+
+}  // namespace hydrozoa::plan

@@ -1,0 +1,107 @@
+// Microbatch and hybrid-strategy search (Hydrozoa §3.3 "Selecting Size and
+// Number of Microbatches", §3.4 Algorithm 1; DESIGN §4).
+//
+// For each strategy A×B (A data-parallel replicas of a B-stage pipeline) the
+// search tries every profiled microbatch size m; the number of microbatches
+// M is fixed by the global batch (A·m·M = G) or, without one, is the largest
+// that fits in memory (binary search; GPipe keeps M microbatches of
+// activations). Each (A, B, m, M) is partitioned optimally (ExactPartitioner
+// unless another is given) and costed:
+//
+//   T = R + max_j T^(D)_j,   T^(D)_j = 2(A−1)(|p_j|/(A·D) + α|p_j|/A + β)
+//
+// (ring allreduce over the A replicas of stage j; the seed prints B where the
+// group size A is meant). Workers are right-sized and priced from a catalog.
+// The best (m, M) per strategy is one row of the table; the chosen row is the
+// best by the objective.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "plan/cost/pipeline.h"
+#include "plan/partition/partitioner.h"
+#include "plan/resources.h"
+#include "profile/profile.h"
+
+namespace hydrozoa::plan {
+
+enum class Objective {
+  kFastest,           // most samples per second
+  kCheapest,          // lowest $ per hour (then fastest)
+  kSamplesPerDollar,  // most samples per dollar
+};
+
+Result<Objective> parseObjective(const std::string& text);
+const char* objectiveName(Objective objective);
+
+struct SearchOptions {
+  int workers = 1;
+  std::optional<Bytes> memory_limit;  // per worker; no plan exceeds it
+  BytesPerSecond bandwidth = 0;       // D, between any two workers
+  double allreduce_alpha = 0;         // s per byte per round (beyond 1/D)
+  Seconds allreduce_beta = 0;         // s per round
+  std::optional<std::int64_t> global_batch;
+  std::int64_t max_microbatches = 64;  // cap of the search when there is no global batch
+  Objective objective = Objective::kFastest;
+  bool all_strategies = false;  // every B of Algorithm 1, not only those that use all workers
+  std::string accelerator;      // right-sizing: "" for CPU workers
+  // Pins: when set, the search keeps them fixed.
+  std::optional<int> data_parallel, stages;
+  std::optional<std::int64_t> microbatch_size, microbatches;
+  std::optional<Partition> partition;
+};
+
+struct StageDetail {
+  int first_layer = 0, last_layer = 0;
+  Seconds forward = 0, backward = 0;  // per microbatch
+  Bytes memory = 0;                   // planned per worker
+  Bytes parameter_bytes = 0;
+  Seconds allreduce = 0;
+  WorkerSpec worker;
+};
+
+struct Candidate {
+  int data_parallel = 0, stages = 0;
+  bool feasible = false;
+  std::string reason;  // why infeasible, or a note ("uses 15 of 16 workers")
+  std::int64_t microbatch_size = 0, microbatches = 0;
+  Partition partition;
+  PipelineTime pipeline;
+  Seconds allreduce = 0;  // max over stages
+  Seconds iteration = 0;  // T
+  double samples_per_second = 0;
+  UsdPerHour cost_per_hour = 0;
+  double samples_per_dollar = 0;
+  double bubble_fraction = 0;
+  Seconds partition_gap = 0;  // proven optimality gap of the partition (0: optimal)
+  std::vector<StageDetail> stage_details;
+
+  std::int64_t globalBatch() const { return data_parallel * microbatch_size * microbatches; }
+  int workersUsed() const { return data_parallel * stages; }
+};
+
+struct SearchResult {
+  std::vector<Candidate> considered;  // one row per strategy
+  int chosen = -1;                    // index into considered
+  std::optional<Bytes> memory_limit;  // per worker as applied: the user's, capped by the platform
+  const Candidate& best() const { return considered.at(static_cast<size_t>(chosen)); }
+};
+
+// Per-layer costs of `profile` at microbatch size m and bandwidth D.
+ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth);
+MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m);
+
+// Ring allreduce time of `bytes` over `replicas` (0 for one replica).
+Seconds ringAllreduceTime(Bytes bytes, int replicas, BytesPerSecond bandwidth, double alpha, Seconds beta);
+
+// Runs the search. Errors: inconsistent pins, or nothing feasible (the
+// message says what would fit: more memory, more workers, smaller batches).
+// `partitioner` may be null (ExactPartitioner).
+Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& catalog, const SearchOptions& options,
+                                Partitioner* partitioner = nullptr);
+
+}  // namespace hydrozoa::plan

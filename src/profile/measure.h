@@ -1,0 +1,35 @@
+// Measured profiles: runs the model layer by layer on this machine and
+// records, per layer and microbatch size, the median forward and backward
+// time over repeated runs after warm-up, the output bytes, the bytes kept
+// for backward and the transient peak (counted by MemoryTracker), and the
+// parameter and optimizer-state bytes.
+//
+// Each layer runs on a detached copy of its input, as a pipeline stage would
+// receive it; the last layer's time includes the loss. Layer 0's input needs
+// no gradient, as in training.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/zoo.h"
+#include "profile/profile.h"
+
+namespace hydrozoa::profile {
+
+struct MeasureOptions {
+  std::vector<std::int64_t> microbatch_sizes = {1, 2, 4, 8};
+  int warmup = 1;
+  int repeats = 5;
+  int threads = 1;                       // compute threads, as one worker will use
+  std::string optimizer = "sgd_momentum";
+  std::uint64_t seed = 0;
+  std::function<void(const std::string&)> progress;  // one line per step, may be empty
+};
+
+Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOptions& options);
+
+}  // namespace hydrozoa::profile

@@ -1,0 +1,215 @@
+#include "profile/network.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <chrono>
+#include <thread>
+
+#include "core/files.h"
+#include "core/paths.h"
+
+extern char** environ;
+
+namespace hydrozoa::profile {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string joinSizes(const std::vector<Bytes>& sizes) {
+  std::string s;
+  for (Bytes b : sizes) s += (s.empty() ? "" : ",") + std::to_string(b);
+  return s;
+}
+
+}  // namespace
+
+void fitLine(const std::vector<double>& x, const std::vector<double>& y, double* slope, double* intercept, double* r2) {
+  const double n = static_cast<double>(x.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sx += x[i];
+    sy += y[i];
+    sxx += x[i] * x[i];
+    sxy += x[i] * y[i];
+  }
+  const double denom = n * sxx - sx * sx;
+  *slope = denom != 0 ? (n * sxy - sx * sy) / denom : 0;
+  *intercept = (sy - *slope * sx) / n;
+  double ssRes = 0, ssTot = 0;
+  const double mean = sy / n;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double fit = *slope * x[i] + *intercept;
+    ssRes += (y[i] - fit) * (y[i] - fit);
+    ssTot += (y[i] - mean) * (y[i] - mean);
+  }
+  *r2 = ssTot > 0 ? 1 - ssRes / ssTot : 1;
+}
+
+Status runNetprobeWorker(const std::string& storeAddress, int rank, int world, const std::vector<Bytes>& sizes,
+                         int repeats) {
+  const auto colon = storeAddress.rfind(':');
+  if (colon == std::string::npos) return invalidArgument("--store must be host:port");
+  const std::string host = storeAddress.substr(0, colon);
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(std::stoi(storeAddress.substr(colon + 1)));
+  so.isServer = false;
+  so.waitWorkers = false;
+  so.timeout = std::chrono::seconds(60);
+  auto store = c10::make_intrusive<c10d::TCPStore>(host, so);
+  auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
+  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(host));
+  c10d::ProcessGroupGloo pg(store, rank, world, options);
+
+  Json result = {{"p2p", Json::array()}, {"allreduce", Json::array()}};
+  // Point-to-point ping-pong between ranks 0 and 1; one way = round trip / 2.
+  std::vector<Bytes> p2pSizes = {8};
+  p2pSizes.insert(p2pSizes.end(), sizes.begin(), sizes.end());
+  for (Bytes n : p2pSizes) {
+    std::vector<at::Tensor> buf = {torch::zeros({std::max<Bytes>(1, n / 4)}, torch::kFloat)};
+    std::vector<double> times;
+    for (int r = 0; r < repeats + 1; ++r) {
+      const auto t0 = Clock::now();
+      if (rank == 0) {
+        pg.send(buf, 1, 0)->wait();
+        pg.recv(buf, 1, 1)->wait();
+      } else if (rank == 1) {
+        pg.recv(buf, 0, 0)->wait();
+        pg.send(buf, 0, 1)->wait();
+      }
+      if (r > 0) times.push_back(seconds(t0) / 2);
+    }
+    if (rank == 0) result["p2p"].push_back({n, median(times)});
+  }
+  // Allreduce over everyone.
+  for (Bytes n : sizes) {
+    std::vector<at::Tensor> buf = {torch::ones({std::max<Bytes>(1, n / 4)}, torch::kFloat)};
+    std::vector<double> times;
+    for (int r = 0; r < repeats + 1; ++r) {
+      pg.barrier()->wait();
+      const auto t0 = Clock::now();
+      pg.allreduce(buf)->wait();
+      if (r > 0) times.push_back(seconds(t0));
+    }
+    if (rank == 0) result["allreduce"].push_back({n, median(times)});
+  }
+  pg.barrier()->wait();
+  if (rank == 0) {
+    const std::string text = result.dump();
+    store->set("result", std::vector<uint8_t>(text.begin(), text.end()));
+  }
+  return Status();
+}
+
+Result<NetworkProfile> probeNetwork(const NetworkProbeOptions& o) {
+  if (o.workers < 2) return invalidArgument("the network probe needs at least 2 workers");
+  if (o.sizes.size() < 2) return invalidArgument("the network probe needs at least 2 message sizes to fit a line");
+  c10d::TCPStoreOptions so;
+  so.port = 0;  // any free port
+  so.isServer = true;
+  so.waitWorkers = false;
+  so.timeout = std::chrono::seconds(static_cast<long>(o.timeout));
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(o.host, so);
+  } catch (const std::exception& e) {
+    return unavailable(fmt::format("cannot host the probe's rendezvous on {}: {}", o.host, e.what()));
+  }
+  const std::string address = fmt::format("{}:{}", o.host, store->getPort());
+  const std::string exe = o.executable.empty() ? "/proc/self/exe" : o.executable;
+
+  std::vector<pid_t> children;
+  auto reapAll = [&](bool kill) {
+    for (pid_t pid : children) {
+      if (kill) ::kill(pid, SIGKILL);
+      int st = 0;
+      ::waitpid(pid, &st, 0);
+    }
+    children.clear();
+  };
+  for (int r = 0; r < o.workers; ++r) {
+    std::vector<std::string> args = {"hydrozoa",         "--log-level",     "warn",
+                                     "netprobe-worker",  "--store",         address,
+                                     "--rank",           std::to_string(r), "--world",
+                                     std::to_string(o.workers), "--sizes", joinSizes(o.sizes),
+                                     "--repeats",        std::to_string(o.repeats)};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    const int err = ::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ);
+    if (err != 0) {
+      reapAll(true);
+      return unavailable(fmt::format("cannot start a probe worker ({}): {}", exe, std::strerror(err)));
+    }
+    children.push_back(pid);
+  }
+  // Wait for the result, watching for a worker that dies first.
+  const auto t0 = Clock::now();
+  while (!store->check({"result"})) {
+    for (pid_t pid : children) {
+      int st = 0;
+      if (::waitpid(pid, &st, WNOHANG) == pid) {
+        children.erase(std::find(children.begin(), children.end(), pid));
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+          reapAll(true);
+          return unavailable(fmt::format("a network probe worker (pid {}) failed; its message is above", pid));
+        }
+        break;
+      }
+    }
+    if (seconds(t0) > o.timeout) {
+      reapAll(true);
+      return unavailable(fmt::format("the network probe did not finish within {}", formatSeconds(o.timeout)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::vector<uint8_t> raw = store->get("result");
+  reapAll(false);
+  HZ_ASSIGN_OR_RETURN(Json result, parseJson(std::string(raw.begin(), raw.end()), "network probe result"));
+
+  NetworkProfile net;
+  std::vector<double> x, y;
+  for (const auto& e : result["p2p"]) {
+    const double n = e[0].get<double>(), t = e[1].get<double>();
+    if (n <= 8) {
+      net.latency = t;
+    } else {
+      x.push_back(n);
+      y.push_back(t);
+    }
+  }
+  double slope = 0, intercept = 0, r2 = 0;
+  fitLine(x, y, &slope, &intercept, &r2);
+  net.bandwidth = slope > 0 ? 1.0 / slope : x.back() / y.back();
+  x.clear();
+  y.clear();
+  const double A = o.workers;
+  for (const auto& e : result["allreduce"]) {
+    x.push_back(e[0].get<double>() / A);
+    y.push_back(e[1].get<double>() / (2 * (A - 1)));
+  }
+  fitLine(x, y, &slope, &intercept, &r2);
+  net.alpha = slope - 1.0 / net.bandwidth;
+  net.beta = std::max(0.0, intercept);
+  net.allreduce_workers = o.workers;
+  net.fit_r2 = r2;
+  return net;
+}
+
+}  // namespace hydrozoa::profile

@@ -1,0 +1,43 @@
+// Network probe (DESIGN §4): point-to-point bandwidth and latency between two
+// local worker processes, and the ring-allreduce α, β fitted by linear
+// regression over several message sizes with real c10d Gloo allreduce.
+//
+// probeNetwork() hosts a TCPStore, starts `workers` processes of the
+// hydrozoa binary (`hydrozoa netprobe-worker ...`, a hidden subcommand that
+// calls runNetprobeWorker), collects rank 0's timings through the store and
+// fits them. Children are always reaped; on timeout they are killed.
+//
+// The fit: one allreduce of n bytes over A workers takes 2(A−1) rounds of
+// n/(A·D) + α·n/A + β, so y = t / (2(A−1)) against x = n/A is a line with
+// slope 1/D + α and intercept β.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/units.h"
+#include "profile/profile.h"
+
+namespace hydrozoa::profile {
+
+struct NetworkProbeOptions {
+  int workers = 2;  // allreduce group size, >= 2
+  std::vector<Bytes> sizes = {16 * kKB, 64 * kKB, 256 * kKB, kMB, 4 * kMB, 16 * kMB};
+  int repeats = 5;
+  std::string host = "127.0.0.1";
+  std::string executable;  // the hydrozoa binary; empty: this process's
+  Seconds timeout = 120;
+};
+
+Result<NetworkProfile> probeNetwork(const NetworkProbeOptions& options);
+
+// The worker side: joins the store at host:port as `rank` of `world`, runs
+// the measurements, and rank 0 publishes them under the key "result".
+Status runNetprobeWorker(const std::string& store, int rank, int world, const std::vector<Bytes>& sizes, int repeats);
+
+// Least-squares fit of y = slope·x + intercept; returns R² in *r2.
+void fitLine(const std::vector<double>& x, const std::vector<double>& y, double* slope, double* intercept, double* r2);
+
+}  // namespace hydrozoa::profile

@@ -1,0 +1,94 @@
+#include "plan/plan.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "plan/toy_profile.h"
+
+namespace hydrozoa::plan {
+namespace {
+
+Plan samplePlan() {
+  const auto prof = testing::toyProfile(10);
+  SearchOptions o;
+  o.workers = 4;
+  o.bandwidth = 1e9;
+  o.global_batch = 32;
+  auto r = searchPlan(prof, *loadCatalog("aci"), o);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return makePlan(*r, prof, o, "aci");
+}
+
+TEST(PlanJson, HasTheContractFields) {
+  const Json j = planToJson(samplePlan());
+  EXPECT_TRUE(j["strategy"]["data_parallel"].is_number_integer());
+  EXPECT_TRUE(j["strategy"]["pipeline_stages"].is_number_integer());
+  EXPECT_TRUE(j["microbatch_size"].is_number_integer());
+  EXPECT_TRUE(j["num_microbatches"].is_number_integer());
+  ASSERT_TRUE(j["stages"].is_array());
+  for (const auto& s : j["stages"]) {
+    EXPECT_TRUE(s["first_layer"].is_number_integer());
+    EXPECT_TRUE(s["last_layer"].is_number_integer());
+    EXPECT_TRUE(s["memory_bytes"].is_number_integer());
+  }
+  for (const char* k : {"iteration_seconds", "samples_per_second", "cost_per_hour", "samples_per_dollar"}) {
+    EXPECT_TRUE(j["predicted"][k].is_number()) << k;
+  }
+  EXPECT_EQ(j["stages"].size(), j["strategy"]["pipeline_stages"].get<size_t>());
+  EXPECT_EQ(j["stages"].back()["last_layer"], 9);
+  EXPECT_EQ(j["global_batch"], 32);
+}
+
+TEST(PlanJson, RoundTrips) {
+  const Plan p = samplePlan();
+  auto back = planFromJson(planToJson(p), "plan.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(planToJson(*back), planToJson(p));
+  EXPECT_EQ(renderPlanTable(*back), renderPlanTable(p));
+}
+
+TEST(PlanJson, RejectsInconsistentPlans) {
+  struct Case {
+    std::function<void(Json&)> corrupt;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {[](Json& j) { j["schema"] = "something/else"; }, "plan.json.schema"},
+      {[](Json& j) { j["strategy"]["pipeline_stages"] = 0; }, "pipeline_stages: must be at least 1"},
+      {[](Json& j) { j["microbatch_size"] = -2; }, "plan.json.microbatch_size: must be at least 1"},
+      {[](Json& j) { j["stages"][0]["first_layer"] = 1; }, "must be consecutive"},
+      {[](Json& j) { j["stages"].push_back(j["stages"].back()); }, "must be consecutive"},
+      {[](Json& j) { j["stages"].back()["last_layer"] = 5; j["stages"].back()["first_layer"] = 0; j["stages"] = Json::array({j["stages"].back()}); j["strategy"]["pipeline_stages"] = 1; }, "the model has 10 layers"},
+      {[](Json& j) { j.erase("stages"); }, "plan.json.stages: missing"},
+  };
+  for (const auto& c : cases) {
+    Json j = planToJson(samplePlan());
+    c.corrupt(j);
+    auto r = planFromJson(j, "plan.json");
+    ASSERT_FALSE(r.ok()) << c.expect;
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(PlanJson, TruncatedFile) {
+  const std::string path = std::filesystem::temp_directory_path() / ("plan." + std::to_string(::getpid()) + ".json");
+  const std::string text = planToJson(samplePlan()).dump(1);
+  ASSERT_TRUE(writeFileAtomically(path, text.substr(0, text.size() - 20)).ok());
+  auto r = loadPlan(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("truncated"), std::string::npos) << r.status().message();
+  std::filesystem::remove(path);
+}
+
+TEST(PlanTable, MarksTheChosenRow) {
+  const std::string table = renderPlanTable(samplePlan());
+  EXPECT_NE(table.find("  *  "), std::string::npos) << table;
+  EXPECT_NE(table.find("4×1"), std::string::npos);
+  EXPECT_NE(table.find("1×4"), std::string::npos);
+  EXPECT_NE(table.find("samples per dollar"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hydrozoa::plan

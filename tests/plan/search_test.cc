@@ -1,0 +1,220 @@
+#include "plan/search.h"
+
+#include <gtest/gtest.h>
+
+#include "plan/toy_profile.h"
+
+namespace hydrozoa::plan {
+namespace {
+
+using testing::toyProfile;
+
+Catalog aci() {
+  auto c = loadCatalog("aci");
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return *c;
+}
+
+SearchOptions basic(int workers) {
+  SearchOptions o;
+  o.workers = workers;
+  o.bandwidth = 1e9;
+  o.memory_limit = 8 * kGB;
+  return o;
+}
+
+std::vector<std::pair<int, int>> strategies(const SearchResult& r) {
+  std::vector<std::pair<int, int>> s;
+  for (const auto& c : r.considered) s.emplace_back(c.data_parallel, c.stages);
+  return s;
+}
+
+TEST(SearchPlan, SixteenWorkersConsiderStrategiesThatUseThemAll) {
+  auto r = searchPlan(toyProfile(20), aci(), basic(16));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(strategies(*r), (std::vector<std::pair<int, int>>{{16, 1}, {8, 2}, {4, 4}, {2, 8}, {1, 16}}));
+}
+
+TEST(SearchPlan, AllStrategiesIsAlgorithmOne) {
+  SearchOptions o = basic(6);
+  o.all_strategies = true;
+  auto r = searchPlan(toyProfile(20), aci(), o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(strategies(*r), (std::vector<std::pair<int, int>>{{6, 1}, {3, 2}, {2, 3}, {1, 4}, {1, 5}, {1, 6}}));
+  EXPECT_NE(r->considered[3].reason.find("uses 4 of 6 workers"), std::string::npos);
+}
+
+TEST(SearchPlan, GlobalBatchIsHonouredByEveryRow) {
+  SearchOptions o = basic(8);
+  o.global_batch = 64;
+  auto r = searchPlan(toyProfile(12), aci(), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  for (const auto& c : r->considered) {
+    ASSERT_TRUE(c.feasible) << c.reason;
+    EXPECT_EQ(c.globalBatch(), 64) << c.data_parallel << "x" << c.stages;
+  }
+}
+
+TEST(SearchPlan, ReplicasMustDivideTheGlobalBatch) {
+  SearchOptions o = basic(12);
+  o.global_batch = 64;
+  o.all_strategies = true;
+  auto r = searchPlan(toyProfile(12), aci(), o);
+  ASSERT_TRUE(r.ok());
+  for (const auto& c : r->considered) EXPECT_EQ(64 % c.data_parallel, 0) << c.data_parallel;
+}
+
+TEST(SearchPlan, OneReplicaIterationIsExactlyR) {
+  SearchOptions o = basic(4);
+  o.data_parallel = 1;
+  o.stages = 4;
+  o.microbatches = 8;
+  o.memory_limit.reset();
+  const auto prof = toyProfile(10);
+  auto r = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Candidate& c = r->best();
+  const ChainCosts costs = chainCosts(prof, *prof.at(c.microbatch_size), o.bandwidth);
+  EXPECT_EQ(c.iteration, pipelineTime(costs, c.partition, 8).total);
+  EXPECT_EQ(c.allreduce, 0);
+}
+
+TEST(SearchPlan, AllreduceTermUsesTheReplicaGroupSize) {
+  SearchOptions o = basic(4);
+  o.data_parallel = 4;
+  o.stages = 1;
+  o.allreduce_alpha = 1e-10;
+  o.allreduce_beta = 1e-4;
+  const auto prof = toyProfile(6);
+  auto r = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(r.ok());
+  Bytes params = 0;
+  for (const auto& l : prof.layers) params += l.parameter_bytes;
+  const double p = static_cast<double>(params);
+  const double expected = 2 * 3 * (p / (4 * 1e9) + 1e-10 * p / 4 + 1e-4);
+  EXPECT_NEAR(r->best().allreduce, expected, 1e-12);
+  EXPECT_NEAR(ringAllreduceTime(params, 4, 1e9, 1e-10, 1e-4), expected, 1e-12);
+  EXPECT_EQ(ringAllreduceTime(params, 1, 1e9, 1e-10, 1e-4), 0);
+}
+
+TEST(SearchPlan, WithoutGlobalBatchTakesTheMostMicrobatchesThatFit) {
+  SearchOptions o = basic(2);
+  o.data_parallel = 1;
+  o.microbatch_size = 8;
+  const auto prof = toyProfile(8);
+  const MemoryCosts mem = memoryCosts(prof, *prof.at(8));
+  // A limit that fits some dozens of microbatches on two stages.
+  o.memory_limit = stageMemory(mem, 0, 3, 20);
+  auto r = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Candidate& c = r->best();
+  for (const auto& d : c.stage_details) EXPECT_LE(d.memory, *o.memory_limit);
+  // One more microbatch would not fit any 2-stage split.
+  bool anyFits = false;
+  for (int cut = 1; cut < 8; ++cut) {
+    anyFits |= stageMemory(mem, 0, cut - 1, c.microbatches + 1) <= *o.memory_limit &&
+               stageMemory(mem, cut, 7, c.microbatches + 1) <= *o.memory_limit;
+  }
+  EXPECT_FALSE(anyFits) << c.microbatches;
+}
+
+TEST(SearchPlan, PlansNeverExceedTheMemoryLimit) {
+  SearchOptions o = basic(8);
+  o.global_batch = 128;
+  const auto prof = toyProfile(16, 3, 200 * kMB);
+  o.memory_limit = 2 * kGB;
+  auto r = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  for (const auto& c : r->considered) {
+    for (const auto& d : c.stage_details) EXPECT_LE(d.memory, 2 * kGB);
+  }
+}
+
+TEST(SearchPlan, NothingFitsSaysHowMuchMemoryWould) {
+  SearchOptions o = basic(2);
+  o.memory_limit = 200 * kMB;  // runtime alone is 100 MB; some single layers need more
+  o.global_batch = 64;
+  auto r = searchPlan(toyProfile(16, 3, 200 * kMB), aci(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInfeasible);
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("nothing fits in 200 MB per worker"), std::string::npos) << m;
+  EXPECT_NE(m.find("needs 3.63 GB per worker"), std::string::npos) << m;
+  EXPECT_NE(m.find("--memory 3630MB"), std::string::npos) << m;
+  EXPECT_EQ(m.find("--workers"), std::string::npos) << m;  // no number of workers would help
+}
+
+TEST(SearchPlan, NothingFitsSuggestsWorkersWhenMoreStagesWouldFit) {
+  SearchOptions o = basic(2);
+  o.memory_limit = 200 * kMB;
+  o.max_microbatches = 1;
+  auto r = searchPlan(toyProfile(16, 3, 10 * kMB), aci(), o);
+  ASSERT_FALSE(r.ok());
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("use at least"), std::string::npos) << m;
+  EXPECT_NE(m.find("--workers"), std::string::npos) << m;
+}
+
+TEST(SearchPlan, PinsAreChecked) {
+  const auto prof = toyProfile(6);
+  SearchOptions o = basic(4);
+  o.microbatch_size = 3;
+  EXPECT_NE(searchPlan(prof, aci(), o).status().message().find("was not profiled"), std::string::npos);
+  o = basic(4);
+  o.stages = 7;
+  EXPECT_NE(searchPlan(prof, aci(), o).status().message().find("between 1 and the model's 6 layers"), std::string::npos);
+  o = basic(4);
+  o.data_parallel = 2;
+  o.stages = 3;
+  EXPECT_NE(searchPlan(prof, aci(), o).status().message().find("needs 6 workers"), std::string::npos);
+  o = basic(4);
+  o.partition = Partition{{0, 2, 2}};
+  EXPECT_FALSE(searchPlan(prof, aci(), o).ok());
+}
+
+TEST(SearchPlan, PinnedPartitionIsUsed) {
+  SearchOptions o = basic(3);
+  o.partition = Partition{{0, 1, 5}};
+  auto r = searchPlan(toyProfile(6), aci(), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->best().partition, (Partition{{0, 1, 5}}));
+  EXPECT_EQ(r->best().data_parallel, 1);
+}
+
+TEST(SearchPlan, ObjectivesPickTheirBest) {
+  const auto prof = toyProfile(12, 5);
+  for (Objective obj : {Objective::kFastest, Objective::kCheapest, Objective::kSamplesPerDollar}) {
+    SearchOptions o = basic(8);
+    o.global_batch = 64;
+    o.objective = obj;
+    auto r = searchPlan(prof, aci(), o);
+    ASSERT_TRUE(r.ok());
+    for (const auto& c : r->considered) {
+      if (!c.feasible) continue;
+      const Candidate& b = r->best();
+      if (obj == Objective::kFastest) {
+        EXPECT_GE(b.samples_per_second, c.samples_per_second);
+      } else if (obj == Objective::kCheapest) {
+        EXPECT_LE(b.cost_per_hour, c.cost_per_hour);
+      } else {
+        EXPECT_GE(b.samples_per_dollar, c.samples_per_dollar);
+      }
+    }
+  }
+  EXPECT_FALSE(parseObjective("quickest").ok());
+}
+
+TEST(SearchPlan, CostIsTheSumOfRightSizedWorkers) {
+  SearchOptions o = basic(4);
+  o.global_batch = 32;
+  auto r = searchPlan(toyProfile(8), aci(), o);
+  ASSERT_TRUE(r.ok());
+  const Candidate& c = r->best();
+  double sum = 0;
+  for (const auto& d : c.stage_details) sum += c.data_parallel * d.worker.cost_per_hour;
+  EXPECT_NEAR(c.cost_per_hour, sum, 1e-12);
+  EXPECT_NEAR(c.samples_per_dollar, c.samples_per_second * 3600 / c.cost_per_hour, 1e-6);
+}
+
+}  // namespace
+}  // namespace hydrozoa::plan

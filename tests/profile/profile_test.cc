@@ -1,0 +1,111 @@
+#include "profile/profile.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "core/files.h"
+
+namespace hydrozoa::profile {
+namespace {
+
+Profile sample() {
+  Profile p;
+  p.model = "toy";
+  p.options = {{"width", "2"}};
+  p.source = "measured";
+  p.device = "cpu";
+  p.device_kind = "cpu";
+  p.device_memory = 24 * kGB;
+  p.threads = 1;
+  p.runtime_bytes = 100 * kMB;
+  p.layers = {{"a", "conv", 400, 400}, {"b", "linear", 800, 800}};
+  for (std::int64_t m : {1, 4}) {
+    Measurement meas;
+    meas.microbatch_size = m;
+    meas.input_bytes = 100 * m;
+    meas.layers = {{1.5 * m, 3.0 * m, 200 * m, 300 * m, 10}, {0.5 * m, 1.0 * m, 40 * m, 40 * m, 0}};
+    p.measurements.push_back(meas);
+  }
+  p.network = NetworkProfile{1.25e9, 50e-6, 1e-10, 20e-6, 2, 0.99};
+  return p;
+}
+
+TEST(ProfileJson, RoundTrips) {
+  const Profile p = sample();
+  auto back = profileFromJson(profileToJson(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(profileToJson(*back), profileToJson(p));
+  EXPECT_EQ(back->at(4)->layers[0].forward_ms, 6.0);
+  EXPECT_EQ(back->at(2), nullptr);
+  EXPECT_EQ(back->microbatchSizes(), (std::vector<std::int64_t>{1, 4}));
+}
+
+TEST(ProfileJson, SaveAndLoad) {
+  const std::string path = std::filesystem::temp_directory_path() / ("prof." + std::to_string(::getpid()) + ".json");
+  ASSERT_TRUE(saveProfile(sample(), path).ok());
+  auto back = loadProfile(path);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->numLayers(), 2u);
+  std::filesystem::remove(path);
+}
+
+// Each corruption must be refused with a message naming the field.
+TEST(ProfileJson, RejectsMalformedFieldsNamingThem) {
+  struct Case {
+    std::function<void(Json&)> corrupt;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {[](Json& j) { j["schema"] = "hydrozoa.profile/9"; }, "p.json.schema"},
+      {[](Json& j) { j.erase("layers"); }, "p.json.layers: missing"},
+      {[](Json& j) { j["layers"] = Json::array(); }, "p.json.layers: must not be empty"},
+      {[](Json& j) { j["layers"][1]["parameter_bytes"] = -5; }, "p.json.layers[1].parameter_bytes: must not be negative"},
+      {[](Json& j) { j["measurements"][0]["layers"][1]["forward_ms"] = "slow"; },
+       "p.json.measurements[0].layers[1].forward_ms: expected a number"},
+      {[](Json& j) { j["measurements"][1]["layers"].erase(1); }, "has 1 entries but the profile has 2 layers"},
+      {[](Json& j) { j["measurements"][0]["microbatch_size"] = 0; }, "microbatch_size: must be at least 1"},
+      {[](Json& j) { j["measurements"][1]["microbatch_size"] = 1; }, "ascending"},
+      {[](Json& j) { j["measurements"][0]["layers"][0]["stashed_bytes"] = 1; }, "must include the output"},
+      {[](Json& j) { j["optimizer"] = "lion"; }, "unknown optimizer"},
+      {[](Json& j) { j["network"]["bandwidth_bytes_per_s"] = 0; }, "network.bandwidth_bytes_per_s: must be positive"},
+  };
+  for (const auto& c : cases) {
+    Json j = profileToJson(sample());
+    c.corrupt(j);
+    auto r = profileFromJson(j, "p.json");
+    ASSERT_FALSE(r.ok()) << c.expect;
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(LoadProfile, TruncatedJsonSaysTruncated) {
+  const std::string path = std::filesystem::temp_directory_path() / ("trunc." + std::to_string(::getpid()) + ".json");
+  const std::string text = profileToJson(sample()).dump(1);
+  ASSERT_TRUE(writeFileAtomically(path, text.substr(0, text.size() / 2)).ok());
+  auto r = loadProfile(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(path), std::string::npos);
+  EXPECT_NE(r.status().message().find("truncated"), std::string::npos);
+  std::filesystem::remove(path);
+}
+
+TEST(LoadProfile, NeitherJsonNorGraph) {
+  const std::string path = std::filesystem::temp_directory_path() / ("junk." + std::to_string(::getpid()) + ".txt");
+  ASSERT_TRUE(writeFileAtomically(path, "hello world\n").ok());
+  auto r = loadProfile(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("hydrozoa profile"), std::string::npos);
+  std::filesystem::remove(path);
+}
+
+TEST(OptimizerStateFactor, Known) {
+  EXPECT_EQ(*optimizerStateFactor("sgd"), 0);
+  EXPECT_EQ(*optimizerStateFactor("sgd_momentum"), 1);
+  EXPECT_EQ(*optimizerStateFactor("adam"), 2);
+  EXPECT_FALSE(optimizerStateFactor("lion").ok());
+}
+
+}  // namespace
+}  // namespace hydrozoa::profile
