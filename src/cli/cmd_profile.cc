@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "core/units.h"
 #include "core/log.h"
 #include "model/zoo.h"
 #include "profile/calibrate.h"
@@ -19,6 +20,7 @@ struct ProfileArgs {
   std::string model, device, output = "profile.json", sizes = "1,2,4,8", optimizer = "sgd_momentum";
   std::vector<std::string> model_options;
   int repeats = 5, warmup = 1, threads = 1, network_workers = 2;
+  std::string min_time = "1s";
   std::uint64_t seed = 0;
   bool network = false;
 };
@@ -33,6 +35,7 @@ Status runProfile(const ProfileArgs& a) {
     profile::MeasureOptions mo;
     mo.microbatch_sizes = sizes;
     mo.repeats = a.repeats;
+    HZ_ASSIGN_OR_RETURN(mo.min_seconds, parseSeconds(a.min_time, "--min-time"));
     mo.warmup = a.warmup;
     mo.threads = a.threads;
     mo.optimizer = a.optimizer;
@@ -80,6 +83,8 @@ void addProfileCommand(CLI::App& app, Status* status) {
   cmd->add_option("--microbatch-sizes", a->sizes, "Comma-separated microbatch sizes")->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "Timed runs per layer (the median is kept)")->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "Untimed runs first")->capture_default_str();
+  cmd->add_option("--min-time", a->min_time, "Keep measuring at least this long (more runs for small models)")
+      ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Compute threads, as one worker will use")->capture_default_str();
   cmd->add_option("--optimizer", a->optimizer, "sgd, sgd_momentum or adam (optimizer-state memory)")
       ->capture_default_str();

@@ -5,9 +5,11 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "core/allocator.h"
 #include "core/log.h"
 
 int main(int argc, char** argv) {
+  hydrozoa::configureAllocatorForTraining();  // NOTE [glibc malloc and tensor-sized allocations]
   CLI::App app{"hydrozoa: plan and train deep networks on many small, elastic workers", "hydrozoa"};
   app.require_subcommand(1);
   std::string logLevel = "info";

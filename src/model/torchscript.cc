@@ -39,6 +39,13 @@ class ScriptLayer : public LayerModule {
 
 std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// TorchScript interpreter errors carry a traceback; the cause is the line
+// after the last "RuntimeError: " (or the first line when there is none).
+std::string cause(const std::string& what) {
+  const auto at = what.rfind("RuntimeError: ");
+  return firstLine(at == std::string::npos ? what : what.substr(at + 14));
+}
+
 Result<Shape> parseShape(const std::string& text) {
   Shape shape;
   size_t start = 0;
@@ -103,7 +110,7 @@ Result<Model> loadTorchScriptModel(const ModelSpec& spec, const BuildOptions& op
   } catch (const c10::Error& e) {
     return parseError(fmt::format("{}: not a TorchScript module libtorch can load ({}); save one in Python with "
                                   "torch.jit.script(model).save(path)",
-                                  path, firstLine(e.what_without_backtrace())));
+                                  path, cause(e.what_without_backtrace())));
   }
   std::vector<std::pair<std::string, torch::jit::Module>> children;
   for (const auto& child : module.named_children()) children.emplace_back(child.name, child.value);
@@ -120,15 +127,19 @@ Result<Model> loadTorchScriptModel(const ModelSpec& spec, const BuildOptions& op
     torch::NoGradGuard guard;
     torch::Tensor x = syntheticInput(m.input, 1);
     for (auto& [name, child] : children) {
+      c10::IValue out;
       try {
-        x = child.forward({x}).toTensor();
-      } catch (const c10::Error& e) {
-        return invalidArgument(fmt::format("{}: layer \"{}\" fails on an input of shape {} ({}); check input_shape",
-                                           path, name, shapeString(x.sizes().vec()), firstLine(e.what_without_backtrace())));
+        out = child.forward({x});
       } catch (const std::exception& e) {
-        return invalidArgument(fmt::format("{}: layer \"{}\" does not map one tensor to one tensor ({})", path, name,
-                                           firstLine(e.what())));
+        return invalidArgument(fmt::format("{}: layer \"{}\" fails on an input of shape {} ({}); check input_shape",
+                                           path, name, shapeString(x.sizes().vec()), cause(e.what())));
       }
+      if (!out.isTensor()) {
+        return invalidArgument(fmt::format("{}: layer \"{}\" returns {}, not one tensor; every top-level child must map "
+                                           "one tensor to one tensor",
+                                           path, name, out.tagKind()));
+      }
+      x = out.toTensor();
     }
     const std::int64_t outputs = x.size(-1);
     m.task.classes = opts.count("classes") ? std::atoll(opts["classes"].c_str()) : outputs;

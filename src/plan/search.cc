@@ -112,6 +112,7 @@ class Searcher {
       if (!r.feasible) {
         c.reason = fmt::format("no {}-stage split fits in {} with {} microbatches of {}", B, limitText(limit_), M,
                                meas.microbatch_size);
+        c.memory_bound = true;
         return c;
       }
       c.partition = r.partition;
@@ -132,6 +133,7 @@ class Searcher {
       if (limit_ && d.memory > *limit_) {
         c.reason = fmt::format("stage {} (layers {}-{}) needs {}, more than {}", s, d.first_layer, d.last_layer,
                                formatBytes(d.memory), formatBytes(*limit_));
+        c.memory_bound = true;
         return c;
       }
       d.allreduce = ringAllreduceTime(d.parameter_bytes, A, o_.bandwidth, o_.allreduce_alpha, o_.allreduce_beta);
@@ -245,9 +247,11 @@ Bytes leastMemory(const MemoryCosts& mem, std::int64_t M, int stages) {
 
 Status nothingFits(const profile::Profile& profile, const SearchOptions& o, const std::optional<Bytes>& limit,
                    const std::vector<Candidate>& rows, const std::vector<std::pair<int, int>>& strategies) {
-  if (!limit) {
-    return infeasible(fmt::format("no strategy is feasible: {} {}×{}: {}", rows.empty() ? "" : "e.g.",
-                                  rows.front().data_parallel, rows.front().stages, rows.front().reason));
+  // Memory is the obstacle only if some row ran out of it; otherwise say what was.
+  const bool memoryBound = std::any_of(rows.begin(), rows.end(), [](const Candidate& c) { return c.memory_bound; });
+  if (!limit || !memoryBound) {
+    const Candidate& first = rows.front();
+    return infeasible(fmt::format("no strategy is feasible; {}×{}: {}", first.data_parallel, first.stages, first.reason));
   }
   // Least memory over the strategies considered, at the smallest microbatch
   // each allows, and the workers that would fit in the current limit.
@@ -265,7 +269,7 @@ Status nothingFits(const profile::Profile& profile, const SearchOptions& o, cons
       const Bytes need = leastMemory(mem, M, std::min(B, L));
       if (least < 0 || need < least) {
         least = need;
-        how = fmt::format("{}×{} with {} microbatches of {}", A, B, M, meas.microbatch_size);
+        how = fmt::format("{}×{} with {} microbatch{} of {}", A, B, M, M == 1 ? "" : "es", meas.microbatch_size);
       }
       break;  // the smallest size that applies
     }

@@ -67,7 +67,8 @@ struct StageDetail {
 struct Candidate {
   int data_parallel = 0, stages = 0;
   bool feasible = false;
-  std::string reason;  // why infeasible, or a note ("uses 15 of 16 workers")
+  bool memory_bound = false;  // infeasible because no split fits the memory limit
+  std::string reason;         // why infeasible, or a note ("uses 15 of 16 workers")
   std::int64_t microbatch_size = 0, microbatches = 0;
   Partition partition;
   PipelineTime pipeline;

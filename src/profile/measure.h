@@ -23,7 +23,9 @@ namespace hydrozoa::profile {
 struct MeasureOptions {
   std::vector<std::int64_t> microbatch_sizes = {1, 2, 4, 8};
   int warmup = 1;
-  int repeats = 5;
+  int repeats = 5;            // at least this many timed passes...
+  double min_seconds = 1.0;   // ...and at least this long measuring (NOTE [Interleaved repetitions])
+  int max_repeats = 200;
   int threads = 1;                       // compute threads, as one worker will use
   std::string optimizer = "sgd_momentum";
   std::uint64_t seed = 0;

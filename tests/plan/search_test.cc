@@ -155,6 +155,16 @@ TEST(SearchPlan, NothingFitsSuggestsWorkersWhenMoreStagesWouldFit) {
   EXPECT_NE(m.find("--workers"), std::string::npos) << m;
 }
 
+TEST(SearchPlan, NothingFeasibleForAnotherReasonSaysThatReason) {
+  SearchOptions o = basic(4);
+  o.accelerator = "k80";  // GPU workers on a platform without GPUs
+  auto r = searchPlan(toyProfile(8), *loadCatalog("lambda"), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("lambda functions have no accelerators"), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(r.status().message().find("nothing fits"), std::string::npos);
+}
+
 TEST(SearchPlan, PinsAreChecked) {
   const auto prof = toyProfile(6);
   SearchOptions o = basic(4);

@@ -33,16 +33,19 @@ std::vector<PartitionResult> BoundedDpPartitioner::partitionAll(const PartitionP
       ++evaluations;
       for (int k = 1; k <= rows; ++k) {
         if (dp.comm(k) == MinCommDp::kInfinity) continue;
-        const Partition p = dp.partition(k);
-        const PipelineTime t = pipelineTime(c, p, problem.microbatches);
+        Partition p = dp.partition(k);
+        const Seconds r = index.pipelineTotal(p, problem.microbatches);
         PartitionResult& best = results[k - 1];
-        if (t.total < best.time.total) {
+        if (r < best.time.total) {
           best.feasible = true;
-          best.partition = p;
-          best.time = t;
+          best.partition = std::move(p);
+          best.time.total = r;
         }
       }
     }
+  }
+  for (auto& r : results) {
+    if (r.feasible) r.time = pipelineTime(c, r.partition, problem.microbatches);
   }
   // Theorem 1's guarantee, reported as the gap (not a proof of the actual gap).
   const Seconds delta = std::max(hi1 - lo1, hi2 - lo2);

@@ -113,7 +113,7 @@ class Search {
     const Seconds comm = dp_.comm(k);
     if (comm != MinCommDp::kInfinity) {
       Partition p = dp_.partition(k);
-      const Seconds r = pipelineTime(problem_.costs, p, problem_.microbatches).total;
+      const Seconds r = index_.pipelineTotal(p, problem_.microbatches);
       if (r < best_) {
         best_ = r;
         bestPartition_ = std::move(p);

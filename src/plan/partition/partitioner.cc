@@ -55,6 +55,20 @@ ChainIndex::ChainIndex(const PartitionProblem& problem) : L_(problem.costs.numLa
   }
 }
 
+Seconds ChainIndex::pipelineTotal(const Partition& p, std::int64_t microbatches) const {
+  Seconds comm = 0, maxF = 0, maxB = 0, maxC = 0;
+  for (int s = 0; s < p.numStages(); ++s) {
+    const int first = p.first[s], last = p.lastLayer(s, L_);
+    maxF = std::max(maxF, forwardSum(first, last));
+    maxB = std::max(maxB, backwardSum(first, last));
+    if (s > 0) {
+      comm += cut_[first - 1];
+      maxC = std::max(maxC, cut_[first - 1]);
+    }
+  }
+  return constantTime() + 2 * comm + static_cast<double>(microbatches - 1) * (std::max(maxF, maxC) + std::max(maxB, maxC));
+}
+
 void MinCommDp::solve(Seconds maxForward, Seconds maxBackward, int k) {
   const int L = index_.numLayers();
   HZ_CHECK(k >= 1);

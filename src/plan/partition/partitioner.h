@@ -69,6 +69,8 @@ class ChainIndex {
   int memoryFirst(int last) const { return memFirst_[last]; }
   bool fits(int first, int last) const { return first >= memFirst_[last]; }
   Seconds constantTime() const { return pf_[L_] + pb_[L_]; }  // Σ (f + b)
+  // R of `partition` from the prefix sums: O(stages), for scoring many partitions.
+  Seconds pipelineTotal(const Partition& partition, std::int64_t microbatches) const;
 
  private:
   int L_;

@@ -80,6 +80,14 @@ TEST(ExactPartitioner, NeverWorseThanThePapersBoundedDp) {
   }
 }
 
+TEST(ChainIndex, PipelineTotalEqualsTheModel) {
+  const PartitionProblem p = randomProblem(21, {12, 6, 1, false});
+  const ChainIndex index(p);
+  for (const auto& r : BruteForcePartitioner().partitionAll(p, 12)) {
+    EXPECT_NEAR(index.pipelineTotal(r.partition, 6), r.time.total, 1e-9 * r.time.total);
+  }
+}
+
 TEST(ExactPartitioner, MoreStagesThanLayersIsInfeasible) {
   const PartitionProblem p = randomProblem(3, {3, 4, 1, false});
   const auto r = ExactPartitioner().partitionAll(p, 5);

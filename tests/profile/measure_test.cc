@@ -1,0 +1,86 @@
+#include "profile/measure.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "model/zoo.h"
+#include "profile/calibrate.h"
+#include "profile/memory_tracker.h"
+
+namespace hydrozoa::profile {
+namespace {
+
+TEST(MemoryTracker, CountsLiveTensors) {
+  MemoryTracker& t = MemoryTracker::instance();
+  const std::int64_t before = t.current();
+  t.resetPeak();
+  {
+    torch::Tensor a = torch::empty({1 << 20}, torch::kFloat);  // 4 MiB
+    EXPECT_GE(t.current() - before, 4 << 20);
+    { torch::Tensor b = torch::empty({1 << 18}, torch::kFloat); }
+    EXPECT_GE(t.peak() - before, (4 << 20) + (1 << 20));
+  }
+  EXPECT_EQ(t.current(), before);
+}
+
+TEST(MeasureProfile, FashionCnnFiguresAreConsistent) {
+  MeasureOptions o;
+  o.microbatch_sizes = {4, 1};
+  o.repeats = 3;
+  auto p = measureProfile({"cnn", {}}, o);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->source, "measured");
+  EXPECT_EQ(p->threads, 1);
+  EXPECT_GT(p->runtime_bytes, 0);
+  EXPECT_EQ(p->microbatchSizes(), (std::vector<std::int64_t>{1, 4}));
+  const auto analysis = model::analyze(*model::buildArch({"cnn", {}}));
+  ASSERT_EQ(p->numLayers(), analysis.size());
+  for (size_t i = 0; i < analysis.size(); ++i) {
+    EXPECT_EQ(p->layers[i].parameter_bytes, 4 * analysis[i].parameters);
+    EXPECT_EQ(p->layers[i].optimizer_state_bytes, p->layers[i].parameter_bytes);
+    for (const Measurement& m : p->measurements) {
+      const LayerCost& c = m.layers[i];
+      EXPECT_GT(c.forward_ms, 0);
+      EXPECT_GT(c.backward_ms, 0);
+      EXPECT_EQ(c.output_bytes, m.microbatch_size * analysis[i].output_bytes);
+      EXPECT_GE(c.stashed_bytes, c.output_bytes);
+    }
+  }
+  // conv1 keeps its ReLU output and the pooling indices: at least 3x its pooled output.
+  EXPECT_GE(p->at(4)->layers[0].stashed_bytes, 3 * p->at(4)->layers[0].output_bytes);
+  EXPECT_EQ(p->at(4)->input_bytes, 4 * 28 * 28 * 4);
+}
+
+TEST(MeasureProfile, TokenModelsAndLanguageModelLoss) {
+  MeasureOptions o;
+  o.microbatch_sizes = {2};
+  o.repeats = 1;
+  auto p = measureProfile(
+      {"gpt", {{"layers", "1"}, {"hidden", "32"}, {"heads", "2"}, {"vocab", "64"}, {"seq_len", "8"}}}, o);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->numLayers(), 3u);
+  EXPECT_EQ(p->at(2)->input_bytes, 2 * 8 * 8);  // int64 token ids
+}
+
+TEST(MeasureProfile, BadInputs) {
+  MeasureOptions o;
+  EXPECT_EQ(measureProfile({"resnet35", {}}, o).status().code(), ErrorCode::kNotFound);
+  o.microbatch_sizes = {};
+  EXPECT_FALSE(measureProfile({"cnn", {}}, o).ok());
+  o.microbatch_sizes = {1};
+  o.optimizer = "lion";
+  EXPECT_FALSE(measureProfile({"cnn", {}}, o).ok());
+}
+
+TEST(CalibrateCpu, PlausibleFigures) {
+  auto d = calibrateCpu({1});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->kind, "cpu");
+  EXPECT_GT(d->peak_flops, 1e8);
+  EXPECT_GT(d->memory_bandwidth, 1e8);
+  EXPECT_GT(d->compute_efficiency, 0);
+  EXPECT_LE(d->compute_efficiency, 1);
+}
+
+}  // namespace
+}  // namespace hydrozoa::profile

@@ -1,0 +1,75 @@
+#include "profile/network.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+
+
+namespace hydrozoa::profile {
+namespace {
+
+TEST(FitLine, RecoversALine) {
+  double slope = 0, intercept = 0, r2 = 0;
+  fitLine({1, 2, 3, 4}, {3, 5, 7, 9}, &slope, &intercept, &r2);
+  EXPECT_NEAR(slope, 2, 1e-12);
+  EXPECT_NEAR(intercept, 1, 1e-12);
+  EXPECT_NEAR(r2, 1, 1e-12);
+}
+
+// No process of the probe may outlive it: this test process has no
+// children left, running or unreaped.
+bool noChildrenLeft() {
+  errno = 0;
+  return ::waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD;
+}
+
+TEST(ProbeNetwork, TwoLocalWorkersOverGloo) {
+  NetworkProbeOptions o;
+  o.executable = HYDROZOA_BINARY;
+  o.sizes = {64 * kKB, 256 * kKB, kMB, 4 * kMB};
+  o.repeats = 3;
+  auto net = probeNetwork(o);
+  ASSERT_TRUE(net.ok()) << net.status().message();
+  EXPECT_GT(net->bandwidth, 10e6);  // loopback: far above 10 MB/s
+  EXPECT_GT(net->latency, 0);
+  EXPECT_LT(net->latency, 0.05);
+  EXPECT_EQ(net->allreduce_workers, 2);
+  EXPECT_GE(net->beta, 0);
+  EXPECT_GT(net->alpha + 1 / net->bandwidth, 0);  // a round's time grows with its size
+  EXPECT_TRUE(noChildrenLeft());
+}
+
+TEST(ProbeNetwork, ThreeWorkers) {
+  NetworkProbeOptions o;
+  o.executable = HYDROZOA_BINARY;
+  o.workers = 3;
+  o.sizes = {256 * kKB, 2 * kMB};
+  o.repeats = 2;
+  auto net = probeNetwork(o);
+  ASSERT_TRUE(net.ok()) << net.status().message();
+  EXPECT_EQ(net->allreduce_workers, 3);
+  EXPECT_TRUE(noChildrenLeft());
+}
+
+TEST(ProbeNetwork, WorkerThatCannotStartIsAnErrorWithoutOrphans) {
+  NetworkProbeOptions o;
+  o.executable = "/nonexistent/hydrozoa";
+  o.timeout = 10;
+  auto net = probeNetwork(o);
+  ASSERT_FALSE(net.ok());
+  EXPECT_TRUE(noChildrenLeft());
+}
+
+TEST(ProbeNetwork, RejectsBadOptions) {
+  NetworkProbeOptions o;
+  o.workers = 1;
+  EXPECT_FALSE(probeNetwork(o).ok());
+  o.workers = 2;
+  o.sizes = {kMB};
+  EXPECT_FALSE(probeNetwork(o).ok());
+}
+
+}  // namespace
+}  // namespace hydrozoa::profile
