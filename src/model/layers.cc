@@ -55,7 +55,24 @@ nn::Conv2d conv(std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t 
   return nn::Conv2d(nn::Conv2dOptions(in, out, k).stride(stride).padding(k / 2).bias(false));
 }
 
-// ResNet basic block; torchvision's layout (downsample = 1x1 conv + BN).
+// A residual block's shortcut: identity, or a strided 1x1 conv + BN when
+// the shape changes (torchvision's "downsample").
+class Shortcut : public nn::Module {
+ public:
+  Shortcut(std::int64_t in, std::int64_t out, std::int64_t stride) {
+    if (stride != 1 || in != out) {
+      conv_ = register_module("conv", conv(in, out, 1, stride));
+      bn_ = register_module("bn", nn::BatchNorm2d(out));
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return conv_ ? bn_(conv_(x)) : x; }
+
+ private:
+  nn::Conv2d conv_{nullptr};
+  nn::BatchNorm2d bn_{nullptr};
+};
+
+// ResNet basic block (torchvision's layout).
 class BasicBlockLayer : public LayerModule {
  public:
   explicit BasicBlockLayer(const BasicBlockSpec& s) {
@@ -63,21 +80,18 @@ class BasicBlockLayer : public LayerModule {
     bn1_ = register_module("bn1", nn::BatchNorm2d(s.out));
     conv2_ = register_module("conv2", conv(s.out, s.out, 3, 1));
     bn2_ = register_module("bn2", nn::BatchNorm2d(s.out));
-    if (s.stride != 1 || s.in != s.out) {
-      down_ = register_module("downsample", conv(s.in, s.out, 1, s.stride));
-      downBn_ = register_module("downsample_bn", nn::BatchNorm2d(s.out));
-    }
+    shortcut_ = register_module("shortcut", std::make_shared<Shortcut>(s.in, s.out, s.stride));
   }
   torch::Tensor forward(torch::Tensor x) override {
     torch::Tensor y = torch::relu(bn1_(conv1_(x)));
     y = bn2_(conv2_(y));
-    const torch::Tensor shortcut = down_ ? downBn_(down_(x)) : x;
-    return torch::relu(y + shortcut);
+    return torch::relu(y + shortcut_->forward(x));
   }
 
  private:
-  nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, down_{nullptr};
-  nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, downBn_{nullptr};
+  nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
+  nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr};
+  std::shared_ptr<Shortcut> shortcut_;
 };
 
 // ResNet bottleneck (v1.5: the stride sits on the 3x3 convolution).
@@ -90,22 +104,19 @@ class BottleneckLayer : public LayerModule {
     bn2_ = register_module("bn2", nn::BatchNorm2d(s.width));
     conv3_ = register_module("conv3", conv(s.width, s.out, 1, 1));
     bn3_ = register_module("bn3", nn::BatchNorm2d(s.out));
-    if (s.stride != 1 || s.in != s.out) {
-      down_ = register_module("downsample", conv(s.in, s.out, 1, s.stride));
-      downBn_ = register_module("downsample_bn", nn::BatchNorm2d(s.out));
-    }
+    shortcut_ = register_module("shortcut", std::make_shared<Shortcut>(s.in, s.out, s.stride));
   }
   torch::Tensor forward(torch::Tensor x) override {
     torch::Tensor y = torch::relu(bn1_(conv1_(x)));
     y = torch::relu(bn2_(conv2_(y)));
     y = bn3_(conv3_(y));
-    const torch::Tensor shortcut = down_ ? downBn_(down_(x)) : x;
-    return torch::relu(y + shortcut);
+    return torch::relu(y + shortcut_->forward(x));
   }
 
  private:
-  nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr}, down_{nullptr};
-  nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr}, downBn_{nullptr};
+  nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
+  nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
+  std::shared_ptr<Shortcut> shortcut_;
 };
 
 // Token + position (+ segment 0) embeddings; inputs are token ids [N, S].

@@ -214,45 +214,50 @@ void buildResNet(const std::vector<int>& blocks, bool bottleneck, OptionReader& 
   a->layers.push_back({"fc", LinearSpec{in, a->task.classes, true, false, true, 0, 1, 1}});
 }
 
+// Sizes shared by the transformer models, read and checked together.
+struct TransformerSizes {
+  std::int64_t layers, hidden, heads, ffn, vocab, seq, max_positions;
+  double dropout;
+};
+
+TransformerSizes transformerSizes(OptionReader& o, std::int64_t layers, std::int64_t hidden, std::int64_t heads,
+                                  std::int64_t vocab, std::int64_t seq, std::int64_t minPositions) {
+  TransformerSizes t{};
+  t.layers = o.integer("layers", layers);
+  t.hidden = o.integer("hidden", hidden);
+  t.heads = o.integer("heads", heads);
+  t.ffn = o.integer("ffn", 4 * t.hidden);
+  t.vocab = o.integer("vocab", vocab, 2);
+  t.seq = o.integer("seq_len", seq);
+  t.max_positions = o.integer("max_positions", std::max(minPositions, t.seq));
+  t.dropout = o.real("dropout", 0.1, 0, 0.9);
+  if (t.hidden % t.heads != 0) o.fail(fmt::format("hidden={} must be a multiple of heads={}", t.hidden, t.heads));
+  if (t.seq > t.max_positions) o.fail(fmt::format("seq_len={} exceeds max_positions={}", t.seq, t.max_positions));
+  return t;
+}
+
 void buildBert(std::int64_t layers, std::int64_t hidden, std::int64_t heads, OptionReader& o, Arch* a) {
-  const std::int64_t n = o.integer("layers", layers);
-  const std::int64_t h = o.integer("hidden", hidden);
-  const std::int64_t nh = o.integer("heads", heads);
-  const std::int64_t ffn = o.integer("ffn", 4 * h);
-  const std::int64_t vocab = o.integer("vocab", 30522, 2);
-  const std::int64_t seq = o.integer("seq_len", 384);
-  const std::int64_t maxPos = o.integer("max_positions", std::max<std::int64_t>(512, seq));
+  const TransformerSizes t = transformerSizes(o, layers, hidden, heads, 30522, 384, 512);
   const std::int64_t classes = o.integer("classes", 2, 2);
-  const double dropout = o.real("dropout", 0.1, 0, 0.9);
-  if (h % nh != 0) o.fail(fmt::format("hidden={} must be a multiple of heads={}", h, nh));
-  if (seq > maxPos) o.fail(fmt::format("seq_len={} exceeds max_positions={}", seq, maxPos));
-  a->input = {InputKind::kTokens, {seq}, vocab};
+  a->input = {InputKind::kTokens, {t.seq}, t.vocab};
   a->task = {TaskKind::kClassification, classes};
-  a->layers.push_back({"embeddings", EmbeddingSpec{vocab, h, maxPos, 2, true, dropout}});
-  for (std::int64_t i = 0; i < n; ++i) {
-    a->layers.push_back({fmt::format("encoder{}", i + 1), TransformerSpec{h, nh, ffn, false, false, dropout}});
+  a->layers.push_back({"embeddings", EmbeddingSpec{t.vocab, t.hidden, t.max_positions, 2, true, t.dropout}});
+  for (std::int64_t i = 0; i < t.layers; ++i) {
+    a->layers.push_back(
+        {fmt::format("encoder{}", i + 1), TransformerSpec{t.hidden, t.heads, t.ffn, false, false, t.dropout}});
   }
-  a->layers.push_back({"classifier", SequenceClassifierSpec{h, classes, true}});
+  a->layers.push_back({"classifier", SequenceClassifierSpec{t.hidden, classes, true}});
 }
 
 void buildGpt(OptionReader& o, Arch* a) {
-  const std::int64_t n = o.integer("layers", 12);
-  const std::int64_t h = o.integer("hidden", 768);
-  const std::int64_t nh = o.integer("heads", 12);
-  const std::int64_t ffn = o.integer("ffn", 4 * h);
-  const std::int64_t vocab = o.integer("vocab", 50257, 2);
-  const std::int64_t seq = o.integer("seq_len", 1024);
-  const std::int64_t maxPos = o.integer("max_positions", seq);
-  const double dropout = o.real("dropout", 0.1, 0, 0.9);
-  if (h % nh != 0) o.fail(fmt::format("hidden={} must be a multiple of heads={}", h, nh));
-  if (seq > maxPos) o.fail(fmt::format("seq_len={} exceeds max_positions={}", seq, maxPos));
-  a->input = {InputKind::kTokens, {seq}, vocab};
-  a->task = {TaskKind::kLanguageModel, vocab};
-  a->layers.push_back({"embeddings", EmbeddingSpec{vocab, h, maxPos, 0, false, dropout}});
-  for (std::int64_t i = 0; i < n; ++i) {
-    a->layers.push_back({fmt::format("block{}", i + 1), TransformerSpec{h, nh, ffn, true, true, dropout}});
+  const TransformerSizes t = transformerSizes(o, 12, 768, 12, 50257, 1024, 0);
+  a->input = {InputKind::kTokens, {t.seq}, t.vocab};
+  a->task = {TaskKind::kLanguageModel, t.vocab};
+  a->layers.push_back({"embeddings", EmbeddingSpec{t.vocab, t.hidden, t.max_positions, 0, false, t.dropout}});
+  for (std::int64_t i = 0; i < t.layers; ++i) {
+    a->layers.push_back({fmt::format("block{}", i + 1), TransformerSpec{t.hidden, t.heads, t.ffn, true, true, t.dropout}});
   }
-  a->layers.push_back({"lm_head", LmHeadSpec{h, vocab, true}});
+  a->layers.push_back({"lm_head", LmHeadSpec{t.hidden, t.vocab, true}});
 }
 
 // VGG configurations (0 marks a max-pool), from Simonyan & Zisserman Table 1.
