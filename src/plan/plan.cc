@@ -290,11 +290,11 @@ std::string renderPlanTable(const Plan& p) {
     }
   }
   out += alts.render();
-  out += fmt::format("\nChosen: {}×{} ({} data-parallel {} of a {}-stage pipeline), {} microbatch{} of {} = {} samples "
-                     "per iteration\n",
+  out += fmt::format("\nChosen: {}×{} ({} data-parallel {} of a pipeline of {} stage{}), {} microbatch{} of {} = {} "
+                     "samples per iteration\n",
                      p.data_parallel, p.pipeline_stages, p.data_parallel, p.data_parallel == 1 ? "copy" : "copies",
-                     p.pipeline_stages, p.num_microbatches, p.num_microbatches == 1 ? "" : "es", p.microbatch_size,
-                     p.globalBatch());
+                     p.pipeline_stages, p.pipeline_stages == 1 ? "" : "s", p.num_microbatches,
+                     p.num_microbatches == 1 ? "" : "es", p.microbatch_size, p.globalBatch());
   TextTable stages({"stage", "layers", "fwd/mb", "bwd/mb", "params", "memory", "allreduce", "worker", "$/h each"},
                    {true, false, true, true, true, true, true, false, true});
   for (size_t s = 0; s < p.stages.size(); ++s) {
