@@ -1,0 +1,64 @@
+// Which samples each replica's microbatches hold, step by step: pure C++,
+// deterministic, identical in every worker and in the single-process
+// reference trainer.
+//
+// An epoch is a permutation of the dataset (seeded by seed and epoch; the
+// identity when shuffle is off). Step k covers permutation positions
+// [k·G, min((k+1)·G, N)) with G the global batch. Within a step the samples
+// are split among the A replicas as evenly as possible (the first N mod A
+// get one more), each replica's share in order into microbatches of at most
+// m samples. So every sample is used exactly once per epoch, replicas hold
+// disjoint shards, and a short last step has fewer or smaller microbatches
+// (never more than M). With drop_last the short last step is skipped.
+//
+// Thread-safety: immutable after construction.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace hydrozoa::data {
+
+struct SamplerOptions {
+  std::int64_t dataset_size = 0;
+  std::int64_t global_batch = 1;     // G = A · m · M
+  int replicas = 1;                  // A
+  std::int64_t microbatch_size = 1;  // m
+  std::uint64_t seed = 0;
+  bool shuffle = true;
+  bool drop_last = false;
+};
+
+class EpochSampler {
+ public:
+  // REQUIRES: dataset_size >= 1, global_batch >= 1, replicas >= 1,
+  // microbatch_size >= 1, and global_batch == replicas · microbatch_size · M
+  // for some whole M >= 1.
+  explicit EpochSampler(const SamplerOptions& options);
+
+  std::int64_t stepsPerEpoch() const;
+  std::int64_t microbatchesPerStep() const;  // M
+
+  // Samples in step `step` of `epoch`, over all replicas (the loss of every
+  // microbatch is weighted by its size over this number).
+  std::int64_t stepSamples(std::int64_t step) const;
+
+  // Number of non-empty microbatches replica `replica` has at `step` (<= M).
+  int microbatches(std::int64_t step, int replica) const;
+
+  // Dataset indices of microbatch `mb` of `replica` at `step` of `epoch`
+  // (empty when that microbatch does not exist in a short last step).
+  std::vector<std::int64_t> indices(std::int64_t epoch, std::int64_t step, int replica, int mb) const;
+
+  // The epoch's whole permutation (positions -> dataset indices).
+  std::vector<std::int64_t> permutation(std::int64_t epoch) const;
+
+ private:
+  // First permutation position and size of (step, replica)'s share.
+  void share(std::int64_t step, int replica, std::int64_t* begin, std::int64_t* size) const;
+
+  SamplerOptions o_;
+  std::int64_t microbatches_ = 1;
+};
+
+}  // namespace hydrozoa::data
