@@ -14,5 +14,7 @@ void addProfileCommand(CLI::App& app, Status* status);
 void addPlanCommand(CLI::App& app, Status* status);
 void addShowCommand(CLI::App& app, Status* status);
 void addNetprobeWorkerCommand(CLI::App& app, Status* status);
+void addTrainCommand(CLI::App& app, Status* status);
+void addWorkerCommand(CLI::App& app, Status* status);
 
 }  // namespace hydrozoa::cli

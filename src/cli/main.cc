@@ -21,7 +21,9 @@ int main(int argc, char** argv) {
   hydrozoa::cli::addProfileCommand(app, &status);
   hydrozoa::cli::addPlanCommand(app, &status);
   hydrozoa::cli::addShowCommand(app, &status);
+  hydrozoa::cli::addTrainCommand(app, &status);
   hydrozoa::cli::addNetprobeWorkerCommand(app, &status);
+  hydrozoa::cli::addWorkerCommand(app, &status);
 
   app.parse_complete_callback([&] { hydrozoa::initLogging(logLevel); });
   try {
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
     return 70;
   }
   if (!status.ok()) {
+    if (status.message() == "interrupted") return 130;  // said already, resumable
     std::fprintf(stderr, "hydrozoa: error: %s\n", status.message().c_str());
     return 1;
   }

@@ -127,7 +127,47 @@ Json yamlToJson(const YAML::Node& node) {
   return nullptr;
 }
 
+void emit(YAML::Emitter& out, const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::object:
+      out << YAML::BeginMap;
+      for (const auto& item : v.items()) {
+        out << YAML::Key << item.key() << YAML::Value;
+        emit(out, item.value());
+      }
+      out << YAML::EndMap;
+      break;
+    case Json::value_t::array:
+      out << YAML::Flow << YAML::BeginSeq;
+      for (const auto& e : v) emit(out, e);
+      out << YAML::EndSeq;
+      break;
+    case Json::value_t::string: {
+      // Quote strings that would read back as another type ("32", "true").
+      const std::string s = v.get<std::string>();
+      const Json back = scalarToJson(YAML::Node(s));
+      if (back.is_string()) {
+        out << s;
+      } else {
+        out << YAML::DoubleQuoted << s;
+      }
+      break;
+    }
+    case Json::value_t::null: out << YAML::Null; break;
+    case Json::value_t::boolean: out << v.get<bool>(); break;
+    case Json::value_t::number_integer: out << v.get<std::int64_t>(); break;
+    case Json::value_t::number_unsigned: out << v.get<std::uint64_t>(); break;
+    default: out << v.get<double>(); break;
+  }
+}
+
 }  // namespace
+
+std::string toYaml(const Json& value) {
+  YAML::Emitter out;
+  emit(out, value);
+  return std::string(out.c_str()) + "\n";
+}
 
 Result<Json> parseYaml(const std::string& text, const std::string& origin) {
   try {

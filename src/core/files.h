@@ -34,6 +34,9 @@ Status writeFileAtomically(const std::string& path, const std::string& content);
 Result<Json> parseJson(const std::string& text, const std::string& origin);
 Result<Json> readJsonFile(const std::string& path);
 
+// YAML text for a Json value (block style), e.g. a resolved job spec.
+std::string toYaml(const Json& value);
+
 // Parses YAML text into a Json value (see the note at the top).
 Result<Json> parseYaml(const std::string& text, const std::string& origin);
 Result<Json> readYamlFile(const std::string& path);

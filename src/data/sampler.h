@@ -46,12 +46,20 @@ class EpochSampler {
   // Number of non-empty microbatches replica `replica` has at `step` (<= M).
   int microbatches(std::int64_t step, int replica) const;
 
+  // Samples in microbatch `mb` of `replica` at `step` (0 when it does not
+  // exist); cheap, no permutation (for stages that read no data).
+  std::int64_t microbatchSize(std::int64_t step, int replica, int mb) const;
+
   // Dataset indices of microbatch `mb` of `replica` at `step` of `epoch`
   // (empty when that microbatch does not exist in a short last step).
   std::vector<std::int64_t> indices(std::int64_t epoch, std::int64_t step, int replica, int mb) const;
 
-  // The epoch's whole permutation (positions -> dataset indices).
+  // The epoch's whole permutation (positions -> dataset indices), and the
+  // microbatch's indices taken from it (what indices() does; callers that
+  // walk a whole epoch compute the permutation once).
   std::vector<std::int64_t> permutation(std::int64_t epoch) const;
+  std::vector<std::int64_t> indicesIn(const std::vector<std::int64_t>& permutation, std::int64_t step, int replica,
+                                      int mb) const;
 
  private:
   // First permutation position and size of (step, replica)'s share.

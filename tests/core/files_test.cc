@@ -65,6 +65,14 @@ TEST(ParseYaml, ScalarsBecomeTypedValues) {
   EXPECT_TRUE(j["g"].is_null());
 }
 
+TEST(ToYaml, RoundTripsThroughParseYaml) {
+  const Json j = {{"name", "job"}, {"n", 3}, {"x", 0.5}, {"flag", true}, {"digits", "32"}, {"list", {1, 2}},
+                  {"nested", {{"a", "b"}, {"none", nullptr}}}};
+  auto back = parseYaml(toYaml(j), "t.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, j);
+}
+
 TEST(ParseYaml, SyntaxErrorHasLine) {
   auto r = parseYaml("a: [1, 2\nb: 3\n", "job.yaml");
   ASSERT_FALSE(r.ok());

@@ -1,0 +1,188 @@
+// `hydrozoa train`: trains a job (the coordinator), and `hydrozoa worker`,
+// the process the coordinator starts for each (replica, stage).
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cluster/coordinator.h"
+#include "cluster/job_spec.h"
+#include "core/units.h"
+#include "runtime/worker.h"
+
+namespace hydrozoa::cli {
+namespace {
+
+std::atomic<int> gInterrupt{0};
+std::atomic<int> gCheckpoint{0};
+
+extern "C" void onInterrupt(int) {
+  gInterrupt.store(1);
+  // A second Ctrl-C ends the coordinator at once; the kernel then ends the
+  // workers (PR_SET_PDEATHSIG), so nothing is left running either way.
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+}
+
+extern "C" void onCheckpoint(int) { gCheckpoint.fetch_add(1); }
+
+struct TrainArgs {
+  std::string job, resume, out, plan, worker_binary;
+  std::string data_parallel, stages, microbatches, microbatch_size, max_steps, epochs, seed, workers, global_batch;
+  bool no_progress = false;
+};
+
+Status optionalInt(const std::string& text, const char* flag, std::optional<std::int64_t>* out) {
+  if (text.empty()) return Status();
+  HZ_ASSIGN_OR_RETURN(std::int64_t v, parsePositiveInt(text, flag));
+  *out = v;
+  return Status();
+}
+
+Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
+  std::optional<std::int64_t> v;
+  HZ_RETURN_IF_ERROR(optionalInt(a.data_parallel, "--data-parallel", &v));
+  if (v) s->data_parallel = static_cast<int>(*v);
+  v.reset();
+  HZ_RETURN_IF_ERROR(optionalInt(a.stages, "--stages", &v));
+  if (v) s->stages = static_cast<int>(*v);
+  v.reset();
+  HZ_RETURN_IF_ERROR(optionalInt(a.microbatches, "--microbatches", &v));
+  if (v) s->microbatches = *v;
+  v.reset();
+  HZ_RETURN_IF_ERROR(optionalInt(a.microbatch_size, "--microbatch-size", &v));
+  if (v) s->microbatch_size = *v;
+  v.reset();
+  HZ_RETURN_IF_ERROR(optionalInt(a.epochs, "--epochs", &v));
+  if (v) s->epochs = *v;
+  v.reset();
+  HZ_RETURN_IF_ERROR(optionalInt(a.workers, "--workers", &v));
+  if (v) s->workers = static_cast<int>(*v);
+  v.reset();
+  HZ_RETURN_IF_ERROR(optionalInt(a.global_batch, "--global-batch", &v));
+  if (v) s->global_batch = *v;
+  if (!a.seed.empty()) {
+    char* end = nullptr;
+    const unsigned long long seed = std::strtoull(a.seed.c_str(), &end, 10);
+    if (*end != '\0') return invalidArgument("--seed: \"" + a.seed + "\" is not a whole number");
+    s->seed = seed;
+  }
+  if (!a.out.empty()) s->out_dir = a.out;
+  if (!a.plan.empty()) s->plan_file = a.plan;
+  // Pinning the strategy on the command line pins the workers it needs.
+  if (s->data_parallel && s->stages && a.workers.empty()) {
+    s->workers = std::max(s->workers, *s->data_parallel * *s->stages);
+  }
+  return Status();
+}
+
+Status runTrain(const TrainArgs& a) {
+  cluster::TrainOptions o;
+  if (!a.resume.empty()) {
+    if (!a.job.empty()) return invalidArgument("give a job spec or --resume RUN_DIR, not both");
+    HZ_ASSIGN_OR_RETURN(o.spec, cluster::loadJobSpec(a.resume + "/job.yaml"));
+    if (!a.out.empty() || !a.plan.empty() || !a.data_parallel.empty() || !a.stages.empty()) {
+      return invalidArgument("a resumed run keeps its output directory and plan; only --max-steps, --epochs and "
+                             "--workers may change");
+    }
+    o.resume_dir = a.resume;
+  } else {
+    if (a.job.empty()) return invalidArgument("give a job spec (e.g. hydrozoa train examples/fashion_mnist_cnn.yaml)");
+    HZ_ASSIGN_OR_RETURN(o.spec, cluster::loadJobSpec(a.job));
+  }
+  HZ_RETURN_IF_ERROR(applyOverrides(a, &o.spec));
+  HZ_RETURN_IF_ERROR(cluster::validateJobSpec(o.spec, a.job.empty() ? a.resume + "/job.yaml" : a.job));
+  std::optional<std::int64_t> stopAfter;
+  HZ_RETURN_IF_ERROR(optionalInt(a.max_steps, "--max-steps", &stopAfter));
+  o.stop_after = stopAfter;
+  o.executable = a.worker_binary;
+  o.progress = !a.no_progress;
+  o.interrupt = &gInterrupt;
+  o.checkpoint_request = &gCheckpoint;
+  std::signal(SIGINT, onInterrupt);
+  std::signal(SIGTERM, onInterrupt);
+  std::signal(SIGUSR1, onCheckpoint);
+  auto result = cluster::runTraining(o);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (!result.ok()) return result.status();
+  const std::string& dir = result->run_dir;
+  if (result->interrupted) {
+    std::cerr << "Interrupted: the workers stopped cleanly and checkpointed; resume with: hydrozoa train --resume "
+              << dir << "\n";
+    return Status(ErrorCode::kUnavailable, "interrupted");
+  }
+  auto summary = readJsonFile(dir + "/summary.json");
+  if (summary.ok()) {
+    const Json& j = *summary;
+    std::cout << "Finished " << j["steps"]["done"] << " steps";
+    if (j["final_test_accuracy"].is_number()) {
+      std::cout << fmt::format(": test accuracy {:.2f}%", 100 * j["final_test_accuracy"].get<double>());
+    }
+    std::cout << fmt::format(", {:.0f} samples/s, {} in {}\n", j["throughput_samples_per_s"].get<double>(),
+                             formatUsd(j["cost_usd"].get<double>()), formatSeconds(j["wall_seconds"].get<double>()));
+  }
+  std::cout << "Run directory: " << dir << "\n  metrics:     " << dir << "/metrics.jsonl\n  trace:       " << dir
+            << "/trace.json (open in https://ui.perfetto.dev or chrome://tracing)\n  summary:     " << dir
+            << "/summary.json\n  checkpoints: " << dir << "/checkpoints\n";
+  return Status();
+}
+
+}  // namespace
+
+void addTrainCommand(CLI::App& app, Status* status) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a job: plan, launch workers, train, checkpoint, report");
+  cmd->footer(
+      "Examples:\n"
+      "  hydrozoa train examples/fashion_mnist_cnn.yaml\n"
+      "  hydrozoa train examples/fashion_mnist_cnn.yaml --data-parallel 2 --stages 2 --microbatches 4 --max-steps 5 "
+      "--seed 1 --out runs/x\n"
+      "  hydrozoa train --resume runs/x\n"
+      "Ctrl-C stops every worker after the same step and checkpoints it (resume with --resume);\n"
+      "kill -USR1 $(jq .pid RUN/coordinator.json) checkpoints a running job.\n");
+  cmd->add_option("job", a->job, "Job spec (YAML), see docs/train.md");
+  cmd->add_option("--resume", a->resume, "Continue the run in this directory from its latest checkpoint");
+  cmd->add_option("--out", a->out, "Run directory (default: runs/<name>-<time>)");
+  cmd->add_option("--plan", a->plan, "Use this plan.json instead of planning");
+  cmd->add_option("--data-parallel", a->data_parallel, "Pin the number of data-parallel replicas");
+  cmd->add_option("--stages", a->stages, "Pin the number of pipeline stages");
+  cmd->add_option("--microbatches", a->microbatches, "Pin the number of microbatches per step");
+  cmd->add_option("--microbatch-size", a->microbatch_size, "Pin the microbatch size");
+  cmd->add_option("--max-steps", a->max_steps,
+                  "Stop this run after this many steps in all, with a checkpoint (--resume goes on to the job's end)");
+  cmd->add_option("--epochs", a->epochs, "Epochs to train");
+  cmd->add_option("--global-batch", a->global_batch, "Samples per step");
+  cmd->add_option("--workers", a->workers, "Worker budget");
+  cmd->add_option("--seed", a->seed, "Seed for weights, data order and dropout");
+  cmd->add_option("--worker-binary", a->worker_binary, "Run workers from this hydrozoa binary");
+  cmd->add_flag("--no-progress", a->no_progress, "No live progress line");
+  cmd->callback([a, status] { *status = runTrain(*a); });
+}
+
+void addWorkerCommand(CLI::App& app, Status* status) {
+  auto a = std::make_shared<runtime::WorkerArgs>();
+  auto token = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("worker", "");  // started by the coordinator
+  cmd->group("");
+  cmd->add_option("--join", a->join)->required();
+  cmd->add_option("--id", a->id)->required();
+  cmd->add_option("--token", *token, "The job token (default: $HYDROZOA_TOKEN)");
+  cmd->callback([a, token, status] {
+    if (!token->empty()) {
+      a->token = *token;
+    } else if (const char* env = std::getenv("HYDROZOA_TOKEN")) {
+      a->token = env;
+    }
+    if (a->token.empty()) {
+      *status = invalidArgument("a worker needs the job token ($HYDROZOA_TOKEN)");
+      return;
+    }
+    const int code = runtime::runWorker(*a);
+    if (code != 0) std::exit(code);
+  });
+}
+
+}  // namespace hydrozoa::cli

@@ -1,0 +1,598 @@
+#include "cluster/coordinator.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <functional>
+#include <set>
+#include <thread>
+
+#include "cluster/control.h"
+#include "cluster/job_plan.h"
+#include "cluster/launch/local_launcher.h"
+#include "cluster/progress.h"
+#include "cluster/run_dir.h"
+#include "core/paths.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+
+namespace hydrozoa::cluster {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::int64_t monotonicUs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
+std::string defaultRunDir(const JobSpec& spec) {
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
+  return fmt::format("runs/{}-{}", spec.name, stamp);
+}
+
+std::string lastLogLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+// The control-plane identity of worker `id`.
+std::string from(int id) { return fmt::format("w{}", id); }
+
+struct WorkerState {
+  int id = 0, replica = 0, stage = 0;
+  bool registered = false, ready = false, done = false;
+  Clock::time_point last_seen;
+  std::string name() const { return fmt::format("worker {} (replica {}, stage {})", id, replica, stage); }
+};
+
+struct StepAccount {
+  int reports = 0;
+  double loss = 0, samples = 0;
+  double compute_replica0 = 0;  // summed over replica 0's stages
+  double iteration = 0;         // the slowest worker's
+  int epoch = 0;
+};
+
+struct EvalAccount {
+  int reports = 0;
+  double loss_sum = 0, correct = 0, count = 0;
+};
+
+// One training job, from launch to summary.
+class Job {
+ public:
+  Job(const TrainOptions& o, RunDir run, JobSpec spec, plan::Plan plan, ModelInfo model, std::int64_t trainSize,
+      std::int64_t testSize, std::int64_t startStep, std::string checkpoint)
+      : o_(o), run_(std::move(run)), spec_(std::move(spec)), plan_(std::move(plan)), model_(std::move(model)),
+        trainSize_(trainSize), testSize_(testSize), startStep_(startStep), checkpoint_(std::move(checkpoint)),
+        progress_(o.progress) {}
+
+  Result<TrainResult> run();
+
+ private:
+  Status start();
+  Status waitFor(const char* what, const std::function<bool(const WorkerState&)>& reached);
+  Status watch();
+  void handle(int worker, const Json& m);
+  void onStepComplete(std::int64_t step, const StepAccount& a);
+  Status failure(const std::string& message);
+  void stopWorkers(Seconds grace);
+  void finish(const std::string& status, const std::string& reason);
+  int workerOf(const std::string& identity) const;
+
+  const TrainOptions& o_;
+  RunDir run_;
+  JobSpec spec_;
+  plan::Plan plan_;
+  ModelInfo model_;
+  std::int64_t trainSize_, testSize_, startStep_;
+  std::string checkpoint_;
+  Progress progress_;
+
+  int A_ = 1, B_ = 1, W_ = 1;
+  std::int64_t perEpoch_ = 1, totalSteps_ = 0, stopStep_ = 0;
+  std::string token_;
+  std::unique_ptr<ControlServer> control_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+  std::unique_ptr<Launcher> launcher_;
+  std::vector<WorkerState> workers_;
+  std::map<std::int64_t, StepAccount> steps_;
+  std::map<std::int64_t, EvalAccount> evals_;
+  std::map<std::int64_t, std::set<int>> checkpoints_;
+  std::int64_t stepsDone_ = 0, maxStarted_ = 0;
+  double samples_ = 0, lastLoss_ = 0, rateEma_ = 0;
+  std::vector<double> stepSeconds_, bubbles_;
+  Clock::time_point launched_, trainingStart_, lastStepAt_;
+  std::int64_t originUs_ = 0;
+  double finalAccuracy_ = -1, finalTestLoss_ = -1;
+  bool stopping_ = false, interrupted_ = false;
+  std::string failure_;
+  std::vector<std::pair<std::string, std::string>> exits_;  // worker name -> how it ended
+};
+
+int Job::workerOf(const std::string& identity) const {
+  if (identity.size() < 2 || identity[0] != 'w') return -1;
+  const int id = std::atoi(identity.c_str() + 1);
+  return id >= 0 && id < W_ ? id : -1;
+}
+
+Status Job::start() {
+  A_ = plan_.data_parallel;
+  B_ = plan_.pipeline_stages;
+  W_ = A_ * B_;
+  data::SamplerOptions so;
+  so.dataset_size = trainSize_;
+  so.global_batch = spec_.global_batch;
+  so.replicas = A_;
+  so.microbatch_size = plan_.microbatch_size;
+  so.drop_last = spec_.drop_last;
+  perEpoch_ = data::EpochSampler(so).stepsPerEpoch();
+  totalSteps_ = perEpoch_ * spec_.epochs;
+  if (spec_.max_steps) totalSteps_ = std::min(totalSteps_, *spec_.max_steps);
+  stopStep_ = o_.stop_after ? std::min(totalSteps_, *o_.stop_after) : totalSteps_;
+  if (startStep_ >= stopStep_) {
+    return invalidArgument(fmt::format("nothing to train: the run has done {} steps and this invocation stops at {} "
+                                       "(the job has {}); raise --max-steps or training.epochs",
+                                       startStep_, stopStep_, totalSteps_));
+  }
+  token_ = newToken();
+  HZ_ASSIGN_OR_RETURN(control_, ControlServer::bind("127.0.0.1", spec_.control_port, token_));
+  try {
+    c10d::TCPStoreOptions so2;
+    so2.port = 0;
+    so2.isServer = true;
+    so2.waitWorkers = false;
+    so2.timeout = std::chrono::seconds(300);
+    store_ = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so2);
+  } catch (const std::exception& e) {
+    return unavailable(fmt::format("cannot host the workers' rendezvous store: {}", e.what()));
+  }
+  HZ_RETURN_IF_ERROR(run_.writeJson("coordinator.json", {{"pid", ::getpid()}, {"control", control_->endpoint()}}));
+  launcher_ = std::make_unique<LocalLauncher>(o_.executable.empty() ? "/proc/self/exe" : o_.executable);
+  launched_ = Clock::now();
+  for (int id = 0; id < W_; ++id) {
+    WorkerState w;
+    w.id = id;
+    w.replica = id / B_;
+    w.stage = id % B_;
+    w.last_seen = Clock::now();
+    workers_.push_back(w);
+    WorkerLaunch l;
+    l.id = id;
+    l.args = {"--log-level", "info", "worker", "--join", control_->endpoint(), "--id", std::to_string(id)};
+    l.env = {{"HYDROZOA_TOKEN", token_}};
+    l.log_path = run_.workerLog(id);
+    if (Status s = launcher_->launch(l); !s.ok()) return failure(s.message());
+  }
+  return Status();
+}
+
+Status Job::failure(const std::string& message) {
+  if (failure_.empty()) failure_ = message;
+  return unavailable(failure_);
+}
+
+// Pumps messages until every worker has `reached` a state, watching for
+// workers that die or report an error on the way.
+Status Job::waitFor(const char* what, const std::function<bool(const WorkerState&)>& reached) {
+  const auto t0 = Clock::now();
+  for (;;) {
+    if (std::all_of(workers_.begin(), workers_.end(), reached)) return Status();
+    std::string from;
+    Json m;
+    if (control_->receive(&from, &m, 100)) {
+      const int id = workerOf(from);
+      if (id >= 0) handle(id, m);
+    }
+    if (!failure_.empty()) return unavailable(failure_);
+    for (const WorkerExit& e : launcher_->poll()) {
+      const WorkerState& w = workers_[e.id];
+      return failure(fmt::format("{} {} before it was {} (pid {}); its log {} ends: {}", w.name(), e.how, what, e.pid,
+                                 run_.workerLog(e.id), lastLogLine(run_.workerLog(e.id))));
+    }
+    if (o_.interrupt && o_.interrupt->load()) {
+      interrupted_ = true;
+      return failure("interrupted while starting the workers");
+    }
+    if (since(t0) > spec_.start_timeout) {
+      for (const auto& w : workers_) {
+        if (!reached(w)) {
+          return failure(fmt::format("{} was not {} within {} (cluster.start_timeout); see {}", w.name(), what,
+                                     formatSeconds(spec_.start_timeout), run_.workerLog(w.id)));
+        }
+      }
+    }
+  }
+}
+
+void Job::handle(int id, const Json& m) {
+  WorkerState& w = workers_[id];
+  w.last_seen = Clock::now();
+  const std::string type = m.value("type", "");
+  if (type == "register") {
+    w.registered = true;
+    Json assign = {{"type", "assign"},
+                   {"generation", 0},
+                   {"rank", id},
+                   {"world_size", W_},
+                   {"replica", w.replica},
+                   {"replicas", A_},
+                   {"stage", w.stage},
+                   {"stages", B_},
+                   {"first_layer", plan_.stages[w.stage].first_layer},
+                   {"last_layer", plan_.stages[w.stage].last_layer},
+                   {"microbatch_size", plan_.microbatch_size},
+                   {"microbatches", plan_.num_microbatches},
+                   {"train_size", trainSize_},
+                   {"test_size", spec_.eval ? testSize_ : 0},
+                   {"start_step", startStep_},
+                   {"total_steps", totalSteps_},
+                   {"stop_step", stopStep_},
+                   {"store_host", "127.0.0.1"},
+                   {"store_port", store_->getPort()},
+                   {"listen_host", "127.0.0.1"},
+                   {"run_dir", run_.root()},
+                   {"trace_path", run_.workerTrace(id)},
+                   {"checkpoint", checkpoint_},
+                   {"schedule", "gpipe"},
+                   {"job", jobSpecToJson(spec_)}};
+    control_->send(from(id), assign);
+  } else if (type == "ready") {
+    w.ready = true;
+  } else if (type == "heartbeat") {
+    maxStarted_ = std::max(maxStarted_, m.value("step", std::int64_t{0}));
+  } else if (type == "step") {
+    const std::int64_t step = m.value("step", std::int64_t{0});
+    maxStarted_ = std::max(maxStarted_, step);
+    StepAccount& a = steps_[step];
+    ++a.reports;
+    a.epoch = m.value("epoch", 0);
+    a.loss += m.value("loss", 0.0);
+    a.samples += m.value("samples", 0.0);
+    a.iteration = std::max(a.iteration, m.value("iteration_s", 0.0));
+    if (w.replica == 0) a.compute_replica0 += m.value("compute_s", 0.0);
+    if (a.reports == W_) {
+      onStepComplete(step, a);
+      steps_.erase(step);
+    }
+  } else if (type == "eval") {
+    const std::int64_t epoch = m.value("epoch", std::int64_t{0});
+    EvalAccount& e = evals_[epoch];
+    ++e.reports;
+    e.loss_sum += m.value("loss_sum", 0.0);
+    e.correct += m.value("correct", 0.0);
+    e.count += m.value("count", 0.0);
+    if (e.reports == A_ && e.count > 0) {
+      finalTestLoss_ = e.loss_sum / e.count;
+      finalAccuracy_ = e.correct / e.count;
+      (void)run_.appendMetrics({{"epoch", epoch + 1}, {"test_loss", finalTestLoss_}, {"test_accuracy", finalAccuracy_}});
+      progress_.note(fmt::format("epoch {}: test accuracy {:.2f}%, test loss {:.4f}", epoch + 1, 100 * finalAccuracy_,
+                                 finalTestLoss_));
+      evals_.erase(epoch);
+    }
+  } else if (type == "checkpoint") {
+    const std::int64_t step = m.value("step", std::int64_t{0});
+    auto& stages = checkpoints_[step];
+    stages.insert(m.value("stage", 0));
+    if (static_cast<int>(stages.size()) == B_) {
+      const Json manifest = {{"step", step},
+                             {"epoch", step / perEpoch_},
+                             {"step_in_epoch", step % perEpoch_},
+                             {"steps_per_epoch", perEpoch_},
+                             {"layers", model_.layer_names.size()},
+                             {"model", model_.name},
+                             {"plan", {{"data_parallel", A_}, {"pipeline_stages", B_}}},
+                             {"elapsed_seconds", since(launched_)},
+                             {"cost_usd", plan_.cost_per_hour * since(launched_) / 3600}};
+      if (Status s = run_.finalizeCheckpoint(step, manifest); !s.ok()) {
+        spdlog::error("{}", s.message());
+      } else {
+        progress_.note(fmt::format("checkpoint at step {} in {}/checkpoints", step, run_.root()));
+      }
+      checkpoints_.erase(step);
+    }
+  } else if (type == "done") {
+    w.done = true;
+  } else if (type == "error") {
+    const std::string kind = m.value("kind", "fatal");
+    const std::string message = m.value("message", "");
+    if (kind == "peer_lost") {
+      // Usually the echo of another worker's death; prefer that news (watch()).
+      exits_.emplace_back(w.name(), "lost a peer: " + message);
+      if (failure_.empty()) failure_ = fmt::format("{} lost a peer: {}", w.name(), message);
+    } else {
+      failure_ = fmt::format("{} failed: {}", w.name(), message);
+    }
+  }
+}
+
+void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
+  const auto now = Clock::now();
+  const double dt = std::chrono::duration<double>(now - lastStepAt_).count();
+  lastStepAt_ = now;
+  ++stepsDone_;
+  samples_ += a.samples;
+  lastLoss_ = a.loss;
+  const double rate = dt > 0 ? a.samples / dt : 0;
+  rateEma_ = rateEma_ == 0 ? rate : 0.9 * rateEma_ + 0.1 * rate;
+  stepSeconds_.push_back(dt);
+  if (a.iteration > 0) bubbles_.push_back(std::max(0.0, 1.0 - a.compute_replica0 / (B_ * a.iteration)));
+  const double cost = plan_.cost_per_hour * since(launched_) / 3600;
+  (void)run_.appendMetrics({{"t", since(trainingStart_)},
+                            {"epoch", a.epoch + 1},
+                            {"step", step + 1},
+                            {"loss", a.loss},
+                            {"samples_per_s", rate},
+                            {"workers", W_},
+                            {"cost_usd", cost}});
+  ProgressState p;
+  p.epoch = a.epoch + 1;
+  p.epochs = (totalSteps_ + perEpoch_ - 1) / perEpoch_;
+  p.step = step + 1;
+  p.steps = stopStep_;
+  p.loss = a.loss;
+  p.samples_per_second = rateEma_;
+  p.elapsed = since(trainingStart_);
+  p.cost = cost;
+  progress_.update(p);
+}
+
+Status Job::watch() {
+  trainingStart_ = lastStepAt_ = Clock::now();
+  originUs_ = monotonicUs();
+  for (int id = 0; id < W_; ++id) control_->send(from(id), {{"type", "go"}});
+  for (auto& w : workers_) w.last_seen = Clock::now();
+  Clock::time_point stopSent{};
+  for (;;) {
+    if (std::all_of(workers_.begin(), workers_.end(), [](const WorkerState& w) { return w.done; })) return Status();
+    std::string sender;
+    Json m;
+    if (control_->receive(&sender, &m, 100)) {
+      const int id = workerOf(sender);
+      if (id >= 0) handle(id, m);
+      while (control_->receive(&sender, &m, 0)) {  // drain what else is waiting
+        const int more = workerOf(sender);
+        if (more >= 0) handle(more, m);
+      }
+    }
+    // A worker that ended before saying it was done has failed.
+    for (const WorkerExit& e : launcher_->poll()) {
+      WorkerState& w = workers_[e.id];
+      exits_.emplace_back(w.name(), e.how);
+      if (!w.done || !e.success) {
+        // A worker's own death outranks its peers' "lost a peer" reports.
+        failure_ = fmt::format("{} (pid {}) {}; its log {} ends: {}", w.name(), e.pid, e.how, run_.workerLog(e.id),
+                               lastLogLine(run_.workerLog(e.id)));
+        if (!w.done) return unavailable(failure_);
+      }
+    }
+    if (!failure_.empty()) {
+      // Give a dying peer a moment to be seen, so the message names the cause.
+      const auto grace = Clock::now() + std::chrono::milliseconds(500);
+      while (Clock::now() < grace) {
+        for (const WorkerExit& e : launcher_->poll()) {
+          if (!workers_[e.id].done) {
+            failure_ = fmt::format("{} (pid {}) {}; its log {} ends: {}", workers_[e.id].name(), e.pid, e.how,
+                                   run_.workerLog(e.id), lastLogLine(run_.workerLog(e.id)));
+            return unavailable(failure_);
+          }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      return unavailable(failure_);
+    }
+    for (const auto& w : workers_) {
+      if (!w.done && std::chrono::duration<double>(Clock::now() - w.last_seen).count() > spec_.heartbeat_timeout) {
+        return failure(fmt::format("{} sent nothing for {} (cluster.heartbeat_timeout): it hangs or its host is "
+                                   "unreachable; see {}",
+                                   w.name(), formatSeconds(spec_.heartbeat_timeout), run_.workerLog(w.id)));
+      }
+    }
+    if (o_.interrupt && o_.interrupt->load() && !stopping_) {
+      // Every worker stops after the same step and checkpoints it.
+      stopping_ = interrupted_ = true;
+      const std::int64_t at = std::max(startStep_ + 1, maxStarted_ + 2);
+      progress_.note(fmt::format("Stopping: the workers finish step {}, checkpoint it and exit...", at));
+      for (int id = 0; id < W_; ++id) control_->send(from(id), {{"type", "stop"}, {"at_step", at}, {"checkpoint", true}});
+      stopSent = Clock::now();
+    }
+    if (stopping_ && std::chrono::duration<double>(Clock::now() - stopSent).count() > 60) {
+      return failure("the workers did not stop within 60 s of being asked; they were killed");
+    }
+    if (o_.checkpoint_request && o_.checkpoint_request->load() > 0) {
+      const_cast<std::atomic<int>*>(o_.checkpoint_request)->store(0);
+      const std::int64_t at = maxStarted_ + 2;
+      progress_.note(fmt::format("Checkpoint requested: after step {}", at + 1));
+      for (int id = 0; id < W_; ++id) control_->send(from(id), {{"type", "checkpoint"}, {"step", at}});
+    }
+  }
+}
+
+void Job::stopWorkers(Seconds grace) {
+  if (!launcher_) return;
+  for (int id = 0; id < W_; ++id) {
+    if (launcher_->alive(id)) control_->send(from(id), {{"type", "stop"}});
+  }
+  for (const WorkerExit& e : launcher_->stopAll(grace)) {
+    exits_.emplace_back(workers_[e.id].name(), e.how);
+  }
+}
+
+void Job::finish(const std::string& status, const std::string& reason) {
+  progress_.finish();
+  std::vector<std::string> names;
+  for (const auto& w : workers_) names.push_back(w.name());
+  if (Status s = run_.mergeTraces(names, originUs_); !s.ok()) spdlog::warn("{}", s.message());
+  const double training = trainingStart_ == Clock::time_point{} ? 0 : since(trainingStart_);
+  const double measured = median(stepSeconds_);
+  const double cost = launched_ == Clock::time_point{} ? 0 : plan_.cost_per_hour * since(launched_) / 3600;
+  Json workers = Json::array();
+  for (const auto& w : workers_) {
+    std::string how;
+    for (const auto& [name, h] : exits_) {
+      if (name == w.name()) how = h;
+    }
+    workers.push_back({{"id", w.id}, {"replica", w.replica}, {"stage", w.stage}, {"log", run_.workerLog(w.id)},
+                       {"exit", how}});
+  }
+  Json summary = {
+      {"status", status},
+      {"reason", reason},
+      {"model", model_.name},
+      {"plan",
+       {{"data_parallel", A_},
+        {"pipeline_stages", B_},
+        {"microbatch_size", plan_.microbatch_size},
+        {"num_microbatches", plan_.num_microbatches},
+        {"global_batch", spec_.global_batch}}},
+      {"steps", {{"done", startStep_ + stepsDone_}, {"total", totalSteps_}, {"this_run", stepsDone_}}},
+      {"epochs_completed", (startStep_ + stepsDone_) / std::max<std::int64_t>(1, perEpoch_)},
+      {"samples", samples_},
+      {"final_loss", lastLoss_},
+      {"final_test_accuracy", finalAccuracy_ >= 0 ? Json(finalAccuracy_) : Json(nullptr)},
+      {"final_test_loss", finalTestLoss_ >= 0 ? Json(finalTestLoss_) : Json(nullptr)},
+      {"wall_seconds", launched_ == Clock::time_point{} ? 0.0 : since(launched_)},
+      {"training_seconds", training},
+      {"throughput_samples_per_s", training > 0 ? samples_ / training : 0},
+      {"iteration_seconds",
+       {{"measured_median", measured},
+        {"predicted", plan_.iteration_seconds},
+        {"relative_error", plan_.iteration_seconds > 0 && measured > 0 ? measured / plan_.iteration_seconds - 1 : 0}}},
+      {"bubble_fraction", {{"measured_median", median(bubbles_)}, {"predicted", plan_.bubble_fraction}}},
+      {"cost_usd", cost},
+      {"cost_per_hour", plan_.cost_per_hour},
+      {"samples_per_dollar", cost > 0 ? samples_ / cost : 0},
+      {"refused_control_messages", control_ ? control_->refused() : 0},
+      {"workers", workers},
+      {"outputs",
+       {{"metrics", run_.file("metrics.jsonl")},
+        {"trace", run_.file("trace.json")},
+        {"checkpoints", run_.checkpointsDir()}}}};
+  if (Status s = run_.writeJson("summary.json", summary); !s.ok()) spdlog::error("{}", s.message());
+}
+
+Result<TrainResult> Job::run() {
+  Status s = start();
+  if (s.ok()) s = waitFor("registered", [](const WorkerState& w) { return w.registered; });
+  if (s.ok()) s = waitFor("ready", [](const WorkerState& w) { return w.ready; });
+  if (s.ok()) {
+    progress_.note(fmt::format("Training {} with {}×{} on {} workers: steps {}..{} of {}, {} samples each; run "
+                               "directory {}",
+                               model_.name, A_, B_, W_, startStep_ + 1, stopStep_, totalSteps_, spec_.global_batch,
+                               run_.root()));
+    s = watch();
+  }
+  stopWorkers(s.ok() ? 5.0 : 3.0);
+  if (!s.ok() && !interrupted_) {
+    finish("failed", s.message());
+    return s;
+  }
+  if (interrupted_) {
+    finish("interrupted", "stopped by the user");
+    return TrainResult{run_.root(), true};
+  }
+  finish("completed", "");
+  return TrainResult{run_.root(), false};
+}
+
+}  // namespace
+
+Result<TrainResult> runTraining(const TrainOptions& o) {
+  JobSpec spec = o.spec;
+  HZ_RETURN_IF_ERROR(validateJobSpec(spec, "the job"));
+  const bool resuming = !o.resume_dir.empty();
+  std::optional<RunDir> run;
+  if (resuming) {
+    HZ_ASSIGN_OR_RETURN(run, RunDir::open(o.resume_dir));
+  } else {
+    HZ_ASSIGN_OR_RETURN(run, RunDir::create(spec.out_dir.empty() ? defaultRunDir(spec) : spec.out_dir));
+  }
+  HZ_ASSIGN_OR_RETURN(ModelInfo model, inspectModel(spec));
+
+  // The data must be there before any worker starts.
+  data::DataSpec ds;
+  ds.kind = spec.dataset;
+  ds.path = spec.data_path;
+  ds.seq_len = model.input.kind == model::InputKind::kTokens ? model.input.shape.at(0) : 0;
+  ds.synthetic_train = spec.synthetic_train;
+  ds.synthetic_test = spec.synthetic_test;
+  ds.synthetic_input = model.input;
+  ds.synthetic_task = model.task;
+  ds.seed = spec.seed;
+  HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
+  std::int64_t testSize = 0;
+  if (spec.eval) {
+    HZ_ASSIGN_OR_RETURN(auto test, data::openDataset(ds, data::Split::kTest));
+    testSize = test->size();
+  }
+  if (train->task().classes != model.task.classes && spec.dataset != "synthetic") {
+    return invalidArgument(fmt::format("the model has {} outputs but {} has {} classes; set the model's classes option",
+                                       model.task.classes, train->describe(), train->task().classes));
+  }
+
+  Progress planning(o.progress);
+  std::int64_t startStep = 0;
+  std::string checkpoint;
+  plan::Plan p;
+  if (resuming) {
+    HZ_ASSIGN_OR_RETURN(p, plan::loadPlan(run->file("plan.json")));
+    HZ_RETURN_IF_ERROR(checkPlan(p, model, spec, run->file("plan.json")));
+    run->removePartialCheckpoints();
+    HZ_ASSIGN_OR_RETURN(auto latest, run->latestCheckpoint());
+    if (latest) {
+      startStep = latest->step;
+      checkpoint = latest->dir;
+      // Metrics after the checkpoint belong to the interrupted attempt.
+      const std::int64_t perEpoch = latest->manifest.value("steps_per_epoch", std::int64_t{1});
+      HZ_ASSIGN_OR_RETURN(std::vector<Json> lines, run->readMetrics());
+      std::vector<Json> keep;
+      for (const Json& l : lines) {
+        if (l.contains("step") ? l["step"].get<std::int64_t>() <= startStep
+                               : l.value("epoch", std::int64_t{0}) <= startStep / perEpoch) {
+          keep.push_back(l);
+        }
+      }
+      std::string text;
+      for (const Json& l : keep) text += l.dump() + "\n";
+      HZ_RETURN_IF_ERROR(run->writeText("metrics.jsonl", text));
+      planning.note(fmt::format("Resuming {} from its checkpoint at step {}", run->root(), startStep));
+    } else {
+      HZ_RETURN_IF_ERROR(run->writeText("metrics.jsonl", ""));
+      planning.note(fmt::format("{} has no complete checkpoint: training it from the start", run->root()));
+    }
+  } else {
+    HZ_RETURN_IF_ERROR(run->writeText("job.yaml", toYaml(jobSpecToJson(spec))));
+    HZ_RETURN_IF_ERROR(run->writeText("metrics.jsonl", ""));
+    auto planned = planJob(spec, model, *run, o.executable.empty() ? "/proc/self/exe" : o.executable, planning);
+    if (!planned.ok()) return planned.status();
+    p = std::move(*planned);
+  }
+  if (resuming) HZ_RETURN_IF_ERROR(run->writeText("job.yaml", toYaml(jobSpecToJson(spec))));
+  Job job(o, *run, spec, p, model, train->size(), testSize, startStep, checkpoint);
+  return job.run();
+}
+
+}  // namespace hydrozoa::cluster

@@ -1,0 +1,197 @@
+#include "cluster/job_plan.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "cluster/launch/local_launcher.h"
+#include "model/model.h"
+#include "plan/search.h"
+#include "profile/profile.h"
+
+namespace hydrozoa::cluster {
+namespace fs = std::filesystem;
+
+Result<ModelInfo> inspectModel(const JobSpec& spec) {
+  ModelInfo info;
+  if (model::isZooModel(spec.model)) {
+    HZ_ASSIGN_OR_RETURN(model::Arch arch, model::buildArch({spec.model, spec.model_options}));
+    info.name = arch.name;
+    for (const auto& l : arch.layers) info.layer_names.push_back(l.name);
+    info.input = arch.input;
+    info.task = arch.task;
+    return info;
+  }
+  HZ_ASSIGN_OR_RETURN(model::Model m, model::buildModel({spec.model, spec.model_options}));
+  info.name = m.name;
+  for (const auto& l : m.layers) info.layer_names.push_back(l.name);
+  info.input = m.input;
+  info.task = m.task;
+  return info;
+}
+
+Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spec, const std::string& origin) {
+  const int L = static_cast<int>(model.layer_names.size());
+  if (p.stages.back().last_layer + 1 != L) {
+    return invalidArgument(fmt::format("{} splits {} layers but the job's model {} has {}; make a plan for this model "
+                                       "(hydrozoa plan, or drop plan.file to plan here)",
+                                       origin, p.stages.back().last_layer + 1, model.name, L));
+  }
+  if (!p.layer_names.empty() && p.layer_names != model.layer_names) {
+    for (int i = 0; i < L; ++i) {
+      if (p.layer_names[i] != model.layer_names[i]) {
+        return invalidArgument(fmt::format("{} was made for another model: its layer {} is \"{}\", the job's model has "
+                                           "\"{}\"",
+                                           origin, i, p.layer_names[i], model.layer_names[i]));
+      }
+    }
+  }
+  if (p.data_parallel * p.pipeline_stages > spec.workers) {
+    return invalidArgument(fmt::format("{} needs {}×{} = {} workers but cluster.workers is {}", origin, p.data_parallel,
+                                       p.pipeline_stages, p.data_parallel * p.pipeline_stages, spec.workers));
+  }
+  if (p.globalBatch() != spec.global_batch) {
+    return invalidArgument(fmt::format("{} trains with a global batch of {} ({} replicas × {} microbatches of {}) but "
+                                       "training.global_batch is {}; re-plan, or set global_batch: {}",
+                                       origin, p.globalBatch(), p.data_parallel, p.num_microbatches, p.microbatch_size,
+                                       spec.global_batch, p.globalBatch()));
+  }
+  return Status();
+}
+
+namespace {
+
+std::string cacheDir() {
+  if (const char* d = std::getenv("HYDROZOA_CACHE_DIR"); d && *d) return d;
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/hydrozoa/profiles";
+  return "";
+}
+
+// Sizes to profile: exactly the pinned one, else powers of two up to what
+// the global batch allows (and 64, which is plenty on CPU workers).
+Result<std::vector<std::int64_t>> profileSizes(const JobSpec& s) {
+  if (s.microbatch_size) return std::vector<std::int64_t>{*s.microbatch_size};
+  if (s.data_parallel && s.microbatches) {
+    const std::int64_t per = s.global_batch / *s.data_parallel;
+    if (per % *s.microbatches != 0) {
+      return invalidArgument(fmt::format("plan: {} replicas × {} microbatches do not divide training.global_batch {}",
+                                         *s.data_parallel, *s.microbatches, s.global_batch));
+    }
+    return std::vector<std::int64_t>{per / *s.microbatches};
+  }
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t m = 1; m <= std::min<std::int64_t>(s.global_batch, 64); m *= 2) sizes.push_back(m);
+  return sizes;
+}
+
+std::string lastLines(const std::string& path, int n) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  std::string out;
+  for (size_t i = lines.size() > static_cast<size_t>(n) ? lines.size() - n : 0; i < lines.size(); ++i) {
+    out += (out.empty() ? "" : " | ") + lines[i];
+  }
+  return out;
+}
+
+// Measures the profile by running `hydrozoa profile` in a worker process.
+Status profileInWorker(const JobSpec& spec, const std::vector<std::int64_t>& sizes, bool network, const RunDir& run,
+                       const std::string& executable, const std::string& out) {
+  WorkerLaunch w;
+  w.id = 0;
+  w.log_path = run.file("workers/profile.log");
+  w.args = {"--log-level", "warn", "profile", "--model", spec.model, "--threads", std::to_string(spec.threads),
+            "-o", out};
+  std::string list;
+  for (auto m : sizes) list += (list.empty() ? "" : ",") + std::to_string(m);
+  w.args.insert(w.args.end(), {"--microbatch-sizes", list});
+  for (const auto& [k, v] : spec.model_options) w.args.insert(w.args.end(), {"-O", k + "=" + v});
+  if (network) w.args.push_back("--network");
+  LocalLauncher launcher(executable);
+  HZ_RETURN_IF_ERROR(launcher.launch(w));
+  for (;;) {
+    for (const WorkerExit& e : launcher.poll()) {
+      if (e.success) return Status();
+      return unavailable(fmt::format("profiling the model in a worker failed ({}): {} (log: {})", e.how,
+                                     lastLines(w.log_path, 2), w.log_path));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
+Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, const RunDir& run,
+                           const std::string& executable, Progress& progress) {
+  if (!spec.plan_file.empty()) {
+    HZ_ASSIGN_OR_RETURN(plan::Plan p, plan::loadPlan(spec.plan_file));
+    HZ_RETURN_IF_ERROR(checkPlan(p, model, spec, spec.plan_file));
+    HZ_RETURN_IF_ERROR(run.writeJson("plan.json", plan::planToJson(p)));
+    return p;
+  }
+  HZ_ASSIGN_OR_RETURN(std::vector<std::int64_t> sizes, profileSizes(spec));
+  const bool network = !spec.bandwidth.has_value();
+  std::string key = fmt::format("{}|{}|{}|{}", spec.model, spec.threads, network, spec.optimizer.name);
+  for (const auto& [k, v] : spec.model_options) key += "|" + k + "=" + v;
+  for (auto m : sizes) key += "|" + std::to_string(m);
+  if (!model::isZooModel(spec.model)) {
+    std::error_code ec;
+    key += "|" + std::to_string(fs::last_write_time(spec.model, ec).time_since_epoch().count());
+  }
+  const std::string cached =
+      cacheDir().empty() ? "" : fmt::format("{}/{:016x}.json", cacheDir(), std::hash<std::string>()(key));
+  const std::string here = run.file("profile.json");
+  std::error_code ec;
+  bool reused = false;
+  if (!cached.empty() && fs::exists(cached, ec)) {
+    auto p = profile::loadProfile(cached);
+    if (p.ok() && p->numLayers() == model.layer_names.size()) {
+      fs::copy_file(cached, here, fs::copy_options::overwrite_existing, ec);
+      reused = !ec;
+    }
+  }
+  if (reused) {
+    progress.note(fmt::format("Using the cached profile of {} ({})", model.name, cached));
+  } else {
+    progress.note(fmt::format("Profiling {} in a worker process (microbatch sizes {}..{}{})...", model.name,
+                              sizes.front(), sizes.back(), network ? ", and the network" : ""));
+    HZ_RETURN_IF_ERROR(profileInWorker(spec, sizes, network, run, executable, here));
+    if (!cached.empty()) {
+      fs::create_directories(cacheDir(), ec);
+      fs::copy_file(here, cached, fs::copy_options::overwrite_existing, ec);
+    }
+  }
+  HZ_ASSIGN_OR_RETURN(profile::Profile prof, profile::loadProfile(here));
+  HZ_ASSIGN_OR_RETURN(plan::Catalog catalog, plan::loadCatalog(spec.platform));
+
+  plan::SearchOptions o;
+  o.workers = spec.workers;
+  o.memory_limit = spec.memory;
+  o.bandwidth = spec.bandwidth ? *spec.bandwidth : prof.network ? prof.network->bandwidth : catalog.network_bandwidth;
+  if (prof.network) {
+    o.allreduce_alpha = std::max(0.0, prof.network->alpha);
+    o.allreduce_beta = prof.network->beta;
+  }
+  o.global_batch = spec.global_batch;
+  HZ_ASSIGN_OR_RETURN(o.objective, plan::parseObjective(spec.objective));
+  o.data_parallel = spec.data_parallel;
+  o.stages = spec.stages;
+  o.microbatch_size = spec.microbatch_size;
+  o.microbatches = spec.microbatches;
+  HZ_ASSIGN_OR_RETURN(plan::SearchResult result, plan::searchPlan(prof, catalog, o));
+  plan::Plan p = plan::makePlan(result, prof, o, catalog.name);
+  HZ_RETURN_IF_ERROR(run.writeJson("plan.json", plan::planToJson(p)));
+  return p;
+}
+
+}  // namespace hydrozoa::cluster

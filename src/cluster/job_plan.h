@@ -1,0 +1,45 @@
+// Planning inside `hydrozoa train` (Hydrozoa §4.2): the coordinator plans
+// when the job does not bring a plan.json.
+//
+// It needs a profile of the model on the workers' hardware: a cached one
+// (~/.cache/hydrozoa/profiles, keyed by model, options, threads and
+// microbatch sizes; $HYDROZOA_CACHE_DIR overrides) or one measured by
+// running `hydrozoa profile` in a worker process (with the network probe
+// when the job gives no bandwidth). Then it searches as `hydrozoa plan`
+// does, honouring the job's pins, and writes profile.json and plan.json into
+// the run directory.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cluster/job_spec.h"
+#include "cluster/progress.h"
+#include "cluster/run_dir.h"
+#include "core/status.h"
+#include "model/arch.h"
+#include "plan/plan.h"
+
+namespace hydrozoa::cluster {
+
+struct ModelInfo {
+  std::string name;
+  std::vector<std::string> layer_names;
+  model::InputSpec input;
+  model::TaskSpec task;
+};
+
+// Builds the job's model once (zoo or TorchScript) to learn its layers,
+// input and task; errors are the model's own (unknown model, bad option,
+// unreadable TorchScript).
+Result<ModelInfo> inspectModel(const JobSpec& spec);
+
+// Checks that a plan fits the model and the job (layers, workers, batch).
+Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spec, const std::string& origin);
+
+// The job's plan: from spec.plan_file, or planned here (see above).
+// `executable` is the hydrozoa binary that profiles.
+Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, const RunDir& run,
+                           const std::string& executable, Progress& progress);
+
+}  // namespace hydrozoa::cluster

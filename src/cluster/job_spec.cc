@@ -1,0 +1,290 @@
+#include "cluster/job_spec.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace hydrozoa::cluster {
+namespace {
+
+// A scalar option value as text ("32", "0.5", "true", "net").
+std::string scalarText(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer()) return std::to_string(v.get<std::int64_t>());
+  return fmt::format("{}", v.get<double>());
+}
+
+void readModel(ObjectReader& top, JobSpec* s) {
+  const Json* raw = top.raw("model");
+  if (!raw) {
+    top.fail("model", "missing (give model.name: a zoo model such as cnn, or a TorchScript file)");
+    return;
+  }
+  if (raw->is_string()) {  // "model: cnn" is short for {name: cnn}
+    s->model = raw->get<std::string>();
+    return;
+  }
+  ObjectReader r(*raw, top.child("model"));
+  s->model = r.string("name");
+  if (const Json* options = r.raw("options")) {
+    if (!options->is_object()) {
+      r.fail("options", "expected a map of option: value");
+    } else {
+      for (const auto& item : options->items()) {
+        if (item.value().is_object() || item.value().is_array() || item.value().is_null()) {
+          r.fail("options", fmt::format("{} must be a single value", item.key()));
+          break;
+        }
+        s->model_options.emplace_back(item.key(), scalarText(item.value()));
+      }
+    }
+  }
+  r.rejectUnknownKeys();
+  if (!r.ok()) top.fail(r.status().message());
+}
+
+void readData(ObjectReader& top, JobSpec* s) {
+  const Json* raw = top.raw("data");
+  if (!raw) return;
+  ObjectReader r(*raw, top.child("data"));
+  s->dataset = r.optString("dataset").value_or(s->dataset);
+  s->data_path = r.optString("path").value_or("");
+  if (r.has("shuffle")) s->shuffle = r.boolean("shuffle");
+  if (r.has("drop_last")) s->drop_last = r.boolean("drop_last");
+  s->synthetic_train = r.optInteger("synthetic_train", 1).value_or(s->synthetic_train);
+  s->synthetic_test = r.optInteger("synthetic_test", 1).value_or(s->synthetic_test);
+  r.rejectUnknownKeys();
+  if (!r.ok()) top.fail(r.status().message());
+}
+
+void readOptimizer(ObjectReader& parent, OptimizerSpec* o) {
+  const Json* raw = parent.raw("optimizer");
+  if (!raw) return;
+  if (raw->is_string()) {
+    o->name = raw->get<std::string>();
+    return;
+  }
+  ObjectReader r(*raw, parent.child("optimizer"));
+  o->name = r.optString("name").value_or(o->name);
+  if (r.has("lr")) o->lr = r.positive("lr");
+  if (r.has("momentum")) o->momentum = r.nonNegative("momentum");
+  if (r.has("nesterov")) o->nesterov = r.boolean("nesterov");
+  if (r.has("weight_decay")) o->weight_decay = r.nonNegative("weight_decay");
+  if (r.has("beta1")) o->beta1 = r.nonNegative("beta1");
+  if (r.has("beta2")) o->beta2 = r.nonNegative("beta2");
+  if (r.has("eps")) o->eps = r.positive("eps");
+  r.rejectUnknownKeys();
+  if (!r.ok()) parent.fail(r.status().message());
+}
+
+void readSchedule(ObjectReader& parent, LrScheduleSpec* l) {
+  const Json* raw = parent.raw("lr_schedule");
+  if (!raw) return;
+  if (raw->is_string()) {
+    l->name = raw->get<std::string>();
+    return;
+  }
+  ObjectReader r(*raw, parent.child("lr_schedule"));
+  l->name = r.optString("name").value_or(l->name);
+  l->warmup_steps = r.optInteger("warmup_steps", 0).value_or(l->warmup_steps);
+  l->step_epochs = r.optInteger("step_epochs", 1).value_or(l->step_epochs);
+  if (r.has("gamma")) l->gamma = r.positive("gamma");
+  if (r.has("min_lr")) l->min_lr = r.nonNegative("min_lr");
+  r.rejectUnknownKeys();
+  if (!r.ok()) parent.fail(r.status().message());
+}
+
+void readTraining(ObjectReader& top, JobSpec* s) {
+  const Json* raw = top.raw("training");
+  if (!raw) return;
+  ObjectReader r(*raw, top.child("training"));
+  s->epochs = r.optInteger("epochs", 1).value_or(s->epochs);
+  s->max_steps = r.optInteger("max_steps", 1);
+  s->global_batch = r.optInteger("global_batch", 1).value_or(s->global_batch);
+  readOptimizer(r, &s->optimizer);
+  readSchedule(r, &s->lr_schedule);
+  s->seed = static_cast<std::uint64_t>(r.optInteger("seed", 0).value_or(0));
+  if (r.has("eval")) s->eval = r.boolean("eval");
+  s->threads = static_cast<int>(r.optInteger("threads", 1).value_or(s->threads));
+  s->device = r.optString("device").value_or(s->device);
+  r.rejectUnknownKeys();
+  if (!r.ok()) top.fail(r.status().message());
+}
+
+void readCluster(ObjectReader& top, JobSpec* s) {
+  const Json* raw = top.raw("cluster");
+  if (!raw) return;
+  ObjectReader r(*raw, top.child("cluster"));
+  s->workers = static_cast<int>(r.optInteger("workers", 1).value_or(s->workers));
+  s->launcher = r.optString("launcher").value_or(s->launcher);
+  if (r.has("bandwidth")) s->bandwidth = r.bandwidth("bandwidth");
+  if (r.has("memory")) s->memory = r.bytes("memory");
+  s->platform = r.optString("platform").value_or(s->platform);
+  if (r.has("heartbeat_interval")) s->heartbeat_interval = r.seconds("heartbeat_interval");
+  if (r.has("heartbeat_timeout")) s->heartbeat_timeout = r.seconds("heartbeat_timeout");
+  if (r.has("start_timeout")) s->start_timeout = r.seconds("start_timeout");
+  s->control_port = static_cast<int>(r.optInteger("control_port", 0).value_or(0));
+  r.rejectUnknownKeys();
+  if (!r.ok()) top.fail(r.status().message());
+}
+
+void readPlan(ObjectReader& top, JobSpec* s) {
+  const Json* raw = top.raw("plan");
+  if (!raw) return;
+  if (raw->is_string()) {  // "auto", or a plan.json path
+    if (raw->get<std::string>() != "auto") s->plan_file = raw->get<std::string>();
+    return;
+  }
+  ObjectReader r(*raw, top.child("plan"));
+  s->plan_file = r.optString("file").value_or("");
+  if (auto v = r.optInteger("data_parallel", 1)) s->data_parallel = static_cast<int>(*v);
+  if (auto v = r.optInteger("stages", 1)) s->stages = static_cast<int>(*v);
+  s->microbatches = r.optInteger("microbatches", 1);
+  s->microbatch_size = r.optInteger("microbatch_size", 1);
+  s->objective = r.optString("objective").value_or(s->objective);
+  r.rejectUnknownKeys();
+  if (!r.ok()) top.fail(r.status().message());
+}
+
+void readOutput(ObjectReader& top, JobSpec* s) {
+  const Json* raw = top.raw("output");
+  if (!raw) return;
+  ObjectReader r(*raw, top.child("output"));
+  s->out_dir = r.optString("dir").value_or("");
+  s->checkpoint_every_epochs = r.optInteger("checkpoint_every_epochs", 0).value_or(s->checkpoint_every_epochs);
+  s->trace_steps = r.optInteger("trace_steps", 0).value_or(s->trace_steps);
+  r.rejectUnknownKeys();
+  if (!r.ok()) top.fail(r.status().message());
+}
+
+}  // namespace
+
+Status validateJobSpec(const JobSpec& s, const std::string& origin) {
+  auto bad = [&](const std::string& field, const std::string& what) {
+    return invalidArgument(fmt::format("{}: {}: {}", origin, field, what));
+  };
+  if (s.model.empty()) return bad("model.name", "missing (a zoo model such as cnn, or a TorchScript file)");
+  static const std::set<std::string> kDatasets = {"fashion_mnist", "cifar10", "text", "synthetic"};
+  if (!kDatasets.count(s.dataset)) {
+    return bad("data.dataset", fmt::format("unknown dataset \"{}\"; use fashion_mnist, cifar10, text or synthetic",
+                                           s.dataset));
+  }
+  if ((s.dataset == "cifar10" || s.dataset == "text") && s.data_path.empty()) {
+    return bad("data.path", fmt::format("the {} dataset needs a path", s.dataset));
+  }
+  if (s.optimizer.name != "sgd" && s.optimizer.name != "adam") {
+    return bad("training.optimizer.name", fmt::format("unknown optimizer \"{}\"; use sgd or adam", s.optimizer.name));
+  }
+  if (s.lr_schedule.name != "constant" && s.lr_schedule.name != "step" && s.lr_schedule.name != "cosine") {
+    return bad("training.lr_schedule.name",
+               fmt::format("unknown schedule \"{}\"; use constant, step or cosine", s.lr_schedule.name));
+  }
+  if (s.device != "auto" && s.device != "cpu" && s.device != "cuda") {
+    return bad("training.device", fmt::format("\"{}\" must be auto, cpu or cuda", s.device));
+  }
+  if (s.launcher != "local") {
+    return bad("cluster.launcher", fmt::format("unknown launcher \"{}\"; this version has: local", s.launcher));
+  }
+  if (s.epochs < 1) return bad("training.epochs", "must be at least 1");
+  if (s.global_batch < 1) return bad("training.global_batch", "must be at least 1");
+  if (s.workers < 1) return bad("cluster.workers", "must be at least 1");
+  if (s.threads < 1) return bad("training.threads", "must be at least 1");
+  if (!(s.heartbeat_interval > 0) || !(s.heartbeat_timeout > s.heartbeat_interval)) {
+    return bad("cluster.heartbeat_timeout", "must be longer than heartbeat_interval, and both positive");
+  }
+  if (s.control_port < 0 || s.control_port > 65535) return bad("cluster.control_port", "must be 0 to 65535");
+  const int A = s.data_parallel.value_or(1), B = s.stages.value_or(1);
+  if (s.data_parallel && s.stages && A * B > s.workers) {
+    return bad("plan", fmt::format("data_parallel {} × stages {} needs {} workers but cluster.workers is {}", A, B,
+                                   A * B, s.workers));
+  }
+  if (s.data_parallel && s.global_batch % A != 0) {
+    return bad("plan.data_parallel", fmt::format("{} replicas do not divide training.global_batch {}", A,
+                                                 s.global_batch));
+  }
+  return Status();
+}
+
+Result<JobSpec> parseJobSpec(const Json& j, const std::string& origin) {
+  JobSpec s;
+  ObjectReader top(j, origin);
+  HZ_RETURN_IF_ERROR(top.status());
+  s.name = top.optString("name").value_or(s.name);
+  readModel(top, &s);
+  readData(top, &s);
+  readTraining(top, &s);
+  readCluster(top, &s);
+  readPlan(top, &s);
+  readOutput(top, &s);
+  top.rejectUnknownKeys();
+  HZ_RETURN_IF_ERROR(top.status());
+  HZ_RETURN_IF_ERROR(validateJobSpec(s, origin));
+  return s;
+}
+
+Result<JobSpec> loadJobSpec(const std::string& path) {
+  HZ_ASSIGN_OR_RETURN(Json j, readYamlFile(path));
+  if (j.is_null()) return parseError(path + ": the file is empty");
+  return parseJobSpec(j, path);
+}
+
+Json jobSpecToJson(const JobSpec& s) {
+  Json options = Json::object();
+  for (const auto& [k, v] : s.model_options) options[k] = v;
+  Json plan = {{"objective", s.objective}};
+  if (!s.plan_file.empty()) plan["file"] = s.plan_file;
+  if (s.data_parallel) plan["data_parallel"] = *s.data_parallel;
+  if (s.stages) plan["stages"] = *s.stages;
+  if (s.microbatches) plan["microbatches"] = *s.microbatches;
+  if (s.microbatch_size) plan["microbatch_size"] = *s.microbatch_size;
+  Json training = {{"epochs", s.epochs},
+                   {"global_batch", s.global_batch},
+                   {"optimizer",
+                    {{"name", s.optimizer.name},
+                     {"lr", s.optimizer.lr},
+                     {"momentum", s.optimizer.momentum},
+                     {"nesterov", s.optimizer.nesterov},
+                     {"weight_decay", s.optimizer.weight_decay},
+                     {"beta1", s.optimizer.beta1},
+                     {"beta2", s.optimizer.beta2},
+                     {"eps", s.optimizer.eps}}},
+                   {"lr_schedule",
+                    {{"name", s.lr_schedule.name},
+                     {"warmup_steps", s.lr_schedule.warmup_steps},
+                     {"step_epochs", s.lr_schedule.step_epochs},
+                     {"gamma", s.lr_schedule.gamma},
+                     {"min_lr", s.lr_schedule.min_lr}}},
+                   {"seed", s.seed},
+                   {"eval", s.eval},
+                   {"threads", s.threads},
+                   {"device", s.device}};
+  if (s.max_steps) training["max_steps"] = *s.max_steps;
+  Json cluster = {{"workers", s.workers},
+                  {"launcher", s.launcher},
+                  {"platform", s.platform},
+                  {"heartbeat_interval", s.heartbeat_interval},
+                  {"heartbeat_timeout", s.heartbeat_timeout},
+                  {"start_timeout", s.start_timeout},
+                  {"control_port", s.control_port}};
+  if (s.bandwidth) cluster["bandwidth"] = *s.bandwidth;
+  if (s.memory) cluster["memory"] = *s.memory;
+  Json data = {{"dataset", s.dataset}, {"shuffle", s.shuffle}, {"drop_last", s.drop_last}};
+  if (!s.data_path.empty()) data["path"] = s.data_path;
+  if (s.dataset == "synthetic") {
+    data["synthetic_train"] = s.synthetic_train;
+    data["synthetic_test"] = s.synthetic_test;
+  }
+  return {{"name", s.name},
+          {"model", {{"name", s.model}, {"options", options}}},
+          {"data", data},
+          {"training", training},
+          {"cluster", cluster},
+          {"plan", plan},
+          {"output",
+           {{"dir", s.out_dir},
+            {"checkpoint_every_epochs", s.checkpoint_every_epochs},
+            {"trace_steps", s.trace_steps}}}};
+}
+
+}  // namespace hydrozoa::cluster

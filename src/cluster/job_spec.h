@@ -1,0 +1,91 @@
+// The job spec: what `hydrozoa train job.yaml` trains, on what, how, and
+// where its outputs go (docs/train.md). Pure C++.
+//
+// Every key has a default except model.name; unknown keys are errors that
+// list the known ones. A spec round-trips through jobSpecToJson(), which is
+// what the run directory's job.yaml holds (the resolved spec).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/files.h"
+#include "core/status.h"
+#include "core/units.h"
+
+namespace hydrozoa::cluster {
+
+struct OptimizerSpec {
+  std::string name = "sgd";  // sgd (momentum 0 or more) | adam
+  double lr = 0.05;
+  double momentum = 0.9;     // sgd
+  bool nesterov = false;     // sgd
+  double weight_decay = 0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam
+};
+
+struct LrScheduleSpec {
+  std::string name = "constant";  // constant | step | cosine
+  std::int64_t warmup_steps = 0;  // linear ramp from 0 to lr
+  std::int64_t step_epochs = 1;   // step: multiply by gamma every step_epochs epochs
+  double gamma = 0.1;
+  double min_lr = 0;              // cosine: the floor
+};
+
+struct JobSpec {
+  std::string name = "job";
+  // model
+  std::string model;  // zoo name or TorchScript path (required)
+  std::vector<std::pair<std::string, std::string>> model_options;
+  // data
+  std::string dataset = "synthetic";  // fashion_mnist | cifar10 | text | synthetic
+  std::string data_path;              // "" : the dataset's default
+  bool shuffle = true;
+  bool drop_last = false;
+  std::int64_t synthetic_train = 1024, synthetic_test = 256;
+  // training
+  std::int64_t epochs = 1;
+  std::optional<std::int64_t> max_steps;  // stop after this many steps in all
+  std::int64_t global_batch = 64;
+  OptimizerSpec optimizer;
+  LrScheduleSpec lr_schedule;
+  std::uint64_t seed = 0;
+  bool eval = true;
+  int threads = 1;              // compute threads per worker
+  std::string device = "auto";  // auto | cpu | cuda
+  // cluster
+  int workers = 1;
+  std::string launcher = "local";
+  std::optional<BytesPerSecond> bandwidth;  // for planning; default: measured here
+  std::optional<Bytes> memory;              // per worker, for planning
+  std::string platform = "aci";             // pricing catalog
+  Seconds heartbeat_interval = 1;
+  Seconds heartbeat_timeout = 10;
+  Seconds start_timeout = 120;              // to register and build
+  int control_port = 0;                     // 0: any free port
+  // plan
+  std::string plan_file;  // "" : plan here
+  std::optional<int> data_parallel, stages;
+  std::optional<std::int64_t> microbatches, microbatch_size;
+  std::string objective = "fastest";
+  // output
+  std::string out_dir;  // "" : runs/<name>-<time>
+  std::int64_t checkpoint_every_epochs = 1;
+  std::int64_t trace_steps = 20;  // steps per epoch recorded in trace.json
+};
+
+// Reads a spec from parsed YAML/JSON; `origin` names the file in errors.
+Result<JobSpec> parseJobSpec(const Json& j, const std::string& origin);
+Result<JobSpec> loadJobSpec(const std::string& path);
+
+// The resolved spec, every key present.
+Json jobSpecToJson(const JobSpec& spec);
+
+// Checks the values (positive sizes, known names) and that pins agree with
+// the workers; parse functions call it, callers that change a spec do too.
+Status validateJobSpec(const JobSpec& spec, const std::string& origin);
+
+}  // namespace hydrozoa::cluster

@@ -1,0 +1,55 @@
+// Launcher: starts and stops worker processes somewhere (DESIGN §6). A
+// worker is `hydrozoa worker --join <coordinator> --id N` with the job token
+// in its environment. LocalLauncher runs them as processes on this machine;
+// containers (issue 4) and other engines implement the same interface.
+//
+// Thread-safety: used from the coordinator's thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/units.h"
+
+namespace hydrozoa::cluster {
+
+struct WorkerLaunch {
+  int id = 0;
+  std::vector<std::string> args;              // after the executable
+  std::map<std::string, std::string> env;     // added to the environment
+  std::string log_path;                       // stdout and stderr go here
+};
+
+struct WorkerExit {
+  int id = 0;
+  pid_t pid = 0;
+  bool success = false;  // exited with status 0
+  std::string how;       // "exited with status 1", "killed by signal 9 (SIGKILL)"
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  virtual const char* name() const = 0;
+
+  // Starts a worker. Fails when the process cannot be created.
+  virtual Status launch(const WorkerLaunch& launch) = 0;
+  // Workers that ended since the last call (each reported once).
+  virtual std::vector<WorkerExit> poll() = 0;
+  virtual bool alive(int id) const = 0;
+  virtual pid_t pid(int id) const = 0;
+  // Asks a worker to stop (SIGTERM), or forces it (SIGKILL).
+  virtual void signal(int id, bool force) = 0;
+  // Stops every live worker: SIGTERM, up to `grace` to exit, then SIGKILL;
+  // returns once all are reaped. Nothing is left running.
+  virtual std::vector<WorkerExit> stopAll(Seconds grace) = 0;
+};
+
+// A process's fate in words, from a waitpid() status.
+std::string describeWaitStatus(int status);
+
+}  // namespace hydrozoa::cluster

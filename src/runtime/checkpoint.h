@@ -1,0 +1,29 @@
+// A stage's share of a checkpoint: one file per layer, named by the layer's
+// index in the whole model ("layer-0007.pt"), holding its parameters,
+// buffers (BatchNorm statistics) and each parameter's optimizer state. Any
+// partition of the model can therefore load any checkpoint.
+//
+// Files are written to a temporary name and renamed, so a file that exists
+// is complete. The checkpoint as a whole (all layers of one step, or none)
+// is assembled by the coordinator (cluster/run_dir.h).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "core/status.h"
+#include "model/model.h"
+
+namespace hydrozoa::runtime {
+
+std::string layerFileName(int globalLayer);
+
+// Writes every layer of `stage` into `dir` (which must exist).
+Status saveStage(const std::string& dir, const model::Model& stage, torch::optim::Optimizer& optimizer);
+
+// Loads every layer of `stage` from `dir`; errors name the missing or
+// mismatching file and tensor.
+Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Optimizer& optimizer);
+
+}  // namespace hydrozoa::runtime

@@ -1,0 +1,98 @@
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if defined(USE_C10D_NCCL)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "runtime/comm/transport.h"
+
+namespace hydrozoa::runtime {
+namespace {
+
+// The data plane on c10d process groups: one group over the whole job for
+// point-to-point traffic, one per stage over its replicas for allreduce
+// (what torch.distributed.new_group builds: the same store under a prefix).
+class C10dTransport final : public Transport {
+ public:
+  C10dTransport(const TransportOptions& o, c10::intrusive_ptr<c10d::ProcessGroup> world,
+                c10::intrusive_ptr<c10d::ProcessGroup> stage)
+      : o_(o), world_(std::move(world)), stage_(std::move(stage)) {}
+
+  int rank() const override { return o_.rank; }
+  int worldSize() const override { return o_.world_size; }
+  int stageReplicas() const override { return o_.replicas; }
+
+  c10::intrusive_ptr<c10d::Work> send(torch::Tensor& tensor, int peer, int tag) override {
+    std::vector<at::Tensor> v = {tensor};
+    return world_->send(v, peer, tag);
+  }
+  c10::intrusive_ptr<c10d::Work> recv(torch::Tensor& tensor, int peer, int tag) override {
+    std::vector<at::Tensor> v = {tensor};
+    return world_->recv(v, peer, tag);
+  }
+  c10::intrusive_ptr<c10d::Work> allreduceStage(torch::Tensor& tensor) override {
+    HZ_CHECK(stage_);
+    std::vector<at::Tensor> v = {tensor};
+    return stage_->allreduce(v);
+  }
+  void barrier() override { world_->barrier()->wait(); }
+
+ private:
+  TransportOptions o_;
+  c10::intrusive_ptr<c10d::ProcessGroup> world_, stage_;
+};
+
+c10::intrusive_ptr<c10d::ProcessGroup> makeGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                 const TransportOptions& o) {
+#if defined(USE_C10D_NCCL)
+  if (o.cuda) {
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = o.timeout;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
+  }
+#endif
+  auto options = c10d::ProcessGroupGloo::Options::create(o.timeout);
+  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(o.listen_host));
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& o) {
+#if !defined(USE_C10D_NCCL)
+  if (o.cuda) return invalidArgument("this hydrozoa was built against a libtorch without NCCL; use device: cpu");
+#endif
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(o.store_port);
+    so.isServer = false;
+    so.waitWorkers = false;
+    so.timeout = o.timeout;
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(o.store_host, so);
+    auto store = c10::make_intrusive<c10d::PrefixStore>(o.prefix, tcp);
+    auto world = makeGroup(store, o.rank, o.world_size, o);
+    c10::intrusive_ptr<c10d::ProcessGroup> stage;
+    if (o.replicas > 1) {
+      auto stageStore = c10::make_intrusive<c10d::PrefixStore>(o.prefix + "/stage" + std::to_string(o.stage), tcp);
+      stage = makeGroup(stageStore, o.replica, o.replicas, o);
+    }
+    return std::unique_ptr<Transport>(new C10dTransport(o, std::move(world), std::move(stage)));
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return unavailable(fmt::format("cannot join the job's data plane (store {}:{}): {}", o.store_host, o.store_port,
+                                   what.substr(0, what.find('\n'))));
+  }
+}
+
+bool isPeerLost(const std::exception& e) {
+  const std::string what = e.what();
+  for (const char* sign : {"Connection reset", "Connection closed", "Connection refused", "Broken pipe", "Timed out",
+                           "timed out", "Timeout", "closed by peer", "EOF", "Socket Timeout", "aborted"}) {
+    if (what.find(sign) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace hydrozoa::runtime

@@ -1,0 +1,103 @@
+// The pipeline's point-to-point traffic with one neighbour, each direction
+// served by a thread of its own (Hydrozoa §3.2, §4.1: "separate threads on
+// each worker handle the transfer of gradient and activation values
+// asynchronously with forward and backward propagation").
+//
+// Inbound: the compute thread announces what it will need (expect()); the
+// receives are posted at once, so the next microbatch's activations or
+// gradients arrive while the current one computes; the inbound thread waits
+// for them in order, records each as a "receive" span and hands it over;
+// take() blocks only if it has not arrived yet.
+//
+// Outbound: send() starts a send and returns; the outbound thread waits for
+// completions (recording "send" spans); flush() waits for all of them.
+//
+// A failed transfer (a peer died) is rethrown by take()/flush().
+// Destructors abort what is still pending.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "runtime/comm/transport.h"
+#include "runtime/trace.h"
+
+namespace hydrozoa::runtime {
+
+class Inbound {
+ public:
+  Inbound(Transport& transport, int peer, TraceRecorder& trace, std::string what);
+  ~Inbound();
+  Inbound(const Inbound&) = delete;
+  Inbound& operator=(const Inbound&) = delete;
+
+  // Posts a receive into `buffer` (its shape and type are the message's).
+  // `key` names it for take(); keys are unique among pending receives.
+  void expect(int key, int tag, torch::Tensor buffer, const std::string& label);
+  // The tensor expected under `key`, once received. Seconds spent blocked go
+  // to *waited when given.
+  torch::Tensor take(int key, double* waited = nullptr);
+
+ private:
+  struct Pending {
+    int key;
+    torch::Tensor buffer;
+    c10::intrusive_ptr<c10d::Work> work;
+    std::int64_t posted;
+    std::string label;
+  };
+  void run();
+
+  Transport& transport_;
+  int peer_;
+  TraceRecorder& trace_;
+  std::string what_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  std::map<int, torch::Tensor> arrived_;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+class Outbound {
+ public:
+  Outbound(Transport& transport, int peer, TraceRecorder& trace, std::string what);
+  ~Outbound();
+  Outbound(const Outbound&) = delete;
+  Outbound& operator=(const Outbound&) = delete;
+
+  // Starts sending `tensor` (kept alive until sent).
+  void send(int tag, torch::Tensor tensor, const std::string& label);
+  // Waits until every send so far has completed; rethrows a failure.
+  void flush();
+
+ private:
+  struct Pending {
+    torch::Tensor tensor;
+    c10::intrusive_ptr<c10d::Work> work;
+    std::int64_t posted;
+    std::string label;
+  };
+  void run();
+
+  Transport& transport_;
+  int peer_;
+  TraceRecorder& trace_;
+  std::string what_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  size_t inFlight_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace hydrozoa::runtime

@@ -1,0 +1,86 @@
+#include "runtime/grad_sync.h"
+
+#include <chrono>
+
+namespace hydrozoa::runtime {
+
+GradientSync::GradientSync(Transport* transport, std::vector<std::vector<torch::Tensor>> layerParams,
+                           Bytes bucketBytes, TraceRecorder& trace)
+    : transport_(transport && transport->stageReplicas() > 1 ? transport : nullptr),
+      layerParams_(std::move(layerParams)),
+      bucketOf_(layerParams_.size(), -1),
+      ready_(layerParams_.size(), false),
+      trace_(trace) {
+  if (!transport_) return;
+  // Backward finishes the last layer first, so buckets fill from the end.
+  Bytes filled = 0;
+  for (int i = static_cast<int>(layerParams_.size()) - 1; i >= 0; --i) {
+    if (layerParams_[i].empty()) continue;
+    if (buckets_.empty() || filled >= bucketBytes) {
+      buckets_.emplace_back();
+      filled = 0;
+    }
+    Bucket& b = buckets_.back();
+    b.layers.push_back(i);
+    for (const auto& p : layerParams_[i]) {
+      b.params.push_back(p);
+      filled += p.numel() * p.element_size();
+    }
+    bucketOf_[i] = static_cast<int>(buckets_.size()) - 1;
+  }
+  for (auto& b : buckets_) b.remaining = static_cast<int>(b.layers.size());
+}
+
+void GradientSync::start(Bucket& b) {
+  std::vector<torch::Tensor> grads;
+  grads.reserve(b.params.size());
+  for (auto& p : b.params) {
+    grads.push_back(p.grad().defined() ? p.grad().reshape({-1}) : torch::zeros({p.numel()}, p.options()));
+  }
+  b.flat = torch::cat(grads);
+  b.started = traceNowUs();
+  b.work = transport_->allreduceStage(b.flat);
+}
+
+void GradientSync::layerReady(int layer) {
+  if (!transport_ || ready_[layer]) return;
+  ready_[layer] = true;
+  const int bi = bucketOf_[layer];
+  if (bi < 0) return;
+  Bucket& b = buckets_[bi];
+  if (--b.remaining == 0) start(b);
+}
+
+void GradientSync::finish(double* waited) {
+  if (waited) *waited = 0;
+  if (!transport_) return;
+  for (auto& b : buckets_) {
+    if (b.remaining > 0) start(b);  // a layer that was never reported
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    b.work->wait();
+    trace_.record("allreduce bucket " + std::to_string(i), "allreduce", TraceThread::kAllreduce, b.started,
+                  traceNowUs(), {{"bytes", b.flat.numel() * b.flat.element_size()}});
+    torch::NoGradGuard guard;
+    std::int64_t offset = 0;
+    for (auto& p : b.params) {
+      const auto n = p.numel();
+      torch::Tensor sum = b.flat.narrow(0, offset, n).view(p.sizes());
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(sum);
+      } else {
+        p.mutable_grad() = sum.clone();
+      }
+      offset += n;
+    }
+    b.work.reset();
+    b.flat = torch::Tensor();
+  }
+  if (waited) *waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (auto& b : buckets_) b.remaining = static_cast<int>(b.layers.size());
+  std::fill(ready_.begin(), ready_.end(), false);
+}
+
+}  // namespace hydrozoa::runtime

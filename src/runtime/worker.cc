@@ -1,0 +1,549 @@
+#include "runtime/worker.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "cluster/control.h"
+#include "cluster/job_spec.h"
+#include "core/allocator.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "model/model.h"
+#include "runtime/checkpoint.h"
+#include "runtime/comm/pipe.h"
+#include "runtime/grad_sync.h"
+#include "runtime/optimizer.h"
+#include "runtime/schedule/schedule.h"
+#include "runtime/stage.h"
+#include "runtime/trace.h"
+
+namespace hydrozoa::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Tags of the point-to-point messages: activations and gradients of each
+// microbatch of a training step, evaluation activations, and the start-up
+// shape exchange. Messages with equal (peer, tag) arrive in order.
+int activationTag(int mb) { return 2 * mb; }
+int gradientTag(int mb) { return 2 * mb + 1; }
+int evalTag(int mb) { return 1 << 20 | mb; }
+constexpr int kShapeTag = (1 << 21);
+constexpr int kShapeSlots = 16;
+
+// What the coordinator assigns (the "assign" message).
+struct Role {
+  int generation = 0, rank = 0, world = 1;
+  int replica = 0, replicas = 1, stage = 0, stages = 1;
+  int first_layer = 0, last_layer = 0;
+  std::int64_t microbatch_size = 1, microbatches = 1;
+  std::int64_t train_size = 0, test_size = 0;
+  std::int64_t start_step = 0;  // global step to start from
+  std::int64_t total_steps = 0;  // the job's (the LR schedule runs over these)
+  std::int64_t stop_step = 0;    // where this run stops
+  std::string store_host, listen_host, run_dir, trace_path, checkpoint, schedule = "gpipe";
+  int store_port = 0;
+  cluster::JobSpec job;
+};
+
+Result<Role> parseRole(const Json& a) {
+  Role r;
+  ObjectReader o(a, "assign");
+  r.generation = static_cast<int>(o.integer("generation", 0));
+  r.rank = static_cast<int>(o.integer("rank", 0));
+  r.world = static_cast<int>(o.integer("world_size", 1));
+  r.replica = static_cast<int>(o.integer("replica", 0));
+  r.replicas = static_cast<int>(o.integer("replicas", 1));
+  r.stage = static_cast<int>(o.integer("stage", 0));
+  r.stages = static_cast<int>(o.integer("stages", 1));
+  r.first_layer = static_cast<int>(o.integer("first_layer", 0));
+  r.last_layer = static_cast<int>(o.integer("last_layer", 0));
+  r.microbatch_size = o.integer("microbatch_size", 1);
+  r.microbatches = o.integer("microbatches", 1);
+  r.train_size = o.integer("train_size", 1);
+  r.test_size = o.integer("test_size", 0);
+  r.start_step = o.integer("start_step", 0);
+  r.total_steps = o.integer("total_steps", 0);
+  r.stop_step = o.integer("stop_step", 0);
+  r.store_host = o.string("store_host");
+  r.store_port = static_cast<int>(o.integer("store_port", 1, 65535));
+  r.listen_host = o.string("listen_host");
+  r.run_dir = o.string("run_dir");
+  r.trace_path = o.string("trace_path");
+  r.checkpoint = o.optString("checkpoint").value_or("");
+  r.schedule = o.optString("schedule").value_or("gpipe");
+  const Json& job = o.object("job");
+  HZ_RETURN_IF_ERROR(o.status());
+  HZ_ASSIGN_OR_RETURN(r.job, cluster::parseJobSpec(job, "assign.job"));
+  return r;
+}
+
+// A per-sample shape and element type, as exchanged between stages.
+struct SampleShape {
+  std::vector<std::int64_t> dims;
+  torch::ScalarType dtype = torch::kFloat;
+  torch::Tensor buffer(std::int64_t n) const {
+    std::vector<std::int64_t> s = {n};
+    s.insert(s.end(), dims.begin(), dims.end());
+    return torch::empty(s, torch::TensorOptions().dtype(dtype));
+  }
+};
+
+class Worker {
+ public:
+  explicit Worker(const WorkerArgs& args) : args_(args) {}
+  int run();
+
+ private:
+  Status join();
+  Status build();
+  Status exchangeShapes();
+  void train();
+  void iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep);
+  void evaluate(std::int64_t epoch);
+  void synchronizeBuffers();
+  void checkpoint(std::int64_t globalStep);
+  // Handles pending control messages; false when told to stop.
+  bool pollControl();
+  void heartbeats();
+  void report(const std::string& kind, const std::string& message);
+
+  bool firstStage() const { return role_.stage == 0; }
+  bool lastStage() const { return role_.stage == role_.stages - 1; }
+  int prevRank() const { return role_.rank - 1; }
+  int nextRank() const { return role_.rank + 1; }
+  std::vector<std::int64_t> microbatchSizes(const data::EpochSampler& sampler, std::int64_t step) const;
+
+  WorkerArgs args_;
+  Role role_;
+  std::unique_ptr<cluster::ControlClient> control_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<StageExecutor> stage_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<Schedule> schedule_;
+  std::optional<data::EpochSampler> trainSampler_, testSampler_;
+  std::unique_ptr<data::PrefetchLoader> trainLoader_, testLoader_;
+  std::unique_ptr<Inbound> fromPrev_, fromNext_;
+  std::unique_ptr<Outbound> toNext_, toPrev_;
+  SampleShape inShape_, outShape_;
+  TraceRecorder trace_{true};
+  std::atomic<std::int64_t> currentStep_{0};
+  std::atomic<bool> stopHeartbeats_{false};
+  std::int64_t checkpointAt_ = -1;  // on-request checkpoint after this global step
+  std::int64_t stopAt_ = -1;        // stop before this global step (all workers alike)
+  bool stopCheckpoint_ = false;     // and checkpoint there first
+  bool stopRequested_ = false;
+};
+
+std::vector<std::int64_t> Worker::microbatchSizes(const data::EpochSampler& sampler, std::int64_t step) const {
+  std::vector<std::int64_t> sizes;
+  const int n = sampler.microbatches(step, role_.replica);
+  for (int mb = 0; mb < n; ++mb) sizes.push_back(sampler.microbatchSize(step, role_.replica, mb));
+  return sizes;
+}
+
+Status Worker::join() {
+  HZ_ASSIGN_OR_RETURN(control_, cluster::ControlClient::connect(args_.join, fmt::format("w{}", args_.id), args_.token));
+  control_->send({{"type", "register"}, {"worker", args_.id}, {"pid", ::getpid()}});
+  Json assign;
+  const auto t0 = Clock::now();
+  while (true) {
+    if (control_->receive(&assign, 1000)) {
+      if (assign.value("type", "") == "assign") break;
+      if (assign.value("type", "") == "stop") return unavailable("stopped before being assigned a role");
+    }
+    if (since(t0) > 300) return unavailable("no role from the coordinator within 300 s");
+  }
+  HZ_ASSIGN_OR_RETURN(role_, parseRole(assign));
+  return Status();
+}
+
+Status Worker::build() {
+  const cluster::JobSpec& job = role_.job;
+  torch::set_num_threads(job.threads);
+  HZ_ASSIGN_OR_RETURN(auto schedule, makeSchedule(role_.schedule));
+  schedule_ = std::move(schedule);
+  HZ_ASSIGN_OR_RETURN(model::Model m,
+                      model::buildModel({job.model, job.model_options}, {job.seed, role_.first_layer, role_.last_layer}));
+  const model::InputSpec input = m.input;
+  const model::TaskSpec task = m.task;
+  stage_ = std::make_unique<StageExecutor>(std::move(m), lastStage(), job.seed, trace_);
+  optimizer_ = makeOptimizer(job.optimizer, stage_->model().parameters());
+  if (!role_.checkpoint.empty()) HZ_RETURN_IF_ERROR(loadStage(role_.checkpoint, stage_->model(), *optimizer_));
+
+  // Every worker follows the same sampler (microbatch sizes); only stage 0
+  // (inputs) and the last stage (labels) read the data.
+  data::SamplerOptions so;
+  so.dataset_size = role_.train_size;
+  so.global_batch = job.global_batch;
+  so.replicas = role_.replicas;
+  so.microbatch_size = role_.microbatch_size;
+  so.seed = job.seed;
+  so.shuffle = job.shuffle;
+  so.drop_last = job.drop_last;
+  trainSampler_.emplace(so);
+  if (job.eval && role_.test_size > 0) {
+    so.dataset_size = role_.test_size;
+    so.shuffle = false;
+    so.drop_last = false;
+    testSampler_.emplace(so);
+  }
+  if (firstStage() || lastStage()) {
+    data::DataSpec ds;
+    ds.kind = job.dataset;
+    ds.path = job.data_path;
+    ds.seq_len = input.kind == model::InputKind::kTokens ? input.shape.at(0) : 0;
+    ds.synthetic_train = job.synthetic_train;
+    ds.synthetic_test = job.synthetic_test;
+    ds.synthetic_input = input;
+    ds.synthetic_task = task;
+    ds.seed = job.seed;
+    const int depth = static_cast<int>(2 * role_.microbatches);
+    HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
+    trainLoader_ = std::make_unique<data::PrefetchLoader>(train, *trainSampler_, role_.replica, depth);
+    if (testSampler_) {
+      HZ_ASSIGN_OR_RETURN(auto test, data::openDataset(ds, data::Split::kTest));
+      testLoader_ = std::make_unique<data::PrefetchLoader>(test, *testSampler_, role_.replica, depth);
+    }
+  }
+
+  TransportOptions to;
+  to.store_host = role_.store_host;
+  to.store_port = role_.store_port;
+  to.prefix = fmt::format("gen{}", role_.generation);
+  to.listen_host = role_.listen_host;
+  to.rank = role_.rank;
+  to.world_size = role_.world;
+  to.stage = role_.stage;
+  to.stages = role_.stages;
+  to.replica = role_.replica;
+  to.replicas = role_.replicas;
+  HZ_ASSIGN_OR_RETURN(transport_, connectTransport(to));
+  sync_ = std::make_unique<GradientSync>(transport_.get(), stage_->layerParameters(), 25 * kMB, trace_);
+  if (!firstStage()) {
+    fromPrev_ = std::make_unique<Inbound>(*transport_, prevRank(), trace_, "activation");
+    toPrev_ = std::make_unique<Outbound>(*transport_, prevRank(), trace_, "gradient");
+  }
+  if (!lastStage()) {
+    fromNext_ = std::make_unique<Inbound>(*transport_, nextRank(), trace_, "gradient");
+    toNext_ = std::make_unique<Outbound>(*transport_, nextRank(), trace_, "activation");
+  }
+  return exchangeShapes();
+}
+
+// Each stage learns the per-sample shape and type of what it receives, and
+// tells the next stage what it sends, by running one sample through itself.
+Status Worker::exchangeShapes() {
+  if (firstStage()) {
+    const model::InputSpec& in = stage_->model().input;
+    inShape_.dims = in.shape;
+    inShape_.dtype = in.kind == model::InputKind::kTokens ? torch::kLong : torch::kFloat;
+  } else {
+    torch::Tensor header = torch::zeros({kShapeSlots}, torch::kLong);
+    fromPrev_->expect(kShapeTag, kShapeTag, header, "shape");
+    header = fromPrev_->take(kShapeTag);
+    const auto* h = header.data_ptr<std::int64_t>();
+    inShape_.dtype = h[0] == 1 ? torch::kLong : torch::kFloat;
+    inShape_.dims.assign(h + 2, h + 2 + h[1]);
+  }
+  const torch::Tensor probe = inShape_.dtype == torch::kLong ? torch::zeros(inShape_.buffer(1).sizes(), torch::kLong)
+                                                             : torch::zeros(inShape_.buffer(1).sizes());
+  const torch::Tensor out = stage_->evaluate(probe);
+  outShape_.dims.assign(out.sizes().begin() + 1, out.sizes().end());
+  outShape_.dtype = out.scalar_type();
+  if (!lastStage()) {
+    if (outShape_.dims.size() + 2 > kShapeSlots) return internalError("tensor rank too high to exchange");
+    torch::Tensor header = torch::zeros({kShapeSlots}, torch::kLong);
+    auto* h = header.data_ptr<std::int64_t>();
+    h[0] = outShape_.dtype == torch::kLong ? 1 : 0;
+    h[1] = static_cast<std::int64_t>(outShape_.dims.size());
+    for (size_t i = 0; i < outShape_.dims.size(); ++i) h[2 + i] = outShape_.dims[i];
+    toNext_->send(kShapeTag, header, "shape");
+    toNext_->flush();
+  }
+  return Status();
+}
+
+void Worker::heartbeats() {
+  const auto interval = std::chrono::duration<double>(role_.job.heartbeat_interval);
+  while (!stopHeartbeats_) {
+    control_->send({{"type", "heartbeat"}, {"step", currentStep_.load()}});
+    const auto until = Clock::now() + interval;
+    while (!stopHeartbeats_ && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+bool Worker::pollControl() {
+  Json m;
+  while (control_->receive(&m, 0)) {
+    const std::string type = m.value("type", "");
+    if (type == "stop") {
+      // A stop at a given step lets every worker finish the same steps (a
+      // clean, resumable stop); without one, stop now.
+      stopAt_ = m.value("at_step", std::int64_t{0});
+      stopCheckpoint_ = m.value("checkpoint", false);
+    }
+    if (type == "checkpoint") checkpointAt_ = m.value("step", std::int64_t{-1});
+  }
+  return stopAt_ < 0 || currentStep_.load() < stopAt_;
+}
+
+void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep) {
+  const auto t0 = Clock::now();
+  const data::EpochSampler& sampler = *trainSampler_;
+  const std::vector<std::int64_t> sizes = microbatchSizes(sampler, stepInEpoch);
+  const int M = static_cast<int>(sizes.size());
+  const double stepSamples = static_cast<double>(sampler.stepSamples(stepInEpoch));
+  const std::vector<Action> actions = schedule_->actions(role_.stage, role_.stages, M);
+  const int finalBackward = lastBackward(actions);
+  // Post every receive of the step now: activations and gradients arrive
+  // while this thread computes (the inbound threads wait for them).
+  for (int mb = 0; mb < M; ++mb) {
+    if (fromPrev_) fromPrev_->expect(activationTag(mb), activationTag(mb), inShape_.buffer(sizes[mb]), fmt::format("act mb{}", mb));
+    if (fromNext_) fromNext_->expect(gradientTag(mb), gradientTag(mb), outShape_.buffer(sizes[mb]), fmt::format("grad mb{}", mb));
+  }
+  std::vector<data::Batch> batches(M);
+  double computeSeconds = 0, waitSeconds = 0, lossSum = 0, samples = 0;
+  for (size_t a = 0; a < actions.size(); ++a) {
+    const Action& act = actions[a];
+    const int mb = act.microbatch;
+    if (act.kind == ActionKind::kForward) {
+      torch::Tensor input;
+      if (trainLoader_) {
+        const auto w0 = traceNowUs();
+        batches[mb] = trainLoader_->next();
+        if (trainLoader_->lastWaitSeconds() > 1e-4) trace_.record("data wait", "data", TraceThread::kData, w0, traceNowUs());
+        waitSeconds += trainLoader_->lastWaitSeconds();
+      }
+      if (firstStage()) {
+        input = batches[mb].inputs;
+      } else {
+        double waited = 0;
+        input = fromPrev_->take(activationTag(mb), &waited);
+        waitSeconds += waited;
+      }
+      const auto c0 = Clock::now();
+      double loss = 0;
+      torch::Tensor out;
+      {
+        TraceSpan span(trace_, fmt::format("forward mb{}", mb), "compute", TraceThread::kCompute,
+                       {{"step", globalStep}, {"samples", sizes[mb]}});
+        out = stage_->forward(mb, input, globalStep, role_.replica * role_.microbatches + mb,
+                              lastStage() ? batches[mb].labels : torch::Tensor(), sizes[mb] / stepSamples, &loss);
+      }
+      computeSeconds += since(c0);
+      if (lastStage()) {
+        lossSum += loss * sizes[mb] / stepSamples;
+        samples += static_cast<double>(sizes[mb]);
+      } else {
+        toNext_->send(activationTag(mb), out, fmt::format("act mb{}", mb));
+      }
+    } else {
+      torch::Tensor grad;
+      if (!lastStage()) {
+        double waited = 0;
+        grad = fromNext_->take(gradientTag(mb), &waited);
+        waitSeconds += waited;
+      }
+      const bool final = static_cast<int>(a) == finalBackward;
+      const auto c0 = Clock::now();
+      torch::Tensor gradIn;
+      {
+        TraceSpan span(trace_, fmt::format("backward mb{}", mb), "compute", TraceThread::kCompute, {{"step", globalStep}});
+        gradIn = stage_->backward(mb, grad, final ? std::function<void(int)>([&](int l) { sync_->layerReady(l); })
+                                                  : std::function<void(int)>());
+      }
+      computeSeconds += since(c0);
+      if (toPrev_) toPrev_->send(gradientTag(mb), gradIn, fmt::format("grad mb{}", mb));
+    }
+  }
+  double allreduceSeconds = 0;
+  sync_->finish(&allreduceSeconds);
+  {
+    TraceSpan span(trace_, "optimizer step", "compute", TraceThread::kCompute, {{"step", globalStep}});
+    const double lr = scheduledLearningRate(role_.job.optimizer, role_.job.lr_schedule, globalStep,
+                                            sampler.stepsPerEpoch(), role_.total_steps);
+    setLearningRate(*optimizer_, lr);
+    optimizer_->step();
+    optimizer_->zero_grad();
+  }
+  if (toNext_) toNext_->flush();
+  if (toPrev_) toPrev_->flush();
+  Json report = {{"type", "step"},
+                 {"step", globalStep},
+                 {"epoch", epoch},
+                 {"compute_s", computeSeconds},
+                 {"wait_s", waitSeconds},
+                 {"allreduce_s", allreduceSeconds},
+                 {"iteration_s", since(t0)}};
+  if (lastStage()) {
+    report["loss"] = lossSum;
+    report["samples"] = samples;
+  }
+  control_->send(report);
+}
+
+void Worker::evaluate(std::int64_t epoch) {
+  if (!testSampler_) return;
+  const data::EpochSampler& sampler = *testSampler_;
+  if (testLoader_) testLoader_->start(0, 0);
+  double lossSum = 0, correct = 0, count = 0;
+  TraceSpan span(trace_, fmt::format("evaluate epoch {}", epoch), "eval", TraceThread::kCompute);
+  for (std::int64_t step = 0; step < sampler.stepsPerEpoch(); ++step) {
+    const std::vector<std::int64_t> sizes = microbatchSizes(sampler, step);
+    for (size_t mb = 0; mb < sizes.size(); ++mb) {
+      const int tag = evalTag(static_cast<int>(mb));
+      if (fromPrev_) fromPrev_->expect(tag, tag, inShape_.buffer(sizes[mb]), "eval");
+    }
+    for (size_t mb = 0; mb < sizes.size(); ++mb) {
+      const int tag = evalTag(static_cast<int>(mb));
+      data::Batch batch;
+      if (testLoader_) batch = testLoader_->next();
+      const torch::Tensor input = firstStage() ? batch.inputs : fromPrev_->take(tag);
+      const torch::Tensor out = stage_->evaluate(input);
+      if (!lastStage()) {
+        toNext_->send(tag, out, "eval");
+        continue;
+      }
+      const torch::Tensor logits = out.reshape({-1, out.size(-1)});
+      const torch::Tensor labels = batch.labels.reshape({-1});
+      lossSum += torch::nn::functional::cross_entropy(
+                     logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                     .item<double>();
+      correct += logits.argmax(1).eq(labels).sum().item<double>();
+      count += static_cast<double>(labels.numel());
+    }
+    if (toNext_) toNext_->flush();
+  }
+  if (lastStage()) {
+    control_->send({{"type", "eval"}, {"epoch", epoch}, {"loss_sum", lossSum}, {"correct", correct}, {"count", count}});
+  }
+}
+
+// Replicas of a stage saw different microbatches, so their BatchNorm running
+// statistics differ; average them before evaluating or saving.
+void Worker::synchronizeBuffers() {
+  if (role_.replicas <= 1) return;
+  torch::NoGradGuard guard;
+  for (auto& layer : stage_->model().layers) {
+    for (auto& b : layer.module->buffers()) {
+      if (!b.is_floating_point()) continue;
+      transport_->allreduceStage(b)->wait();
+      b.div_(role_.replicas);
+    }
+  }
+}
+
+void Worker::checkpoint(std::int64_t globalStep) {
+  synchronizeBuffers();
+  if (role_.replica != 0) return;  // replicas hold identical parameters and optimizer state
+  const std::string dir = fmt::format("{}/checkpoints/step-{:08d}.partial", role_.run_dir, globalStep);
+  std::filesystem::create_directories(dir);
+  TraceSpan span(trace_, "checkpoint", "checkpoint", TraceThread::kCompute);
+  const Status s = saveStage(dir, stage_->model(), *optimizer_);
+  if (!s.ok()) throw std::runtime_error(s.message());
+  control_->send({{"type", "checkpoint"}, {"step", globalStep}, {"stage", role_.stage}});
+}
+
+void Worker::train() {
+  const cluster::JobSpec& job = role_.job;
+  const std::int64_t perEpoch = trainSampler_->stepsPerEpoch();
+  std::int64_t global = role_.start_step;
+  while (global < role_.stop_step && !stopRequested_) {
+    const std::int64_t epoch = global / perEpoch;
+    const std::int64_t first = global % perEpoch;
+    if (trainLoader_) trainLoader_->start(epoch, first);
+    for (std::int64_t step = first; step < perEpoch && global < role_.stop_step; ++step) {
+      currentStep_ = global;
+      if (!pollControl()) {
+        stopRequested_ = true;
+        if (stopCheckpoint_ && global > role_.start_step) checkpoint(global);
+        return;
+      }
+      trace_.setEnabled(step - first < job.trace_steps || step < job.trace_steps);
+      iteration(epoch, step, global);
+      ++global;
+      if (checkpointAt_ >= 0 && global - 1 == checkpointAt_) {
+        checkpoint(global);
+        checkpointAt_ = -1;
+      }
+    }
+    trace_.setEnabled(true);
+    const bool epochDone = global % perEpoch == 0;
+    if (epochDone) {
+      synchronizeBuffers();
+      if (job.eval) evaluate(epoch);
+      const std::int64_t completed = global / perEpoch;
+      if (job.checkpoint_every_epochs > 0 && completed % job.checkpoint_every_epochs == 0 && global < role_.stop_step) {
+        checkpoint(global);
+      }
+    } else if (global == role_.stop_step && job.eval) {
+      synchronizeBuffers();
+      evaluate(epoch);  // stopped mid-epoch (max_steps): still report accuracy
+    }
+    (void)trace_.flush(role_.trace_path);
+  }
+  if (!stopRequested_) checkpoint(global);  // the final weights
+}
+
+void Worker::report(const std::string& kind, const std::string& message) {
+  if (control_) control_->send({{"type", "error"}, {"kind", kind}, {"message", message}});
+}
+
+int Worker::run() {
+  configureAllocatorForTraining();  // NOTE [glibc malloc and tensor-sized allocations]
+  if (Status s = join(); !s.ok()) {
+    spdlog::error("{}", s.message());
+    report("fatal", s.message());
+    return 1;
+  }
+  if (Status s = build(); !s.ok()) {
+    spdlog::error("{}", s.message());
+    report("fatal", s.message());
+    return 1;
+  }
+  control_->send({{"type", "ready"}});
+  Json m;
+  while (!control_->receive(&m, 1000) || m.value("type", "") != "go") {
+    if (m.value("type", "") == "stop") return 0;
+  }
+  std::thread beat([this] { heartbeats(); });
+  int code = 0;
+  try {
+    train();
+    control_->send({{"type", "done"}, {"stopped", stopRequested_}});
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    const bool lost = isPeerLost(e);
+    spdlog::error("{}: {}", lost ? "lost a peer" : "failed", what);
+    report(lost ? "peer_lost" : "fatal", what);
+    code = lost ? 3 : 1;
+  }
+  (void)trace_.flush(role_.trace_path);
+  stopHeartbeats_ = true;
+  beat.join();
+  // Give the last messages a moment to leave before the sockets close.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return code;
+}
+
+}  // namespace
+
+int runWorker(const WorkerArgs& args) {
+  Worker w(args);
+  return w.run();
+}
+
+}  // namespace hydrozoa::runtime

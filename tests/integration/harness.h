@@ -1,0 +1,143 @@
+// Helpers for the multi-process tests: run the real `hydrozoa` binary in a
+// scratch directory, read what it left behind, and check that no process of
+// a run is left over.
+#pragma once
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/files.h"
+
+namespace hydrozoa::testing {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    path_ = fs::temp_directory_path() /
+            ("hzit." + std::to_string(::getpid()) + "." + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() { fs::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Starts the binary with `args` in `dir`; returns its pid (stdout and stderr
+// go to dir/.stdout and dir/.stderr).
+inline pid_t spawnHydrozoa(const std::string& dir, std::vector<std::string> args) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::chdir(dir.c_str()) != 0) ::_exit(127);
+    const int out = ::open((dir + "/.stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open((dir + "/.stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    args.insert(args.begin(), HYDROZOA_BINARY);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(HYDROZOA_BINARY, argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+inline Outcome waitHydrozoa(const std::string& dir, pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  Outcome r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(dir + "/.stdout");
+  r.err = slurp(dir + "/.stderr");
+  return r;
+}
+
+inline Outcome runHydrozoa(const std::string& dir, std::vector<std::string> args) {
+  return waitHydrozoa(dir, spawnHydrozoa(dir, std::move(args)));
+}
+
+// True while a process with this pid exists (and is not a zombie of ours).
+inline bool processAlive(pid_t pid) {
+  if (pid <= 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string content;
+  std::getline(stat, content);
+  if (content.empty()) return false;
+  const auto close = content.rfind(')');
+  return close != std::string::npos && close + 2 < content.size() && content[close + 2] != 'Z';
+}
+
+// Processes whose environment carries a hydrozoa job token and whose parent
+// chain leads to us: what a run may have left behind.
+inline std::vector<pid_t> leftoverWorkers() {
+  std::vector<pid_t> left;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = std::stoi(name);
+    std::ifstream cmd("/proc/" + name + "/cmdline");
+    std::string args((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    if (args.find(std::string("worker") + '\0' + "--join") != std::string::npos && processAlive(pid)) left.push_back(pid);
+  }
+  return left;
+}
+
+// Waits up to `seconds` for every worker process to be gone.
+inline bool noWorkersLeft(double seconds = 5) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (leftoverWorkers().empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return leftoverWorkers().empty();
+}
+
+// The lines of a run's metrics.jsonl.
+inline std::vector<Json> metrics(const std::string& runDir) {
+  std::vector<Json> lines;
+  std::ifstream in(runDir + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) lines.push_back(Json::parse(line));
+  }
+  return lines;
+}
+
+inline std::vector<double> stepLosses(const std::string& runDir) {
+  std::vector<double> losses;
+  for (const Json& l : metrics(runDir)) {
+    if (l.contains("loss")) losses.push_back(l["loss"].get<double>());
+  }
+  return losses;
+}
+
+}  // namespace hydrozoa::testing
