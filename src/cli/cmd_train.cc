@@ -2,6 +2,8 @@
 // the process the coordinator starts for each (replica, stage).
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -79,6 +81,9 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
 }
 
 Status runTrain(const TrainArgs& a) {
+  // The run directory and everything in it are the user's alone (workers
+  // inherit this mask).
+  ::umask(077);
   cluster::TrainOptions o;
   if (!a.resume.empty()) {
     if (!a.job.empty()) return invalidArgument("give a job spec or --resume RUN_DIR, not both");
@@ -171,6 +176,7 @@ void addWorkerCommand(CLI::App& app, Status* status) {
   cmd->add_option("--id", a->id)->required();
   cmd->add_option("--token", *token, "The job token (default: $HYDROZOA_TOKEN)");
   cmd->callback([a, token, status] {
+    ::umask(077);
     if (!token->empty()) {
       a->token = *token;
     } else if (const char* env = std::getenv("HYDROZOA_TOKEN")) {

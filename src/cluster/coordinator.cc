@@ -85,10 +85,16 @@ struct EvalAccount {
 class Job {
  public:
   Job(const TrainOptions& o, RunDir run, JobSpec spec, plan::Plan plan, ModelInfo model, std::int64_t trainSize,
-      std::int64_t testSize, std::int64_t startStep, std::string checkpoint)
+      std::int64_t testSize, std::int64_t startStep, std::string checkpoint, const Json& resumed)
       : o_(o), run_(std::move(run)), spec_(std::move(spec)), plan_(std::move(plan)), model_(std::move(model)),
         trainSize_(trainSize), testSize_(testSize), startStep_(startStep), checkpoint_(std::move(checkpoint)),
-        progress_(o.progress) {}
+        progress_(o.progress) {
+    // A resumed run goes on counting time, samples and money where its
+    // checkpoint left them.
+    priorSeconds_ = resumed.value("training_seconds", 0.0);
+    priorCost_ = resumed.value("cost_usd", 0.0);
+    priorSamples_ = resumed.value("samples", 0.0);
+  }
 
   Result<TrainResult> run();
 
@@ -98,6 +104,10 @@ class Job {
   Status watch();
   void handle(int worker, const Json& m);
   void onStepComplete(std::int64_t step, const StepAccount& a);
+  // Dollars so far: workers are billed from their launch, at the plan's rate.
+  double cost() const {
+    return priorCost_ + (launched_ == Clock::time_point{} ? 0 : plan_.cost_per_hour * since(launched_) / 3600);
+  }
   Status failure(const std::string& message);
   void stopWorkers(Seconds grace);
   void finish(const std::string& status, const std::string& reason);
@@ -128,6 +138,8 @@ class Job {
   Clock::time_point launched_, trainingStart_, lastStepAt_;
   std::int64_t originUs_ = 0;
   double finalAccuracy_ = -1, finalTestLoss_ = -1;
+  double priorSeconds_ = 0, priorCost_ = 0, priorSamples_ = 0;
+  double stepTime_ = 0;  // wall time spent in this run's steps (evaluations and checkpoints excluded)
   bool stopping_ = false, interrupted_ = false;
   std::string failure_;
   std::vector<std::pair<std::string, std::string>> exits_;  // worker name -> how it ended
@@ -289,6 +301,7 @@ void Job::handle(int id, const Json& m) {
       finalTestLoss_ = e.loss_sum / e.count;
       finalAccuracy_ = e.correct / e.count;
       (void)run_.appendMetrics({{"epoch", epoch + 1}, {"test_loss", finalTestLoss_}, {"test_accuracy", finalAccuracy_}});
+      lastStepAt_ = Clock::now();  // the next step's time starts after the evaluation
       progress_.note(fmt::format("epoch {}: test accuracy {:.2f}%, test loss {:.4f}", epoch + 1, 100 * finalAccuracy_,
                                  finalTestLoss_));
       evals_.erase(epoch);
@@ -305,13 +318,15 @@ void Job::handle(int id, const Json& m) {
                              {"layers", model_.layer_names.size()},
                              {"model", model_.name},
                              {"plan", {{"data_parallel", A_}, {"pipeline_stages", B_}}},
-                             {"elapsed_seconds", since(launched_)},
-                             {"cost_usd", plan_.cost_per_hour * since(launched_) / 3600}};
+                             {"training_seconds", priorSeconds_ + since(trainingStart_)},
+                             {"samples", priorSamples_ + samples_},
+                             {"cost_usd", cost()}};
       if (Status s = run_.finalizeCheckpoint(step, manifest); !s.ok()) {
         spdlog::error("{}", s.message());
       } else {
         progress_.note(fmt::format("checkpoint at step {} in {}/checkpoints", step, run_.root()));
       }
+      lastStepAt_ = Clock::now();
       checkpoints_.erase(step);
     }
   } else if (type == "done") {
@@ -339,15 +354,15 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
   const double rate = dt > 0 ? a.samples / dt : 0;
   rateEma_ = rateEma_ == 0 ? rate : 0.9 * rateEma_ + 0.1 * rate;
   stepSeconds_.push_back(dt);
+  stepTime_ += dt;
   if (a.iteration > 0) bubbles_.push_back(std::max(0.0, 1.0 - a.compute_replica0 / (B_ * a.iteration)));
-  const double cost = plan_.cost_per_hour * since(launched_) / 3600;
-  (void)run_.appendMetrics({{"t", since(trainingStart_)},
+  (void)run_.appendMetrics({{"t", priorSeconds_ + since(trainingStart_)},
                             {"epoch", a.epoch + 1},
                             {"step", step + 1},
                             {"loss", a.loss},
                             {"samples_per_s", rate},
                             {"workers", W_},
-                            {"cost_usd", cost}});
+                            {"cost_usd", cost()}});
   ProgressState p;
   p.epoch = a.epoch + 1;
   p.epochs = (totalSteps_ + perEpoch_ - 1) / perEpoch_;
@@ -356,7 +371,7 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
   p.loss = a.loss;
   p.samples_per_second = rateEma_;
   p.elapsed = since(trainingStart_);
-  p.cost = cost;
+  p.cost = cost();
   progress_.update(p);
 }
 
@@ -448,7 +463,7 @@ void Job::finish(const std::string& status, const std::string& reason) {
   if (Status s = run_.mergeTraces(names, originUs_); !s.ok()) spdlog::warn("{}", s.message());
   const double training = trainingStart_ == Clock::time_point{} ? 0 : since(trainingStart_);
   const double measured = median(stepSeconds_);
-  const double cost = launched_ == Clock::time_point{} ? 0 : plan_.cost_per_hour * since(launched_) / 3600;
+  const double total = cost(), allSamples = priorSamples_ + samples_;
   Json workers = Json::array();
   for (const auto& w : workers_) {
     std::string how;
@@ -470,21 +485,23 @@ void Job::finish(const std::string& status, const std::string& reason) {
         {"global_batch", spec_.global_batch}}},
       {"steps", {{"done", startStep_ + stepsDone_}, {"total", totalSteps_}, {"this_run", stepsDone_}}},
       {"epochs_completed", (startStep_ + stepsDone_) / std::max<std::int64_t>(1, perEpoch_)},
-      {"samples", samples_},
+      {"samples", allSamples},
       {"final_loss", lastLoss_},
       {"final_test_accuracy", finalAccuracy_ >= 0 ? Json(finalAccuracy_) : Json(nullptr)},
       {"final_test_loss", finalTestLoss_ >= 0 ? Json(finalTestLoss_) : Json(nullptr)},
       {"wall_seconds", launched_ == Clock::time_point{} ? 0.0 : since(launched_)},
-      {"training_seconds", training},
-      {"throughput_samples_per_s", training > 0 ? samples_ / training : 0},
+      {"training_seconds", priorSeconds_ + training},
+      // This run's samples over the time its steps took (evaluations and
+      // checkpoints between steps excluded).
+      {"throughput_samples_per_s", stepTime_ > 0 ? samples_ / stepTime_ : 0},
       {"iteration_seconds",
        {{"measured_median", measured},
         {"predicted", plan_.iteration_seconds},
         {"relative_error", plan_.iteration_seconds > 0 && measured > 0 ? measured / plan_.iteration_seconds - 1 : 0}}},
       {"bubble_fraction", {{"measured_median", median(bubbles_)}, {"predicted", plan_.bubble_fraction}}},
-      {"cost_usd", cost},
+      {"cost_usd", total},
       {"cost_per_hour", plan_.cost_per_hour},
-      {"samples_per_dollar", cost > 0 ? samples_ / cost : 0},
+      {"samples_per_dollar", total > 0 ? allSamples / total : 0},
       {"refused_control_messages", control_ ? control_->refused() : 0},
       {"workers", workers},
       {"outputs",
@@ -591,7 +608,11 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
     p = std::move(*planned);
   }
   if (resuming) HZ_RETURN_IF_ERROR(run->writeText("job.yaml", toYaml(jobSpecToJson(spec))));
-  Job job(o, *run, spec, p, model, train->size(), testSize, startStep, checkpoint);
+  Json resumedFrom = Json::object();
+  if (resuming && !checkpoint.empty()) {
+    if (auto m = readJsonFile(checkpoint + "/manifest.json"); m.ok()) resumedFrom = *m;
+  }
+  Job job(o, *run, spec, p, model, train->size(), testSize, startStep, checkpoint, resumedFrom);
   return job.run();
 }
 

@@ -36,12 +36,13 @@ Result<std::vector<unsigned char>> readGz(const std::string& path, const std::st
 // An IDX file: magic (0x0000 08 <dims>), big-endian sizes, then the bytes.
 Result<torch::Tensor> readIdx(const std::string& path, int dims, const std::string& hint) {
   HZ_ASSIGN_OR_RETURN(std::vector<unsigned char> bytes, readGz(path, hint));
-  const size_t header = 4 + 4 * static_cast<size_t>(dims);
-  if (bytes.size() < header) return parseError(fmt::format("{}: too short for an IDX header (truncated?)", path));
+  if (bytes.size() < 4) return parseError(fmt::format("{}: too short for an IDX file (truncated?)", path));
   const std::uint32_t magic = bigEndian(bytes.data());
   if (magic != (0x800u | static_cast<std::uint32_t>(dims))) {
     return parseError(fmt::format("{}: not an IDX file of {} dimensions (magic 0x{:08x})", path, dims, magic));
   }
+  const size_t header = 4 + 4 * static_cast<size_t>(dims);
+  if (bytes.size() < header) return parseError(fmt::format("{}: too short for an IDX header (truncated?)", path));
   std::vector<std::int64_t> shape;
   std::int64_t count = 1;
   for (int d = 0; d < dims; ++d) {

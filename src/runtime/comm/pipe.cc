@@ -70,16 +70,14 @@ void Inbound::run() {
       cv_.notify_all();
       return;
     }
-    Pending done;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done = std::move(pending_.front());
-      pending_.pop_front();
-      arrived_[done.key] = done.buffer;
-    }
-    cv_.notify_all();
+    std::lock_guard<std::mutex> lock(mu_);
+    Pending done = std::move(pending_.front());
+    pending_.pop_front();
+    // The span first, so the trace is complete once take() returns.
     trace_.record("recv " + done.label, what_.c_str(), TraceThread::kReceive, done.posted, traceNowUs(),
                   {{"bytes", done.buffer.numel() * done.buffer.element_size()}, {"peer", peer_}});
+    arrived_[done.key] = done.buffer;
+    cv_.notify_all();
   }
 }
 
@@ -135,16 +133,13 @@ void Outbound::run() {
       cv_.notify_all();
       return;
     }
-    Pending done;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done = std::move(pending_.front());
-      pending_.pop_front();
-      --inFlight_;
-    }
-    cv_.notify_all();
+    std::lock_guard<std::mutex> lock(mu_);
+    Pending done = std::move(pending_.front());
+    pending_.pop_front();
     trace_.record("send " + done.label, what_.c_str(), TraceThread::kSend, done.posted, traceNowUs(),
                   {{"bytes", done.tensor.numel() * done.tensor.element_size()}, {"peer", peer_}});
+    --inFlight_;
+    cv_.notify_all();
   }
 }
 

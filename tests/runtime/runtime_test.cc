@@ -1,0 +1,167 @@
+// The stage executor, optimizers and checkpoints, in one process.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/checkpoint.h"
+#include "runtime/optimizer.h"
+#include "runtime/stage.h"
+
+namespace hydrozoa::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+model::Model build(const std::string& name, model::Options options, std::uint64_t seed, int first = 0, int last = -1) {
+  auto m = model::buildModel({name, std::move(options)}, {seed, first, last});
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return std::move(*m);
+}
+
+const model::Options kTinyCnn = {{"width", "0.25"}, {"hidden", "16"}};
+
+TEST(StageExecutor, LayerByLayerBackwardEqualsOneBackward) {
+  TraceRecorder trace(false);
+  model::Model whole = build("cnn", kTinyCnn, 3);
+  StageExecutor stage(build("cnn", kTinyCnn, 3), /*lastStage=*/true, 0, trace);
+  const torch::Tensor x = torch::randn({5, 1, 28, 28});
+  const torch::Tensor y = torch::randint(0, 10, {5});
+  double loss = 0;
+  stage.forward(0, x, 0, 0, y, /*weight=*/0.5, &loss);
+  std::vector<int> order;
+  stage.backward(0, {}, [&](int l) { order.push_back(l); });
+  EXPECT_EQ(order, (std::vector<int>{3, 2, 1, 0}));
+  EXPECT_EQ(stage.cachedMicrobatches(), 0u);
+
+  const torch::Tensor ref = model::taskLoss(whole.task, whole.forward(x), y);
+  (ref * 0.5).backward();
+  EXPECT_NEAR(loss, ref.item<double>(), 1e-6);
+  const auto a = stage.model().parameters(), b = whole.parameters();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::allclose(a[i].grad(), b[i].grad(), 1e-5, 1e-7)) << i;
+}
+
+TEST(StageExecutor, MiddleStagePassesGradientsBack) {
+  TraceRecorder trace(false);
+  StageExecutor stage(build("mlp", {{"hidden", "8"}, {"depth", "3"}}, 1, 1, 2), false, 0, trace);
+  const torch::Tensor x = torch::randn({2, 8});
+  const torch::Tensor out = stage.forward(7, x, 0, 0);
+  EXPECT_FALSE(out.requires_grad());  // detached, ready to send
+  const torch::Tensor g = stage.backward(7, torch::ones_like(out));
+  ASSERT_TRUE(g.defined());
+  EXPECT_EQ(g.sizes(), x.sizes());
+}
+
+TEST(StageExecutor, DropoutMasksDependOnStepMicrobatchAndLayerOnly) {
+  TraceRecorder trace(false);
+  const model::Options opts = {{"hidden", "64"}, {"depth", "2"}, {"dropout", "0.5"}};
+  StageExecutor a(build("mlp", opts, 1), true, 9, trace), b(build("mlp", opts, 1), true, 9, trace);
+  const torch::Tensor x = torch::randn({4, 1, 28, 28});
+  const torch::Tensor y = torch::randint(0, 10, {4});
+  double la = 0, lb = 0, lc = 0;
+  a.forward(0, x, 5, 2, y, 1, &la);
+  torch::manual_seed(12345);  // unrelated RNG use in between changes nothing
+  b.forward(0, x, 5, 2, y, 1, &lb);
+  EXPECT_EQ(la, lb);
+  b.forward(1, x, 5, 3, y, 1, &lc);  // another microbatch of the step: other masks
+  EXPECT_NE(la, lc);
+}
+
+TEST(StageExecutor, EvaluationLeavesBatchNormStatisticsAlone) {
+  TraceRecorder trace(false);
+  StageExecutor stage(build("resnet18", {{"image_size", "16"}, {"width", "0.125"}, {"classes", "4"}}, 0), true, 0,
+                      trace);
+  auto buffers = [&] {
+    std::vector<torch::Tensor> b;
+    for (auto& l : stage.model().layers) {
+      for (auto& t : l.module->buffers()) b.push_back(t.clone());
+    }
+    return b;
+  };
+  const auto before = buffers();
+  (void)stage.evaluate(torch::randn({3, 3, 16, 16}));
+  const auto after = buffers();
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(torch::equal(before[i], after[i]));
+}
+
+TEST(LearningRate, Schedules) {
+  cluster::OptimizerSpec o;
+  o.lr = 0.1;
+  cluster::LrScheduleSpec s;
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 50, 10, 100), 0.1);
+  s.warmup_steps = 4;
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 0, 10, 100), 0.025);
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 3, 10, 100), 0.1);
+  s = {};
+  s.name = "step";
+  s.gamma = 0.5;
+  s.step_epochs = 2;
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 19, 10, 100), 0.1);
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 20, 10, 100), 0.05);
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 45, 10, 100), 0.025);
+  s = {};
+  s.name = "cosine";
+  s.min_lr = 0.01;
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 0, 10, 100), 0.1);
+  EXPECT_NEAR(scheduledLearningRate(o, s, 50, 10, 100), 0.055, 1e-12);
+  EXPECT_NEAR(scheduledLearningRate(o, s, 100, 10, 100), 0.01, 1e-12);
+}
+
+class OptimizerState : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OptimizerState, SurvivesARoundTripThroughCheckpoints) {
+  cluster::OptimizerSpec spec;
+  spec.name = GetParam();
+  spec.lr = 0.01;
+  const fs::path dir = fs::temp_directory_path() / ("hzckpt." + std::to_string(::getpid()) + GetParam());
+  fs::create_directories(dir);
+  auto step = [](model::Model& m, torch::optim::Optimizer& opt) {
+    const auto loss = model::taskLoss(m.task, m.forward(torch::ones({2, 1, 28, 28})), torch::tensor({1, 2}));
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+  };
+  model::Model a = build("cnn", kTinyCnn, 1);
+  auto optA = makeOptimizer(spec, a.parameters());
+  step(a, *optA);
+  ASSERT_TRUE(saveStage(dir.string(), a, *optA).ok());
+  // Another model and a fresh optimizer, loaded from the checkpoint, then one
+  // more step on both: they must stay equal.
+  model::Model b = build("cnn", kTinyCnn, 2);
+  auto optB = makeOptimizer(spec, b.parameters());
+  const Status loaded = loadStage(dir.string(), b, *optB);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  step(a, *optA);
+  step(b, *optB);
+  const auto pa = a.parameters(), pb = b.parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << i;
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, OptimizerState, ::testing::Values("sgd", "adam"));
+
+TEST(Checkpoint, ErrorsNameTheFile) {
+  const fs::path dir = fs::temp_directory_path() / ("hzckpt2." + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  model::Model a = build("cnn", kTinyCnn, 1);
+  auto opt = makeOptimizer({}, a.parameters());
+  ASSERT_TRUE(saveStage(dir.string(), a, *opt).ok());
+  model::Model wider = build("cnn", {{"width", "0.5"}, {"hidden", "16"}}, 1);
+  auto optW = makeOptimizer({}, wider.parameters());
+  Status s = loadStage(dir.string(), wider, *optW);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("layer-0000.pt: parameter conv.weight has shape"), std::string::npos) << s.message();
+  fs::remove(dir / layerFileName(2));
+  s = loadStage(dir.string(), a, *opt);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("layer-0002.pt: missing"), std::string::npos) << s.message();
+  std::ofstream(dir / layerFileName(2)) << "garbage";
+  s = loadStage(dir.string(), a, *opt);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cannot read the checkpoint"), std::string::npos) << s.message();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hydrozoa::runtime
