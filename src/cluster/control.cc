@@ -21,6 +21,17 @@ namespace {
 // process must not hang on undelivered messages).
 void configure(zmq::socket_t& s) { s.set(zmq::sockopt::linger, 0); }
 
+// zmq::poll, where a signal (Ctrl-C) ends the wait as "nothing yet" instead
+// of throwing: the caller checks its flags and polls again.
+int pollOnce(zmq::pollitem_t* item, int timeoutMs) {
+  try {
+    return zmq::poll(item, 1, std::chrono::milliseconds(timeoutMs));
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return 0;
+    throw;
+  }
+}
+
 }  // namespace
 
 ControlServer::~ControlServer() = default;
@@ -50,7 +61,7 @@ Result<std::unique_ptr<ControlServer>> ControlServer::bind(const std::string& ho
 bool ControlServer::receive(std::string* from, Json* message, int timeoutMs) {
   zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
   for (;;) {
-    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeoutMs)) <= 0) return false;
+    if (pollOnce(&item, timeoutMs) <= 0) return false;
     zmq::message_t id, body;
     if (!socket_->recv(id, zmq::recv_flags::none)) return false;
     while (socket_->get(zmq::sockopt::rcvmore)) {  // keep the last frame as the body
@@ -108,7 +119,7 @@ bool ControlClient::receive(Json* message, int timeoutMs) {
   std::lock_guard<std::mutex> lock(mu_);
   zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
   for (;;) {
-    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeoutMs)) <= 0) return false;
+    if (pollOnce(&item, timeoutMs) <= 0) return false;
     zmq::message_t body;
     if (!socket_->recv(body, zmq::recv_flags::none)) return false;
     Json j = Json::parse(body.to_string(), nullptr, false);

@@ -1,0 +1,352 @@
+// `hydrozoa train` as a user runs it: the commands of the issue, resuming,
+// and every fault and bad input caused for real: a worker killed, a worker
+// that hangs, the coordinator killed, Ctrl-C, a wrong token, missing data, a
+// foreign plan, a port in use, a worker that cannot start. After each, no
+// process of the run may be left.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <torch/torch.h>
+
+#include <zmq.hpp>
+
+#include "integration/harness.h"
+#include "runtime/checkpoint.h"
+
+namespace hydrozoa {
+namespace {
+
+using testing::Outcome;
+using testing::runHydrozoa;
+using testing::ScratchDir;
+using testing::spawnHydrozoa;
+using testing::waitHydrozoa;
+
+// A small job on synthetic data: 96 samples, 4 steps of 24 per epoch.
+std::string smallJob(const std::string& extra = "", int epochs = 3) {
+  return "name: small\n"
+         "model: {name: mlp, options: {hidden: 32, depth: 2}}\n"
+         "data: {dataset: synthetic, synthetic_train: 96, synthetic_test: 48}\n"
+         "training: {epochs: " + std::to_string(epochs) + ", global_batch: 24, seed: 5,\n"
+         "           optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}\n"
+         "cluster: {workers: 4, bandwidth: 1Gbit/s}\n"
+         "plan: {data_parallel: 2, stages: 2, microbatches: 3}\n" + extra;
+}
+
+// A job long enough to interfere with: Fashion-MNIST, 469 steps of 128.
+std::string longJob(const std::string& cluster = "cluster: {workers: 4, bandwidth: 1Gbit/s}\n") {
+  return "name: long\n"
+         "model: {name: cnn, options: {width: 0.5}}\n"
+         "data: {dataset: fashion_mnist}\n"
+         "training: {epochs: 1, global_batch: 128, eval: false}\n" + cluster +
+         "plan: {data_parallel: 2, stages: 2, microbatches: 2}\n";
+}
+
+// Pids of the workers of the run whose coordinator listens on `endpoint`.
+std::vector<pid_t> workersOf(const std::string& endpoint) {
+  std::vector<pid_t> pids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmd("/proc/" + name + "/cmdline");
+    std::string args((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    if (args.find(endpoint) != std::string::npos && testing::processAlive(std::stoi(name))) {
+      pids.push_back(std::stoi(name));
+    }
+  }
+  return pids;
+}
+
+// Waits until the run in `dir` has done at least `steps` steps; returns its
+// control endpoint.
+std::string waitForSteps(const std::string& runDir, size_t steps, double seconds = 120) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (std::filesystem::exists(runDir + "/metrics.jsonl") && testing::stepLosses(runDir).size() >= steps) {
+      auto c = readJsonFile(runDir + "/coordinator.json");
+      if (c.ok()) return (*c)["control"].get<std::string>();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ADD_FAILURE() << "the run did not reach step " << steps;
+  return "";
+}
+
+bool goneWithin(const std::string& endpoint, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (workersOf(endpoint).empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// The one error line of a failed run.
+std::string errorLine(const Outcome& r) {
+  const auto at = r.err.find("hydrozoa: error: ");
+  if (at == std::string::npos) return "";
+  const std::string line = r.err.substr(at);
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line: " << line;
+  return line;
+}
+
+torch::Tensor layerParam(const std::string& checkpoint, int layer, const std::string& name) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(checkpoint + "/" + runtime::layerFileName(layer));
+  torch::Tensor t;
+  archive.read("param/" + name, t);
+  return t;
+}
+
+// --- the issue's commands ------------------------------------------------------
+
+TEST(Train, IssueCommandsAsWritten) {
+  ScratchDir dir;
+  const std::string example = std::string(HYDROZOA_SOURCE_DIR) + "/examples/fashion_mnist_cnn.yaml";
+  Outcome r = runHydrozoa(dir.path().string(), {"train", example, "--data-parallel", "2", "--stages", "2",
+                                                "--microbatches", "4", "--max-steps", "5", "--seed", "1", "--out",
+                                                "runs/x"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string run = dir / "runs/x";
+  EXPECT_EQ(testing::stepLosses(run).size(), 5u);
+  for (const char* f : {"job.yaml", "profile.json", "plan.json", "metrics.jsonl", "trace.json", "summary.json"}) {
+    EXPECT_TRUE(std::filesystem::exists(run + "/" + f)) << f;
+  }
+  auto plan = readJsonFile(run + "/plan.json");
+  EXPECT_EQ((*plan)["strategy"]["data_parallel"], 2);
+  EXPECT_EQ((*plan)["strategy"]["pipeline_stages"], 2);
+  EXPECT_EQ((*plan)["num_microbatches"], 4);
+  auto summary = readJsonFile(run + "/summary.json");
+  EXPECT_EQ((*summary)["status"], "completed");
+  EXPECT_TRUE(std::filesystem::exists(run + "/checkpoints/step-00000005"));
+  // The trace has every worker's forward, backward, sends, receives and allreduce.
+  auto trace = readJsonFile(run + "/trace.json");
+  std::set<std::string> kinds;
+  std::set<int> pids;
+  for (const auto& e : (*trace)["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    pids.insert(e["pid"].get<int>());
+    const std::string name = e["name"];
+    kinds.insert(name.substr(0, name.find(' ')));
+  }
+  EXPECT_EQ(pids.size(), 4u);
+  for (const char* k : {"forward", "backward", "send", "recv", "allreduce", "optimizer"}) EXPECT_TRUE(kinds.count(k)) << k;
+  // Private: the run directory is the user's alone.
+  EXPECT_EQ(std::filesystem::status(run).permissions() & std::filesystem::perms::others_all,
+            std::filesystem::perms::none);
+  EXPECT_TRUE(testing::noWorkersLeft());
+}
+
+// --- resuming ------------------------------------------------------------------
+
+TEST(Train, AResumedRunMatchesAnUninterruptedOne) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << smallJob();
+  Outcome whole = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "whole"});
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  Outcome part = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "split", "--max-steps", "5"});
+  ASSERT_EQ(part.code, 0) << part.err;
+  Outcome rest = runHydrozoa(dir.path().string(), {"train", "--resume", "split", "--no-progress"});
+  ASSERT_EQ(rest.code, 0) << rest.err;
+
+  const auto a = testing::stepLosses(dir / "whole"), b = testing::stepLosses(dir / "split");
+  ASSERT_EQ(a.size(), 12u);
+  ASSERT_EQ(b.size(), 12u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i + 1;
+  for (int layer = 0; layer < 3; ++layer) {
+    for (const char* p : {"fc.weight", "fc.bias"}) {
+      EXPECT_TRUE(torch::equal(layerParam(dir / "whole/checkpoints/step-00000012", layer, p),
+                               layerParam(dir / "split/checkpoints/step-00000012", layer, p)))
+          << layer << " " << p;
+    }
+  }
+  // Resuming a finished run has nothing to do: one clear line.
+  Outcome again = runHydrozoa(dir.path().string(), {"train", "--resume", "whole", "--no-progress"});
+  EXPECT_NE(again.code, 0);
+  EXPECT_NE(errorLine(again).find("nothing to train"), std::string::npos) << again.err;
+}
+
+// --- faults, caused ---------------------------------------------------------------
+
+TEST(Train, CtrlCStopsEveryWorkerAfterOneStepAndTheRunResumes) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << longJob();
+  const pid_t pid = spawnHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run"});
+  const std::string endpoint = waitForSteps(dir / "run", 3);
+  ::kill(pid, SIGINT);
+  Outcome r = waitHydrozoa(dir.path().string(), pid);
+  EXPECT_EQ(r.code, 130) << r.err;
+  EXPECT_NE(r.err.find("resume with: hydrozoa train --resume"), std::string::npos) << r.err;
+  EXPECT_TRUE(goneWithin(endpoint, 5));
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["status"], "interrupted");
+  auto latest = testing::slurp(dir / "run/checkpoints/latest");
+  ASSERT_FALSE(latest.empty());
+  const std::int64_t stopped = std::stoll(latest.substr(5));
+  EXPECT_EQ(static_cast<std::int64_t>(testing::stepLosses(dir / "run").size()), stopped);
+  Outcome resumed = runHydrozoa(dir.path().string(), {"train", "--resume", "run", "--no-progress", "--max-steps",
+                                                      std::to_string(stopped + 3)});
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_EQ(static_cast<std::int64_t>(testing::stepLosses(dir / "run").size()), stopped + 3);
+}
+
+TEST(Train, AKilledWorkerStopsTheJobWithAMessageNamingIt) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << longJob();
+  const pid_t pid = spawnHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run"});
+  const std::string endpoint = waitForSteps(dir / "run", 2);
+  // Worker 3 is replica 1, stage 1.
+  pid_t victim = 0;
+  for (pid_t w : workersOf(endpoint)) {
+    std::ifstream cmd("/proc/" + std::to_string(w) + "/cmdline");
+    std::string args((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    if (args.find(std::string("--id") + '\0' + "3") != std::string::npos) victim = w;
+  }
+  ASSERT_GT(victim, 0);
+  ::kill(victim, SIGKILL);
+  Outcome r = waitHydrozoa(dir.path().string(), pid);
+  EXPECT_EQ(r.code, 1);
+  const std::string line = errorLine(r);
+  EXPECT_NE(line.find("worker 3 (replica 1, stage 1"), std::string::npos) << line;
+  EXPECT_NE(line.find("killed by signal 9"), std::string::npos) << line;
+  EXPECT_TRUE(goneWithin(endpoint, 5));
+  auto summary = readJsonFile(dir / "run/summary.json");
+  EXPECT_EQ((*summary)["status"], "failed");
+}
+
+TEST(Train, AWorkerThatFallsSilentIsDetectedByHeartbeat) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml")
+      << longJob("cluster: {workers: 4, bandwidth: 1Gbit/s, heartbeat_interval: 200ms, heartbeat_timeout: 2s}\n");
+  const pid_t pid = spawnHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run"});
+  const std::string endpoint = waitForSteps(dir / "run", 2);
+  const auto workers = workersOf(endpoint);
+  ASSERT_EQ(workers.size(), 4u);
+  ::kill(workers[1], SIGSTOP);  // alive, but silent
+  const auto t0 = std::chrono::steady_clock::now();
+  Outcome r = waitHydrozoa(dir.path().string(), pid);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(errorLine(r).find("sent nothing for 2.00 s"), std::string::npos) << r.err;
+  EXPECT_LT(took, 10);
+  EXPECT_TRUE(goneWithin(endpoint, 5));
+}
+
+TEST(Train, KillingTheCoordinatorTakesItsWorkers) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << longJob();
+  const pid_t pid = spawnHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run"});
+  const std::string endpoint = waitForSteps(dir / "run", 2);
+  ASSERT_EQ(workersOf(endpoint).size(), 4u);
+  ::kill(pid, SIGKILL);
+  (void)waitHydrozoa(dir.path().string(), pid);
+  EXPECT_TRUE(goneWithin(endpoint, 5));
+}
+
+TEST(Train, AWrongTokenIsRefusedAndLogged) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << smallJob("", 40);
+  const pid_t pid = spawnHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run"});
+  const std::string endpoint = waitForSteps(dir / "run", 1);
+  {
+    zmq::context_t ctx(1);
+    zmq::socket_t intruder(ctx, zmq::socket_type::dealer);
+    intruder.set(zmq::sockopt::routing_id, "w9");
+    intruder.set(zmq::sockopt::linger, 0);
+    intruder.connect(endpoint);
+    const std::string forged = R"({"type": "done", "token": "not-the-token"})";
+    intruder.send(zmq::buffer(forged), zmq::send_flags::none);
+    const std::string bare = R"({"type": "error", "kind": "fatal", "message": "forged"})";
+    intruder.send(zmq::buffer(bare), zmq::send_flags::none);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  Outcome r = waitHydrozoa(dir.path().string(), pid);
+  ASSERT_EQ(r.code, 0) << r.err;  // neither forged message had any effect
+  EXPECT_NE(r.err.find("refused a control message from \"w9\": wrong job token"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no job token"), std::string::npos) << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  EXPECT_EQ((*summary)["refused_control_messages"], 2);
+}
+
+// --- bad input (issue §9) ----------------------------------------------------------
+
+void expectRunError(const ScratchDir& dir, const std::vector<std::string>& args, const std::string& expect) {
+  Outcome r = runHydrozoa(dir.path().string(), args);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(errorLine(r).find(expect), std::string::npos) << r.err;
+  EXPECT_TRUE(testing::noWorkersLeft());
+}
+
+TEST(TrainBadInput, MissingDatasetPath) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << "model: cnn\ndata: {dataset: fashion_mnist, path: /nonexistent/fmnist}\n";
+  expectRunError(dir, {"train", "job.yaml", "--out", "run"}, "data.path: /nonexistent/fmnist is not a directory");
+}
+
+TEST(TrainBadInput, UnreadableTorchScript) {
+  ScratchDir dir;
+  std::ofstream(dir / "net.pt") << "not a model";
+  std::ofstream(dir / "job.yaml") << "model: {name: net.pt, options: {input_shape: 1x28x28}}\n";
+  expectRunError(dir, {"train", "job.yaml", "--out", "run"}, "net.pt: not a TorchScript module");
+}
+
+TEST(TrainBadInput, APlanForAnotherModel) {
+  ScratchDir dir;
+  ASSERT_EQ(runHydrozoa(dir.path().string(), {"plan", "--model", "resnet18", "--device", "k80", "--workers", "2",
+                                              "--global-batch", "64", "-o", "other.json"})
+                .code,
+            0);
+  std::ofstream(dir / "job.yaml") << "model: cnn\ntraining: {global_batch: 64}\ncluster: {workers: 2}\nplan: other.json\n";
+  expectRunError(dir, {"train", "job.yaml", "--out", "run"}, "other.json splits 10 layers but the job's model cnn has 4");
+}
+
+TEST(TrainBadInput, InvalidYaml) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << "model: {name: cnn\ntraining: [1, 2\n";
+  expectRunError(dir, {"train", "job.yaml"}, "job.yaml: not valid YAML at line");
+  std::ofstream(dir / "typo.yaml") << "model: cnn\ntraning: {epochs: 2}\n";
+  expectRunError(dir, {"train", "typo.yaml"}, "unknown key \"traning\"");
+}
+
+TEST(TrainBadInput, ControlPortInUse) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  ScratchDir dir;
+  std::ofstream(dir / "port.yaml") << "model: {name: mlp, options: {hidden: 8, depth: 1}}\n"
+                                      "data: {dataset: synthetic}\n"
+                                      "cluster: {workers: 1, control_port: " + std::to_string(port) + ", bandwidth: 1Gbit/s}\n";
+  expectRunError(dir, {"train", "port.yaml", "--out", "run"},
+                 "cluster.control_port " + std::to_string(port) + " is in use");
+  ::close(fd);
+}
+
+TEST(TrainBadInput, AWorkerThatCannotStart) {
+  ScratchDir dir;
+  // A job with its own plan, so that no profiling worker runs first.
+  ASSERT_EQ(runHydrozoa(dir.path().string(), {"plan", "--model", "mlp", "-O", "hidden=32", "-O", "depth=2", "--device",
+                                              "k80", "--data-parallel", "2", "--stages", "1", "--microbatches", "3",
+                                              "--global-batch", "24", "-o", "plan.json"})
+                .code,
+            0);
+  std::ofstream(dir / "job.yaml") << "model: {name: mlp, options: {hidden: 32, depth: 2}}\n"
+                                     "data: {dataset: synthetic}\n"
+                                     "training: {global_batch: 24}\n"
+                                     "cluster: {workers: 2}\n"
+                                     "plan: plan.json\n";
+  expectRunError(dir, {"train", "job.yaml", "--out", "run1", "--worker-binary", "/nonexistent/hydrozoa"},
+                 "worker 0 could not start: cannot run /nonexistent/hydrozoa");
+  expectRunError(dir, {"train", "job.yaml", "--out", "run2", "--worker-binary", "/bin/false"},
+                 "exited with status 1 before it was registered");
+}
+
+}  // namespace
+}  // namespace hydrozoa
