@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -52,6 +53,7 @@ struct Role {
   std::int64_t total_steps = 0;  // the job's (the LR schedule runs over these)
   std::int64_t stop_step = 0;    // where this run stops
   std::string store_host, listen_host, run_dir, trace_path, checkpoint, schedule = "gpipe";
+  std::vector<int> cpus;  // cores for the compute thread; empty: any
   int store_port = 0;
   cluster::JobSpec job;
 };
@@ -82,6 +84,9 @@ Result<Role> parseRole(const Json& a) {
   r.trace_path = o.string("trace_path");
   r.checkpoint = o.optString("checkpoint").value_or("");
   r.schedule = o.optString("schedule").value_or("gpipe");
+  if (const Json* cpus = o.raw("cpus"); cpus && cpus->is_array()) {
+    for (const auto& c : *cpus) r.cpus.push_back(c.get<int>());
+  }
   const Json& job = o.object("job");
   HZ_RETURN_IF_ERROR(o.status());
   HZ_ASSIGN_OR_RETURN(r.job, cluster::parseJobSpec(job, "assign.job"));
@@ -239,7 +244,17 @@ Status Worker::build() {
     fromNext_ = std::make_unique<Inbound>(*transport_, nextRank(), trace_, "gradient");
     toNext_ = std::make_unique<Outbound>(*transport_, nextRank(), trace_, "activation");
   }
-  return exchangeShapes();
+  HZ_RETURN_IF_ERROR(exchangeShapes());
+  // NOTE [Cores for compute threads]: with a core of its own, the compute
+  // thread is never queued behind its neighbour's; the helper threads
+  // (transfers, data, heartbeats), started above, stay free to run anywhere.
+  if (!role_.cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : role_.cpus) CPU_SET(c, &set);
+    if (::sched_setaffinity(0, sizeof(set), &set) != 0) spdlog::warn("could not pin the compute thread to its cores");
+  }
+  return Status();
 }
 
 // Each stage learns the per-sample shape and type of what it receives, and
@@ -307,11 +322,18 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
   const double stepSamples = static_cast<double>(sampler.stepSamples(stepInEpoch));
   const std::vector<Action> actions = schedule_->actions(role_.stage, role_.stages, M);
   const int finalBackward = lastBackward(actions);
-  // Post every receive of the step now: activations and gradients arrive
-  // while this thread computes (the inbound threads wait for them).
-  for (int mb = 0; mb < M; ++mb) {
-    if (fromPrev_) fromPrev_->expect(activationTag(mb), activationTag(mb), inShape_.buffer(sizes[mb]), fmt::format("act mb{}", mb));
-    if (fromNext_) fromNext_->expect(gradientTag(mb), gradientTag(mb), outShape_.buffer(sizes[mb]), fmt::format("grad mb{}", mb));
+  // Post every receive of the step now, so activations and gradients arrive
+  // while this thread computes. The inbound threads complete receives in the
+  // order posted, so post them in the order the schedule uses them, which is
+  // also the order the neighbour (running the same schedule) sends them.
+  for (const Action& act : actions) {
+    const int mb = act.microbatch;
+    if (act.kind == ActionKind::kForward && fromPrev_) {
+      fromPrev_->expect(activationTag(mb), activationTag(mb), inShape_.buffer(sizes[mb]), fmt::format("act mb{}", mb));
+    }
+    if (act.kind == ActionKind::kBackward && fromNext_) {
+      fromNext_->expect(gradientTag(mb), gradientTag(mb), outShape_.buffer(sizes[mb]), fmt::format("grad mb{}", mb));
+    }
   }
   std::vector<data::Batch> batches(M);
   double computeSeconds = 0, waitSeconds = 0, lossSum = 0, samples = 0;

@@ -38,6 +38,8 @@ class Inbound {
 
   // Posts a receive into `buffer` (its shape and type are the message's).
   // `key` names it for take(); keys are unique among pending receives.
+  // Receives complete in the order they are expected: expect them in the
+  // order the peer sends them.
   void expect(int key, int tag, torch::Tensor buffer, const std::string& label);
   // The tensor expected under `key`, once received. Seconds spent blocked go
   // to *waited when given.
