@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/cuda.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -537,9 +538,12 @@ Result<TrainResult> Job::run() {
                                W_, spec_.threads, spec_.threads == 1 ? "" : "s", cores));
   }
   if (s.ok()) {
-    progress_.note(fmt::format("Training {} with {}×{} on {} workers: steps {}..{} of {}, {} samples each; run "
-                               "directory {}",
-                               model_.name, A_, B_, W_, startStep_ + 1, stopStep_, totalSteps_, spec_.global_batch,
+    std::string split;
+    for (const auto& st : plan_.stages) split += fmt::format("{}{}-{}", split.empty() ? "" : " | ", st.first_layer, st.last_layer);
+    progress_.note(fmt::format("Training {} with {}×{} on {} workers (layers {}; {} microbatches of {}; predicted "
+                               "{} per step): steps {}..{} of {}; run directory {}",
+                               model_.name, A_, B_, W_, split, plan_.num_microbatches, plan_.microbatch_size,
+                               formatSeconds(plan_.iteration_seconds), startStep_ + 1, stopStep_, totalSteps_,
                                run_.root()));
     s = watch();
   }
@@ -561,6 +565,11 @@ Result<TrainResult> Job::run() {
 Result<TrainResult> runTraining(const TrainOptions& o) {
   JobSpec spec = o.spec;
   HZ_RETURN_IF_ERROR(validateJobSpec(spec, "the job"));
+  if (spec.device == "cuda" && !torch::cuda::is_available()) {
+    return invalidArgument("training.device is cuda but this machine has no usable CUDA device, or this hydrozoa was "
+                           "built against a CPU-only libtorch (Debian's is); use device: cpu or auto, or build "
+                           "against a CUDA libtorch (docs/train.md)");
+  }
   const bool resuming = !o.resume_dir.empty();
   std::optional<RunDir> run;
   if (resuming) {

@@ -45,7 +45,6 @@ void Progress::update(const ProgressState& s) {
 }
 
 void Progress::note(const std::string& line) {
-  if (!enabled_) return;
   if (open_) std::fprintf(stderr, "\r\033[K");
   std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);

@@ -1,8 +1,9 @@
 // The coordinator's live progress line on stderr:
 //   epoch 2/5 · step 812/2345 · loss 0.431 · 2,512 samples/s · 0:41 · ETA 1:18 · $0.0091
 // On a terminal it is rewritten in place (at most four times a second);
-// otherwise a line is printed every `interval` seconds. note() prints a
-// line of its own (evaluations, checkpoints) without breaking the display.
+// otherwise a line is printed every `interval` seconds; disabled, none.
+// note() prints a line of its own (evaluations, checkpoints), always,
+// without breaking the display.
 #pragma once
 
 #include <chrono>

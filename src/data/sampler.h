@@ -39,8 +39,9 @@ class EpochSampler {
   std::int64_t stepsPerEpoch() const;
   std::int64_t microbatchesPerStep() const;  // M
 
-  // Samples in step `step` of `epoch`, over all replicas (the loss of every
-  // microbatch is weighted by its size over this number).
+  // Samples in step `step` (of any epoch), over all replicas: the loss of
+  // every microbatch is weighted by its size over this number. A replica may
+  // get none in a short last step; it still joins the step's allreduce.
   std::int64_t stepSamples(std::int64_t step) const;
 
   // Number of non-empty microbatches replica `replica` has at `step` (<= M).

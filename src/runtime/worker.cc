@@ -97,10 +97,11 @@ Result<Role> parseRole(const Json& a) {
 struct SampleShape {
   std::vector<std::int64_t> dims;
   torch::ScalarType dtype = torch::kFloat;
+  torch::Device device = torch::kCPU;
   torch::Tensor buffer(std::int64_t n) const {
     std::vector<std::int64_t> s = {n};
     s.insert(s.end(), dims.begin(), dims.end());
-    return torch::empty(s, torch::TensorOptions().dtype(dtype));
+    return torch::empty(s, torch::TensorOptions().dtype(dtype).device(device));
   }
 };
 
@@ -142,6 +143,7 @@ class Worker {
   std::unique_ptr<Inbound> fromPrev_, fromNext_;
   std::unique_ptr<Outbound> toNext_, toPrev_;
   SampleShape inShape_, outShape_;
+  torch::Device device_ = torch::kCPU;
   TraceRecorder trace_{true};
   std::atomic<std::int64_t> currentStep_{0};
   std::atomic<bool> stopHeartbeats_{false};
@@ -183,6 +185,16 @@ Status Worker::build() {
                       model::buildModel({job.model, job.model_options}, {job.seed, role_.first_layer, role_.last_layer}));
   const model::InputSpec input = m.input;
   const model::TaskSpec task = m.task;
+  // NOTE [Devices]: "auto" takes a GPU when this libtorch has CUDA and the
+  // host has one; workers on one host share its GPUs round-robin by rank.
+  if (job.device == "cuda" || (job.device == "auto" && torch::cuda::is_available())) {
+    if (!torch::cuda::is_available()) {
+      return invalidArgument("training.device is cuda but no CUDA device is usable here (Debian's libtorch is CPU-only)");
+    }
+    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(role_.rank % torch::cuda::device_count()));
+    m.to(device_);
+  }
+  inShape_.device = outShape_.device = device_;
   stage_ = std::make_unique<StageExecutor>(std::move(m), lastStage(), job.seed, trace_);
   optimizer_ = makeOptimizer(job.optimizer, stage_->model().parameters());
   if (!role_.checkpoint.empty()) HZ_RETURN_IF_ERROR(loadStage(role_.checkpoint, stage_->model(), *optimizer_));
@@ -234,6 +246,7 @@ Status Worker::build() {
   to.stages = role_.stages;
   to.replica = role_.replica;
   to.replicas = role_.replicas;
+  to.cuda = device_.is_cuda();  // NCCL on GPUs, Gloo on CPUs
   HZ_ASSIGN_OR_RETURN(transport_, connectTransport(to));
   sync_ = std::make_unique<GradientSync>(transport_.get(), stage_->layerParameters(), 25 * kMB, trace_);
   if (!firstStage()) {
@@ -265,15 +278,15 @@ Status Worker::exchangeShapes() {
     inShape_.dims = in.shape;
     inShape_.dtype = in.kind == model::InputKind::kTokens ? torch::kLong : torch::kFloat;
   } else {
-    torch::Tensor header = torch::zeros({kShapeSlots}, torch::kLong);
+    torch::Tensor header = torch::zeros({kShapeSlots}, torch::TensorOptions(torch::kLong).device(device_));
     fromPrev_->expect(kShapeTag, kShapeTag, header, "shape");
-    header = fromPrev_->take(kShapeTag);
+    header = fromPrev_->take(kShapeTag).cpu();
     const auto* h = header.data_ptr<std::int64_t>();
     inShape_.dtype = h[0] == 1 ? torch::kLong : torch::kFloat;
     inShape_.dims.assign(h + 2, h + 2 + h[1]);
   }
-  const torch::Tensor probe = inShape_.dtype == torch::kLong ? torch::zeros(inShape_.buffer(1).sizes(), torch::kLong)
-                                                             : torch::zeros(inShape_.buffer(1).sizes());
+  const torch::Tensor probe = torch::zeros(inShape_.buffer(1).sizes(),
+                                           torch::TensorOptions(inShape_.dtype).device(device_));
   const torch::Tensor out = stage_->evaluate(probe);
   outShape_.dims.assign(out.sizes().begin() + 1, out.sizes().end());
   outShape_.dtype = out.scalar_type();
@@ -284,7 +297,7 @@ Status Worker::exchangeShapes() {
     h[0] = outShape_.dtype == torch::kLong ? 1 : 0;
     h[1] = static_cast<std::int64_t>(outShape_.dims.size());
     for (size_t i = 0; i < outShape_.dims.size(); ++i) h[2 + i] = outShape_.dims[i];
-    toNext_->send(kShapeTag, header, "shape");
+    toNext_->send(kShapeTag, header.to(device_), "shape");
     toNext_->flush();
   }
   return Status();
@@ -345,6 +358,8 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
       if (trainLoader_) {
         const auto w0 = traceNowUs();
         batches[mb] = trainLoader_->next();
+        batches[mb].inputs = batches[mb].inputs.to(device_, /*non_blocking=*/true);
+        batches[mb].labels = batches[mb].labels.to(device_, /*non_blocking=*/true);
         if (trainLoader_->lastWaitSeconds() > 1e-4) trace_.record("data wait", "data", TraceThread::kData, w0, traceNowUs());
         waitSeconds += trainLoader_->lastWaitSeconds();
       }
@@ -431,7 +446,11 @@ void Worker::evaluate(std::int64_t epoch) {
     for (size_t mb = 0; mb < sizes.size(); ++mb) {
       const int tag = evalTag(static_cast<int>(mb));
       data::Batch batch;
-      if (testLoader_) batch = testLoader_->next();
+      if (testLoader_) {
+        batch = testLoader_->next();
+        batch.inputs = batch.inputs.to(device_);
+        batch.labels = batch.labels.to(device_);
+      }
       const torch::Tensor input = firstStage() ? batch.inputs : fromPrev_->take(tag);
       const torch::Tensor out = stage_->evaluate(input);
       if (!lastStage()) {

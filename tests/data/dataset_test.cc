@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 
 #include "data/loader.h"
 
@@ -184,6 +185,30 @@ TEST(Synthetic, DeterministicAndLearnableLabels) {
   ASSERT_TRUE(lm.ok());
   const Batch t = (*lm)->get({0});
   EXPECT_TRUE(torch::equal(t.inputs[0].narrow(0, 1, 11), t.labels[0].narrow(0, 0, 11)));
+}
+
+TEST(Synthetic, ALinearModelLearnsTheLabels) {
+  DataSpec syn = spec("synthetic");
+  syn.synthetic_input = {model::InputKind::kImage, {3, 4, 4}, 0};
+  syn.synthetic_task = {model::TaskKind::kClassification, 5};
+  syn.synthetic_train = 2000;
+  syn.synthetic_test = 500;
+  auto train = openDataset(syn, Split::kTrain), test = openDataset(syn, Split::kTest);
+  ASSERT_TRUE(train.ok() && test.ok());
+  std::vector<std::int64_t> all(2000), held(500);
+  std::iota(all.begin(), all.end(), 0);
+  std::iota(held.begin(), held.end(), 0);
+  const Batch tr = (*train)->get(all), te = (*test)->get(held);
+  torch::manual_seed(0);
+  torch::nn::Linear linear(48, 5);
+  torch::optim::Adam adam(linear->parameters(), 0.05);
+  for (int i = 0; i < 200; ++i) {
+    adam.zero_grad();
+    torch::nn::functional::cross_entropy(linear(tr.inputs.reshape({2000, 48})), tr.labels).backward();
+    adam.step();
+  }
+  const double accuracy = linear(te.inputs.reshape({500, 48})).argmax(1).eq(te.labels).to(torch::kFloat).mean().item<double>();
+  EXPECT_GT(accuracy, 0.6);  // chance is 0.2
 }
 
 TEST(OpenDataset, UnknownKind) {

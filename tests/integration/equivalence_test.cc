@@ -18,19 +18,20 @@ struct Plan {
   int replicas, stages, microbatches;
 };
 
-std::string jobYaml(const std::string& model, double lr) {
+std::string jobYaml(const std::string& model, double lr, const std::string& data = "{dataset: fashion_mnist}") {
   return "name: eq\n"
          "model: " + model + "\n"
-         "data: {dataset: fashion_mnist}\n"
-         "training: {epochs: 1, global_batch: 24, seed: 7, eval: false,\n"
+         "data: " + data + "\n"
+         "training: {epochs: 3, global_batch: 24, seed: 7, eval: false,\n"
          "           optimizer: {name: sgd, lr: " + std::to_string(lr) + ", momentum: 0.9, weight_decay: 0.0001}}\n"
          "cluster: {workers: 4, bandwidth: 1Gbit/s}\n"
          "output: {checkpoint_every_epochs: 0, trace_steps: 2}\n";
 }
 
-constexpr int kSteps = 4;
 
 struct Tolerance {
+  std::string data = "{dataset: fashion_mnist}";
+  int steps = 4;
   double loss = 1e-5;    // relative, per step
   double params = 1e-5;  // relative to the tensor's largest magnitude
   double absolute = 0;   // added to the parameters' bound
@@ -42,14 +43,14 @@ struct Tolerance {
 void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& t = {}) {
   SCOPED_TRACE(::testing::Message() << model << " " << p.replicas << "x" << p.stages << " M=" << p.microbatches);
   ScratchDir dir;
-  std::ofstream(dir / "job.yaml") << jobYaml(model, t.lr);
+  std::ofstream(dir / "job.yaml") << jobYaml(model, t.lr, t.data);
   const auto r = runHydrozoa(dir.path().string(),
                              {"train", "job.yaml", "--data-parallel", std::to_string(p.replicas), "--stages",
                               std::to_string(p.stages), "--microbatches", std::to_string(p.microbatches), "--max-steps",
-                              std::to_string(kSteps), "--no-progress", "--out", "run"});
+                              std::to_string(t.steps), "--no-progress", "--out", "run"});
   ASSERT_EQ(r.code, 0) << r.err;
   const std::vector<double> losses = testing::stepLosses(dir / "run");
-  ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(losses.size(), static_cast<size_t>(t.steps));
 
   auto spec = cluster::loadJobSpec(dir / "job.yaml");
   ASSERT_TRUE(spec.ok());
@@ -57,14 +58,16 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
   ro.job = *spec;
   ro.replicas = p.replicas;
   ro.microbatch_size = 24 / (p.replicas * p.microbatches);
-  ro.steps = kSteps;
+  ro.steps = t.steps;
   auto ref = runtime::trainReference(ro);
   ASSERT_TRUE(ref.ok()) << ref.status().message();
-  for (int s = 0; s < kSteps; ++s) {
+  for (int s = 0; s < t.steps; ++s) {
     EXPECT_NEAR(losses[s], ref->losses[s], t.loss * std::fabs(ref->losses[s])) << "step " << s + 1;
   }
   // Final weights: the run's last checkpoint, layer by layer.
-  const std::string ckpt = (dir.path() / "run/checkpoints/step-00000004").string();
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08d", t.steps);
+  const std::string ckpt = (dir.path() / "run/checkpoints" / name).string();
   for (size_t i = 0; i < ref->model.layers.size(); ++i) {
     torch::serialize::InputArchive archive;
     archive.load_from(ckpt + "/" + runtime::layerFileName(static_cast<int>(i)));
@@ -89,6 +92,16 @@ TEST(Equivalence, HybridTwoByTwo) { expectEquivalent(kMlp, {2, 2, 3}); }
 // Dropout draws the same masks however the layers are split.
 TEST(Equivalence, HybridWithDropout) {
   expectEquivalent("{name: mlp, options: {hidden: 32, depth: 2, dropout: 0.3}}", {2, 2, 3});
+}
+
+// 73 samples: the epoch's last step has 1 sample, so two of the three
+// replicas have no microbatch in it (they still join the allreduce), and the
+// run goes on into the next epoch.
+TEST(Equivalence, AShortLastStepWithIdleReplicas) {
+  Tolerance t;
+  t.data = "{dataset: synthetic, synthetic_train: 73, synthetic_test: 10}";
+  t.steps = 6;
+  expectEquivalent(kMlp, {3, 1, 2}, t);
 }
 
 // BatchNorm: training uses each microbatch's own statistics, so a pipeline

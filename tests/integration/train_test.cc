@@ -135,6 +135,36 @@ TEST(Train, IssueCommandsAsWritten) {
   EXPECT_EQ(std::filesystem::status(run).permissions() & std::filesystem::perms::others_all,
             std::filesystem::perms::none);
   EXPECT_TRUE(testing::noWorkersLeft());
+
+  // `hydrozoa train --resume runs/x`: on to the job's end (3 epochs), as if
+  // never interrupted; the main job's accuracy.
+  r = runHydrozoa(dir.path().string(), {"train", "--resume", "runs/x"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("Resuming"), std::string::npos);
+  summary = readJsonFile(run + "/summary.json");
+  EXPECT_EQ((*summary)["steps"]["done"], 1407);
+  EXPECT_GE((*summary)["final_test_accuracy"].get<double>(), 0.90);
+  EXPECT_EQ(testing::stepLosses(run).size(), 1407u);
+  size_t evals = 0;
+  for (const Json& l : testing::metrics(run)) evals += l.contains("test_accuracy");
+  EXPECT_EQ(evals, 3u);
+}
+
+// The main job as the README runs it: the example from scratch, at least 90%
+// test accuracy well within 10 minutes on this 2-core machine.
+TEST(Train, TheMainJobReachesNinetyPercent) {
+  ScratchDir dir;
+  const std::string example = std::string(HYDROZOA_SOURCE_DIR) + "/examples/fashion_mnist_cnn.yaml";
+  const Outcome r = runHydrozoa(dir.path().string(), {"train", example});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("trace:"), std::string::npos);
+  std::string run;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "runs")) run = e.path().string();
+  ASSERT_FALSE(run.empty());
+  auto summary = readJsonFile(run + "/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_GE((*summary)["final_test_accuracy"].get<double>(), 0.90);
+  EXPECT_LT((*summary)["wall_seconds"].get<double>(), 600);
 }
 
 // --- resuming ------------------------------------------------------------------

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Training-runtime benchmark (issue 3 §7), ours and a baseline side by side
+# in one run, alternating over several rounds; prints medians and ratios.
+#
+#  1. Overhead: hydrozoa with one worker (1x1, one microbatch) against a plain
+#     libtorch loop (bench/plain_loop.cc): same model, batch, data, threads.
+#     Target: at least 0.95 of the loop's throughput.
+#  2. Data parallelism: hydrozoa 2x1 against PyTorch DDP (Debian's
+#     python3-torch, gloo, 2 processes; bench/ddp_baseline.py): same model,
+#     global batch, data, one thread per process. Target: at least 1.0x.
+#
+# Throughput is samples per second over the steps after the first 20 (the
+# baselines skip as many as warm-up), on Fashion-MNIST with the zoo's CNN.
+#
+#   bench/train_bench.sh [rounds=3] [steps=300]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds="${1:-3}"
+steps="${2:-300}"
+warmup=20
+hz=build/hydrozoa
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+cat > "$work/job.yaml" <<YAML
+name: bench
+model: {name: cnn}
+data: {dataset: fashion_mnist}
+training: {epochs: 1, global_batch: 128, eval: false, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
+cluster: {workers: 2, bandwidth: 1Gbit/s}
+output: {checkpoint_every_epochs: 0, trace_steps: 0}
+YAML
+
+# Samples per second of a hydrozoa run after `warmup` steps (from metrics.jsonl).
+hydrozoa_rate() {
+  local run="$1"
+  /usr/bin/python3 - "$run" "$warmup" <<'PY'
+import json, sys
+run, warmup = sys.argv[1], int(sys.argv[2])
+steps = [json.loads(l) for l in open(run + "/metrics.jsonl") if '"loss"' in l]
+a, b = steps[warmup - 1], steps[-1]
+print((len(steps) - warmup) * 128 / (b["t"] - a["t"]))
+PY
+}
+
+rate_of() { /usr/bin/python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["samples_per_s"])'; }
+
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+plain=(); one=(); ddp=(); two=()
+for r in $(seq 1 "$rounds"); do
+  echo "round $r/$rounds..." >&2
+  plain+=("$(build/bench/plain_loop --steps "$steps" --warmup "$warmup" | rate_of)")
+  $hz train "$work/job.yaml" --data-parallel 1 --stages 1 --microbatches 1 --max-steps $((steps + warmup)) \
+      --no-progress --out "$work/one$r" > /dev/null 2>&1
+  one+=("$(hydrozoa_rate "$work/one$r")")
+  ddp+=("$(/usr/bin/python3 bench/ddp_baseline.py --procs 2 --steps "$steps" --warmup "$warmup" | rate_of)")
+  $hz train "$work/job.yaml" --data-parallel 2 --stages 1 --microbatches 1 --max-steps $((steps + warmup)) \
+      --no-progress --out "$work/two$r" > /dev/null 2>&1
+  two+=("$(hydrozoa_rate "$work/two$r")")
+done
+
+p=$(median "${plain[@]}"); o=$(median "${one[@]}"); d=$(median "${ddp[@]}"); t=$(median "${two[@]}")
+printf '\nFashion-MNIST CNN, global batch 128, one compute thread per process, %s rounds of %s steps (medians)\n\n' "$rounds" "$steps"
+printf '  %-46s %10s\n' "" "samples/s"
+printf '  %-46s %10.0f\n' "plain libtorch loop (1 process)" "$p"
+ratio() { /usr/bin/python3 -c "print($1 / $2)"; }
+printf '  %-46s %10.0f   %.3fx the loop (target >= 0.95)\n' "hydrozoa 1x1 (1 worker)" "$o" "$(ratio "$o" "$p")"
+printf '  %-46s %10.0f\n' "PyTorch DDP, gloo (2 processes)" "$d"
+printf '  %-46s %10.0f   %.3fx DDP (target >= 1.0)\n' "hydrozoa 2x1 (2 workers)" "$t" "$(ratio "$t" "$d")"
+printf '\n  all rounds: loop %s | hydrozoa 1x1 %s | DDP %s | hydrozoa 2x1 %s\n' "${plain[*]}" "${one[*]}" "${ddp[*]}" "${two[*]}"
