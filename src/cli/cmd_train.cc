@@ -33,6 +33,8 @@ extern "C" void onCheckpoint(int) { gCheckpoint.fetch_add(1); }
 struct TrainArgs {
   std::string job, resume, out, plan, worker_binary;
   std::string data_parallel, stages, microbatches, microbatch_size, max_steps, epochs, seed, workers, global_batch;
+  std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
+  std::string scaling, min_replicas, max_replicas, every_epochs;
   bool no_progress = false;
 };
 
@@ -71,6 +73,40 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
     if (*end != '\0') return invalidArgument("--seed: \"" + a.seed + "\" is not a whole number");
     s->seed = seed;
   }
+  if (!a.launcher.empty()) s->launcher = a.launcher;
+  if (!a.bandwidth.empty()) {
+    HZ_ASSIGN_OR_RETURN(s->bandwidth, parseBandwidth(a.bandwidth, "--bandwidth"));
+  }
+  if (!a.latency.empty()) {
+    HZ_ASSIGN_OR_RETURN(s->latency, parseSeconds(a.latency, "--latency"));
+  }
+  if (!a.start_delay.empty()) {
+    HZ_ASSIGN_OR_RETURN(s->start_delay, cluster::parseStartDelay(a.start_delay, "--start-delay"));
+  }
+  if (!a.memory_limit.empty()) {
+    HZ_ASSIGN_OR_RETURN(s->memory_limit, parseBytes(a.memory_limit, "--memory-limit"));
+  }
+  if (!a.cpu_limit.empty()) {
+    char* end = nullptr;
+    const double v = std::strtod(a.cpu_limit.c_str(), &end);
+    if (*end != '\0' || !(v > 0)) return invalidArgument("--cpu-limit: \"" + a.cpu_limit + "\" is not a positive number of vCPUs");
+    s->cpu_limit = v;
+  }
+  if (!a.max_recoveries.empty()) {
+    char* end = nullptr;
+    const long v = std::strtol(a.max_recoveries.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v > 1000) {
+      return invalidArgument("--max-recoveries: \"" + a.max_recoveries + "\" is not a number from 0 to 1000");
+    }
+    s->max_recoveries = static_cast<int>(v);
+  }
+  if (!a.scaling.empty()) s->scaling.policy = a.scaling;
+  HZ_RETURN_IF_ERROR(optionalInt(a.min_replicas, "--min-replicas", &v));
+  if (v) s->scaling.min_replicas = static_cast<int>(*v);
+  HZ_RETURN_IF_ERROR(optionalInt(a.max_replicas, "--max-replicas", &v));
+  if (v) s->scaling.max_replicas = static_cast<int>(*v);
+  HZ_RETURN_IF_ERROR(optionalInt(a.every_epochs, "--every-epochs", &v));
+  if (v) s->scaling.every_epochs = *v;
   if (!a.out.empty()) s->out_dir = a.out;
   if (!a.plan.empty()) s->plan_file = a.plan;
   // Pinning the strategy on the command line pins the workers it needs.
@@ -146,6 +182,7 @@ void addTrainCommand(CLI::App& app, Status* status) {
       "  hydrozoa train examples/fashion_mnist_cnn.yaml --data-parallel 2 --stages 2 --microbatches 4 --max-steps 5 "
       "--seed 1 --out runs/x\n"
       "  hydrozoa train --resume runs/x\n"
+      "  hydrozoa train examples/fashion_mnist_cnn.yaml --launcher container --bandwidth 50MB/s\n"
       "Ctrl-C stops every worker after the same step and checkpoints it (resume with --resume);\n"
       "kill -USR1 $(jq .pid RUN/coordinator.json) checkpoints a running job.\n");
   cmd->add_option("job", a->job, "Job spec (YAML), see docs/train.md");
@@ -162,6 +199,22 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_option("--global-batch", a->global_batch, "Samples per step");
   cmd->add_option("--workers", a->workers, "Worker budget");
   cmd->add_option("--seed", a->seed, "Seed for weights, data order and dropout");
+  cmd->add_option("--launcher", a->launcher,
+                  "auto (containers when root, else processes), local (processes) or container");
+  cmd->add_option("--bandwidth", a->bandwidth,
+                  "Each worker's network bandwidth, e.g. 50MB/s: planned with, and shaped to in containers");
+  cmd->add_option("--latency", a->latency, "Containers: added latency of each worker's egress, e.g. 1ms");
+  cmd->add_option("--start-delay", a->start_delay,
+                  "Start-up delay of each worker: 30s, 'uniform 20s 60s' or 'normal 90s 30s'");
+  cmd->add_option("--memory-limit", a->memory_limit,
+                  "Containers: memory limit per worker (default: the plan's right-sized memory)");
+  cmd->add_option("--cpu-limit", a->cpu_limit, "Containers: vCPUs per worker (default: the plan's right-sized vCPUs)");
+  cmd->add_option("--scaling", a->scaling, "Scaling policy: fixed, schedule, adabatch or rule (docs/scaling.md)");
+  cmd->add_option("--min-replicas", a->min_replicas, "Scaling: fewest data-parallel replicas (adabatch starts here)");
+  cmd->add_option("--max-replicas", a->max_replicas, "Scaling: most data-parallel replicas");
+  cmd->add_option("--every-epochs", a->every_epochs, "Scaling (adabatch): epochs between doublings");
+  cmd->add_option("--max-recoveries", a->max_recoveries,
+                  "Lost workers to recover from per run (default 3); 0 stops the job on the first loss");
   cmd->add_option("--worker-binary", a->worker_binary, "Run workers from this hydrozoa binary");
   cmd->add_flag("--no-progress", a->no_progress, "No live progress line");
   cmd->callback([a, status] { *status = runTrain(*a); });

@@ -16,5 +16,6 @@ void addShowCommand(CLI::App& app, Status* status);
 void addNetprobeWorkerCommand(CLI::App& app, Status* status);
 void addTrainCommand(CLI::App& app, Status* status);
 void addWorkerCommand(CLI::App& app, Status* status);
+void addCleanupCommand(CLI::App& app, Status* status);
 
 }  // namespace hydrozoa::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   hydrozoa::cli::addPlanCommand(app, &status);
   hydrozoa::cli::addShowCommand(app, &status);
   hydrozoa::cli::addTrainCommand(app, &status);
+  hydrozoa::cli::addCleanupCommand(app, &status);
   hydrozoa::cli::addNetprobeWorkerCommand(app, &status);
   hydrozoa::cli::addWorkerCommand(app, &status);
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
 #include <zmq.hpp>
 
@@ -17,9 +18,12 @@ std::string newToken() {
 
 namespace {
 
-// ZeroMQ options shared by both ends: do not linger on close (a stopping
-// process must not hang on undelivered messages).
-void configure(zmq::socket_t& s) { s.set(zmq::sockopt::linger, 0); }
+// How long a closing socket may still deliver what it queued: the
+// coordinator not at all (it must not hang on a dead worker); a worker up to
+// 2 s, so its last "done" reaches the coordinator even on a loaded machine
+// (with no linger, a worker that exited right after sending it was now and
+// then taken for a worker that died).
+void configure(zmq::socket_t& s, int lingerMs = 0) { s.set(zmq::sockopt::linger, lingerMs); }
 
 // zmq::poll, where a signal (Ctrl-C) ends the wait as "nothing yet" instead
 // of throwing: the caller checks its flags and polls again.
@@ -43,6 +47,9 @@ Result<std::unique_ptr<ControlServer>> ControlServer::bind(const std::string& ho
   s->socket_ = std::make_unique<zmq::socket_t>(*s->context_, zmq::socket_type::router);
   configure(*s->socket_);
   s->socket_->set(zmq::sockopt::router_mandatory, 0);
+  // A new generation's worker takes over its identity ("w3") even while the
+  // connection of the one it replaces is not yet seen to be gone (a cut link).
+  s->socket_->set(zmq::sockopt::router_handover, 1);
   const std::string address = port == 0 ? fmt::format("tcp://{}:*", host) : fmt::format("tcp://{}:{}", host, port);
   try {
     s->socket_->bind(address);
@@ -71,8 +78,11 @@ bool ControlServer::receive(std::string* from, Json* message, int timeoutMs) {
     Json j = Json::parse(body.to_string(), nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("token") || j["token"] != token_) {
       ++refused_;
+      const bool old = j.is_object() && j.contains("token") && j["token"].is_string() &&
+                       std::find(retired_.begin(), retired_.end(), j["token"].get<std::string>()) != retired_.end();
       spdlog::warn("refused a control message from \"{}\": {}", sender,
-                   j.is_object() && j.contains("token") ? "wrong job token" : "no job token");
+                   old ? "the token of an earlier generation of this job's workers"
+                       : j.is_object() && j.contains("token") ? "wrong job token" : "no job token");
       timeoutMs = 0;  // look once more without waiting
       continue;
     }
@@ -81,6 +91,11 @@ bool ControlServer::receive(std::string* from, Json* message, int timeoutMs) {
     *message = std::move(j);
     return true;
   }
+}
+
+void ControlServer::newGeneration(std::string token) {
+  retired_.push_back(std::move(token_));
+  token_ = std::move(token);
 }
 
 void ControlServer::send(const std::string& to, Json message) {
@@ -98,7 +113,7 @@ Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string&
   c->token_ = std::move(token);
   c->context_ = std::make_unique<zmq::context_t>(1);
   c->socket_ = std::make_unique<zmq::socket_t>(*c->context_, zmq::socket_type::dealer);
-  configure(*c->socket_);
+  configure(*c->socket_, 2000);
   c->socket_->set(zmq::sockopt::routing_id, identity);
   try {
     c->socket_->connect(endpoint);

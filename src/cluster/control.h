@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/files.h"
 #include "core/status.h"
@@ -48,12 +49,16 @@ class ControlServer {
   bool receive(std::string* from, Json* message, int timeoutMs);
   void send(const std::string& to, Json message);
   int refused() const { return refused_; }
+  // A new generation of workers: messages carry `token` from now on, and
+  // the earlier generations' tokens are refused (and named so in the log).
+  void newGeneration(std::string token);
 
  private:
   ControlServer() = default;
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<zmq::socket_t> socket_;
   std::string endpoint_, token_;
+  std::vector<std::string> retired_;  // earlier generations' tokens
   int refused_ = 0;
 };
 

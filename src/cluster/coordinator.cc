@@ -8,15 +8,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <functional>
 #include <set>
 #include <thread>
 
+#include "cluster/billing.h"
 #include "cluster/control.h"
 #include "cluster/job_plan.h"
+#include "cluster/launch/container_launcher.h"
 #include "cluster/launch/local_launcher.h"
 #include "cluster/progress.h"
 #include "cluster/run_dir.h"
@@ -89,7 +93,7 @@ class Job {
       std::int64_t testSize, std::int64_t startStep, std::string checkpoint, const Json& resumed)
       : o_(o), run_(std::move(run)), spec_(std::move(spec)), plan_(std::move(plan)), model_(std::move(model)),
         trainSize_(trainSize), testSize_(testSize), startStep_(startStep), checkpoint_(std::move(checkpoint)),
-        progress_(o.progress) {
+        progress_(o.progress), resumeStep_(startStep), reached_(startStep) {
     // A resumed run goes on counting time, samples and money where its
     // checkpoint left them.
     priorSeconds_ = resumed.value("training_seconds", 0.0);
@@ -101,13 +105,27 @@ class Job {
 
  private:
   Status start();
+  Status train();  // announces the generation, then watch()
+  Status launchWorkers();
+  Status recover();
+  // The job lost a worker (`worker`, or -1 when unknown): failure_ says how.
+  Status lose(int worker, bool outOfMemory);
+  // A step no worker has begun by the time they all hear of it.
+  std::int64_t agreedStep() const;
   Status waitFor(const char* what, const std::function<bool(const WorkerState&)>& reached);
   Status watch();
   void handle(int worker, const Json& m);
+  // Waits up to `timeoutMs` for one control message and handles it; false
+  // when none came.
+  bool receiveOne(int timeoutMs);
   void onStepComplete(std::int64_t step, const StepAccount& a);
-  // Dollars so far: workers are billed from their launch, at the plan's rate.
-  double cost() const {
-    return priorCost_ + (launched_ == Clock::time_point{} ? 0 : plan_.cost_per_hour * since(launched_) / 3600);
+  // Dollars so far: each worker is billed while it runs (ledger_).
+  double cost() const { return priorCost_ + ledger_.cost(now()); }
+  double now() const { return launched_ == Clock::time_point{} ? 0 : since(launched_); }
+  Status makeLauncher();
+  std::string containerJob() const {
+    auto* c = dynamic_cast<const ContainerLauncher*>(launcher_.get());
+    return c ? c->job() : "";
   }
   Status failure(const std::string& message);
   void stopWorkers(Seconds grace);
@@ -126,10 +144,12 @@ class Job {
 
   int A_ = 1, B_ = 1, W_ = 1;
   std::int64_t perEpoch_ = 1, totalSteps_ = 0, stopStep_ = 0;
+  std::optional<data::EpochSampler> sampler_;
   std::string token_;
   std::unique_ptr<ControlServer> control_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
   std::unique_ptr<Launcher> launcher_;
+  Ledger ledger_;
   std::vector<WorkerState> workers_;
   std::map<std::int64_t, StepAccount> steps_;
   std::map<std::int64_t, EvalAccount> evals_;
@@ -144,6 +164,25 @@ class Job {
   double stepTime_ = 0;  // wall time spent in this run's steps (evaluations and checkpoints excluded)
   bool stopping_ = false, interrupted_ = false;
   std::string failure_;
+
+  // Recovery (NOTE [Recovering from a lost worker]).
+  struct Loss {
+    int worker = -1;
+    bool recoverable = false, out_of_memory = false;
+  };
+  Loss loss_;
+  bool fatal_ = false;            // a worker failed on its own (its error would recur)
+  bool training_ = false;         // this generation was told to go
+  int generation_ = 0, recoveries_ = 0;
+  std::int64_t resumeStep_ = 0;   // where the current generation starts
+  std::int64_t reached_ = 0;      // global steps completed
+  std::int64_t finalized_ = -1;   // the last checkpoint completed
+  std::map<std::int64_t, double> stepSamples_;  // samples of the steps since the last checkpoint
+  std::map<int, std::vector<std::int64_t>> halted_;  // survivor -> the steps it can save, its completed first
+  std::set<int> saveFailed_;
+  std::vector<Bytes> stageMemory_;              // per stage, raised after an out-of-memory loss
+  Json events_ = Json::array();
+  double recoveringSince_ = -1;   // now() at the loss, until training again
   std::vector<std::pair<std::string, std::string>> exits_;  // worker name -> how it ended
 };
 
@@ -176,7 +215,8 @@ Status Job::start() {
   so.replicas = A_;
   so.microbatch_size = plan_.microbatch_size;
   so.drop_last = spec_.drop_last;
-  perEpoch_ = data::EpochSampler(so).stepsPerEpoch();
+  sampler_.emplace(so);
+  perEpoch_ = sampler_->stepsPerEpoch();
   totalSteps_ = perEpoch_ * spec_.epochs;
   if (spec_.max_steps) totalSteps_ = std::min(totalSteps_, *spec_.max_steps);
   stopStep_ = o_.stop_after ? std::min(totalSteps_, *o_.stop_after) : totalSteps_;
@@ -186,20 +226,26 @@ Status Job::start() {
                                        startStep_, stopStep_, totalSteps_));
   }
   token_ = newToken();
-  HZ_ASSIGN_OR_RETURN(control_, ControlServer::bind("127.0.0.1", spec_.control_port, token_));
+  HZ_RETURN_IF_ERROR(makeLauncher());
+  launched_ = Clock::now();
+  HZ_ASSIGN_OR_RETURN(control_, ControlServer::bind(launcher_->coordinatorHost(), spec_.control_port, token_));
   try {
     c10d::TCPStoreOptions so2;
     so2.port = 0;
     so2.isServer = true;
     so2.waitWorkers = false;
     so2.timeout = std::chrono::seconds(300);
-    store_ = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so2);
+    store_ = c10::make_intrusive<c10d::TCPStore>(launcher_->coordinatorHost(), so2);
   } catch (const std::exception& e) {
     return unavailable(fmt::format("cannot host the workers' rendezvous store: {}", e.what()));
   }
   HZ_RETURN_IF_ERROR(run_.writeJson("coordinator.json", {{"pid", ::getpid()}, {"control", control_->endpoint()}}));
-  launcher_ = std::make_unique<LocalLauncher>(o_.executable.empty() ? "/proc/self/exe" : o_.executable);
-  launched_ = Clock::now();
+  for (const auto& st : plan_.stages) stageMemory_.push_back(st.worker_memory_bytes);
+  return launchWorkers();
+}
+
+Status Job::launchWorkers() {
+  workers_.clear();
   for (int id = 0; id < W_; ++id) {
     WorkerState w;
     w.id = id;
@@ -212,8 +258,48 @@ Status Job::start() {
     l.args = {"--log-level", "info", "worker", "--join", control_->endpoint(), "--id", std::to_string(id)};
     l.env = {{"HYDROZOA_TOKEN", token_}};
     l.log_path = run_.workerLog(id);
+    const plan::PlanStage& st = plan_.stages[w.stage];
+    l.cpus = spec_.cpu_limit.value_or(st.vcpus);
+    l.memory = spec_.memory_limit.value_or(stageMemory_[w.stage]);
+    l.start_delay = drawStartDelay(spec_.start_delay,
+                                   spec_.seed * 7919 + static_cast<std::uint64_t>(id) + 104729ULL * generation_);
     if (Status s = launcher_->launch(l); !s.ok()) return failure(s.message());
   }
+  return Status();
+}
+
+// NOTE [Launcher choice]
+// "auto" runs workers as containers when this process may create them (root,
+// iproute2, cgroups) and as plain processes otherwise, saying why; asking for
+// "container" where they cannot be made is an error naming the reason.
+Status Job::makeLauncher() {
+  const std::string exe = o_.executable.empty() ? "/proc/self/exe" : o_.executable;
+  std::string kind = spec_.launcher;
+  if (kind == "auto") {
+    const std::string why = containerSupport();
+    kind = why.empty() ? "container" : "local";
+    if (!why.empty()) progress_.note(fmt::format("Workers run as plain processes: {}", why));
+  }
+  if (kind == "local") {
+    launcher_ = std::make_unique<LocalLauncher>(exe);
+  } else {
+    ContainerOptions co;
+    co.executable = exe;
+    co.bandwidth = spec_.bandwidth.value_or(plan_.bandwidth);
+    co.latency = spec_.latency;
+    auto made = ContainerLauncher::create(co);
+    if (!made.ok()) {
+      return unavailable(fmt::format("cannot run the workers as containers: {} (use --launcher local)",
+                                     made.status().message()));
+    }
+    launcher_ = std::move(*made);
+  }
+  // Billing: the platform's unit, each worker at its stage's rate.
+  BillingUnit unit = BillingUnit::kSecond;
+  if (auto catalog = plan::loadCatalog(plan_.platform.empty() ? spec_.platform : plan_.platform); catalog.ok()) {
+    if (auto u = parseBillingUnit(catalog->billing, catalog->name); u.ok()) unit = *u;
+  }
+  ledger_ = Ledger(unit);
   return Status();
 }
 
@@ -228,17 +314,17 @@ Status Job::waitFor(const char* what, const std::function<bool(const WorkerState
   const auto t0 = Clock::now();
   for (;;) {
     if (std::all_of(workers_.begin(), workers_.end(), reached)) return Status();
-    std::string from;
-    Json m;
-    if (control_->receive(&from, &m, 100)) {
-      const int id = workerOf(from);
-      if (id >= 0) handle(id, m);
-    }
+    receiveOne(100);
     if (!failure_.empty()) return unavailable(failure_);
     for (const WorkerExit& e : launcher_->poll()) {
+      ledger_.stop(e.id, now());
       const WorkerState& w = workers_[e.id];
-      return failure(fmt::format("{} {} before it was {} (pid {}); its log {} ends: {}", w.name(), e.how, what, e.pid,
-                                 run_.workerLog(e.id), lastLogLine(run_.workerLog(e.id))));
+      failure_ = fmt::format("{} {} before it was {} (pid {}); its log {} ends: {}", w.name(), e.how, what, e.pid,
+                             run_.workerLog(e.id), lastLogLine(run_.workerLog(e.id)));
+      // One that could not start at all would fail the same way again; one
+      // killed while starting (out of memory, a preempted host) may not.
+      if (!e.killed && !e.out_of_memory) fatal_ = true;
+      return lose(e.id, e.out_of_memory);
     }
     if (o_.interrupt && o_.interrupt->load()) {
       interrupted_ = true;
@@ -255,14 +341,24 @@ Status Job::waitFor(const char* what, const std::function<bool(const WorkerState
   }
 }
 
+bool Job::receiveOne(int timeoutMs) {
+  std::string sender;
+  Json m;
+  if (!control_->receive(&sender, &m, timeoutMs)) return false;
+  if (const int id = workerOf(sender); id >= 0) handle(id, m);
+  return true;
+}
+
 void Job::handle(int id, const Json& m) {
   WorkerState& w = workers_[id];
   w.last_seen = Clock::now();
   const std::string type = m.value("type", "");
   if (type == "register") {
     w.registered = true;
+    const plan::PlanStage& st = plan_.stages[w.stage];
+    ledger_.start(id, now(), st.cost_per_hour > 0 ? st.cost_per_hour : plan_.cost_per_hour / W_);
     Json assign = {{"type", "assign"},
-                   {"generation", 0},
+                   {"generation", generation_},
                    {"rank", id},
                    {"world_size", W_},
                    {"replica", w.replica},
@@ -275,12 +371,16 @@ void Job::handle(int id, const Json& m) {
                    {"microbatches", plan_.num_microbatches},
                    {"train_size", trainSize_},
                    {"test_size", spec_.eval ? testSize_ : 0},
-                   {"start_step", startStep_},
+                   {"start_step", resumeStep_},
                    {"total_steps", totalSteps_},
                    {"stop_step", stopStep_},
-                   {"store_host", "127.0.0.1"},
+                   {"epoch_start_step", 0},
+                   {"first_epoch", 0},
+                   {"global_batch", spec_.global_batch},
+                   {"lr_factor", 1.0},
+                   {"store_host", launcher_->coordinatorHost()},
                    {"store_port", store_->getPort()},
-                   {"listen_host", "127.0.0.1"},
+                   {"listen_host", launcher_->workerHost(id)},
                    {"run_dir", run_.root()},
                    {"trace_path", run_.workerTrace(id)},
                    {"checkpoint", checkpoint_},
@@ -342,11 +442,19 @@ void Job::handle(int id, const Json& m) {
       } else {
         progress_.note(fmt::format("checkpoint at step {} in {}/checkpoints", step, run_.root()));
       }
+      finalized_ = step;
+      stepSamples_.erase(stepSamples_.begin(), stepSamples_.lower_bound(step));  // never rolled back past it
       lastStepAt_ = Clock::now();
       checkpoints_.erase(step);
     }
+  } else if (type == "halted") {
+    halted_[id] = m.value("can_save", std::vector<std::int64_t>{});
+  } else if (type == "save_failed") {
+    saveFailed_.insert(id);
+    spdlog::warn("{} could not save its state: {}", w.name(), m.value("message", ""));
   } else if (type == "done") {
     w.done = true;
+    control_->send(from(id), {{"type", "done_ack"}});
   } else if (type == "error") {
     const std::string kind = m.value("kind", "fatal");
     const std::string message = m.value("message", "");
@@ -355,6 +463,7 @@ void Job::handle(int id, const Json& m) {
       exits_.emplace_back(w.name(), "lost a peer: " + message);
       if (failure_.empty()) failure_ = fmt::format("{} lost a peer: {}", w.name(), message);
     } else {
+      fatal_ = true;
       failure_ = fmt::format("{} failed: {}", w.name(), message);
     }
   }
@@ -366,6 +475,16 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
   lastStepAt_ = now;
   ++stepsDone_;
   samples_ += a.samples;
+  reached_ = std::max(reached_, step + 1);
+  stepSamples_[step] = a.samples;
+  if (recoveringSince_ >= 0 && !events_.empty()) {
+    Json& e = events_.back();
+    e["seconds_to_training"] = this->now() - recoveringSince_;
+    recoveringSince_ = -1;
+    (void)run_.appendMetrics(e);
+    progress_.note(fmt::format("Training again {} after the loss ({} steps to redo)",
+                               formatSeconds(e["seconds_to_training"].get<double>()), e["lost_steps"].get<std::int64_t>()));
+  }
   lastLoss_ = a.loss;
   const double rate = dt > 0 ? a.samples / dt : 0;
   rateEma_ = rateEma_ == 0 ? rate : 0.9 * rateEma_ + 0.1 * rate;
@@ -392,32 +511,36 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
 }
 
 Status Job::watch() {
-  trainingStart_ = lastStepAt_ = Clock::now();
-  originUs_ = monotonicUs();
+  if (trainingStart_ == Clock::time_point{}) {
+    trainingStart_ = Clock::now();
+    originUs_ = monotonicUs();
+  }
+  lastStepAt_ = Clock::now();
+  loss_ = Loss{};
+  training_ = true;
   for (int id = 0; id < W_; ++id) control_->send(from(id), {{"type", "go"}});
   for (auto& w : workers_) w.last_seen = Clock::now();
   Clock::time_point stopSent{};
   for (;;) {
     if (std::all_of(workers_.begin(), workers_.end(), [](const WorkerState& w) { return w.done; })) return Status();
-    std::string sender;
-    Json m;
-    if (control_->receive(&sender, &m, 100)) {
-      const int id = workerOf(sender);
-      if (id >= 0) handle(id, m);
-      while (control_->receive(&sender, &m, 0)) {  // drain what else is waiting
-        const int more = workerOf(sender);
-        if (more >= 0) handle(more, m);
+    if (receiveOne(100)) {
+      while (receiveOne(0)) {  // drain what else is waiting
       }
     }
     // A worker that ended before saying it was done has failed.
     for (const WorkerExit& e : launcher_->poll()) {
       WorkerState& w = workers_[e.id];
+      ledger_.stop(e.id, now());
       exits_.emplace_back(w.name(), e.how);
+      // A worker that ended well may have said "done" just after the drain.
+      const auto grace = Clock::now() + std::chrono::seconds(1);
+      while (e.success && !w.done && Clock::now() < grace && receiveOne(100)) {
+      }
       if (!w.done || !e.success) {
         // A worker's own death outranks its peers' "lost a peer" reports.
         failure_ = fmt::format("{} (pid {}) {}; its log {} ends: {}", w.name(), e.pid, e.how, run_.workerLog(e.id),
                                lastLogLine(run_.workerLog(e.id)));
-        if (!w.done) return unavailable(failure_);
+        if (!w.done) return lose(e.id, e.out_of_memory);
       }
     }
     if (!failure_.empty()) {
@@ -425,27 +548,30 @@ Status Job::watch() {
       const auto grace = Clock::now() + std::chrono::milliseconds(500);
       while (Clock::now() < grace) {
         for (const WorkerExit& e : launcher_->poll()) {
+          ledger_.stop(e.id, now());
           if (!workers_[e.id].done) {
             failure_ = fmt::format("{} (pid {}) {}; its log {} ends: {}", workers_[e.id].name(), e.pid, e.how,
                                    run_.workerLog(e.id), lastLogLine(run_.workerLog(e.id)));
-            return unavailable(failure_);
+            return lose(e.id, e.out_of_memory);
           }
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
-      return unavailable(failure_);
+      return lose(-1, false);
     }
     for (const auto& w : workers_) {
       if (!w.done && std::chrono::duration<double>(Clock::now() - w.last_seen).count() > spec_.heartbeat_timeout) {
-        return failure(fmt::format("{} sent nothing for {} (cluster.heartbeat_timeout): it hangs or its host is "
-                                   "unreachable; see {}",
-                                   w.name(), formatSeconds(spec_.heartbeat_timeout), run_.workerLog(w.id)));
+        const std::string seen = launcher_->diagnose(w.id);
+        failure_ = fmt::format("{} sent nothing for {} (cluster.heartbeat_timeout): {}; see {}", w.name(),
+                               formatSeconds(spec_.heartbeat_timeout),
+                               seen.empty() ? "it hangs or its host is unreachable" : seen, run_.workerLog(w.id));
+        return lose(w.id, !seen.empty());
       }
     }
     if (o_.interrupt && o_.interrupt->load() && !stopping_) {
       // Every worker stops after the same step and checkpoints it.
       stopping_ = interrupted_ = true;
-      const std::int64_t at = std::max(startStep_ + 1, maxStarted_ + 2);
+      const std::int64_t at = std::max(resumeStep_ + 1, agreedStep());
       progress_.note(fmt::format("Stopping: the workers finish step {}, checkpoint it and exit...", at));
       for (int id = 0; id < W_; ++id) control_->send(from(id), {{"type", "stop"}, {"at_step", at}, {"checkpoint", true}});
       stopSent = Clock::now();
@@ -455,7 +581,7 @@ Status Job::watch() {
     }
     if (o_.checkpoint_request && o_.checkpoint_request->load() > 0) {
       const_cast<std::atomic<int>*>(o_.checkpoint_request)->store(0);
-      const std::int64_t at = maxStarted_ + 2;
+      const std::int64_t at = agreedStep();
       progress_.note(fmt::format("Checkpoint requested: after step {}", at + 1));
       for (int id = 0; id < W_; ++id) control_->send(from(id), {{"type", "checkpoint"}, {"step", at}});
     }
@@ -470,6 +596,176 @@ void Job::stopWorkers(Seconds grace) {
   for (const WorkerExit& e : launcher_->stopAll(grace)) {
     exits_.emplace_back(workers_[e.id].name(), e.how);
   }
+  for (const auto& w : workers_) ledger_.stop(w.id, now());
+}
+
+// NOTE [Agreeing on a step]
+// Stops and checkpoint requests name a step that every worker ends at, so
+// it must lie ahead of all of them when the message arrives: two steps past
+// the furthest one the coordinator has heard of, plus the steps of half a
+// second at the measured pace (a worker on a loaded machine may be further
+// along than its last report says; measured in CI, two steps alone were now
+// and then already past, and that stop left no complete checkpoint).
+std::int64_t Job::agreedStep() const {
+  const double step = median(stepSeconds_);
+  const std::int64_t pace = step > 0 ? static_cast<std::int64_t>(std::ceil(0.5 / step)) : 0;
+  return maxStarted_ + 2 + std::min<std::int64_t>(pace, 1000);
+}
+
+Status Job::lose(int worker, bool outOfMemory) {
+  loss_.worker = worker;
+  loss_.out_of_memory = outOfMemory;
+  // A worker's own error would recur, and so would running out of a memory
+  // limit the user pinned; anything else (killed, cut off, out of a planned
+  // memory size) is worth a new generation.
+  loss_.recoverable = !fatal_ && !(outOfMemory && spec_.memory_limit);
+  return unavailable(failure_);
+}
+
+// NOTE [Recovering from a lost worker]
+// The coordinator halts the survivors: each stops before its next optimizer
+// step and says which steps it can save: the one it has completed and,
+// in a replicated pipeline, the one before (NOTE [The step before] in
+// worker.cc: stages can be one step apart). When every stage has a survivor
+// that can save the same step, those survivors save their stages there (from
+// their control threads: their compute threads may be blocked on the lost
+// peer) and the saves form a checkpoint: nothing is lost. Otherwise
+// (no replica of the lost stage, or survivors that do not answer) the last
+// checkpoint on disk is the restore point. Then every worker of this
+// generation is stopped and a new generation starts from the restore point
+// with a new job token, so a straggler of the old one is refused. With a
+// deterministic data order, the result equals a run that never failed.
+Status Job::recover() {
+  const Loss loss = loss_;
+  loss_ = Loss{};
+  const std::string why = failure_;
+  const double tLost = priorSeconds_ + since(trainingStart_);
+  ++recoveries_;
+  const double lostAt = now();
+  const std::int64_t reachedBefore = reached_;
+  progress_.note(fmt::format("Lost {}; recovering ({} of at most {})", why, recoveries_, spec_.max_recoveries));
+  (void)run_.appendMetrics({{"t", tLost},
+                            {"event", "worker_lost"},
+                            {"generation", generation_},
+                            {"worker", loss.worker},
+                            {"why", why},
+                            {"steps_completed", reachedBefore}});
+
+  // What the survivors hold.
+  halted_.clear();
+  saveFailed_.clear();
+  std::set<int> asked;
+  for (int id = 0; id < W_ && training_; ++id) {  // before "go", nothing to save
+    if (id != loss.worker && launcher_->alive(id)) {
+      control_->send(from(id), {{"type", "halt"}});
+      asked.insert(id);
+    }
+  }
+  auto serve = [this](const Clock::time_point until, const std::function<bool()>& enough) {
+    while (!enough() && Clock::now() < until) {
+      receiveOne(20);
+      for (const WorkerExit& e : launcher_->poll()) {
+        ledger_.stop(e.id, now());
+        exits_.emplace_back(workers_[e.id].name(), e.how);
+      }
+    }
+  };
+  const auto answerBy = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(std::min(5.0, spec_.heartbeat_timeout)));
+  serve(answerBy, [&] { return halted_.size() >= asked.size(); });
+  std::map<std::int64_t, std::map<int, int>> holders;  // completed steps -> stage -> survivor
+  for (const auto& [id, steps] : halted_) {
+    for (const std::int64_t step : steps) holders[step][workers_[id].stage] = id;
+  }
+  std::int64_t best = -1;
+  for (auto it = holders.rbegin(); it != holders.rend(); ++it) {
+    if (static_cast<int>(it->second.size()) == B_) {
+      best = it->first;
+      break;
+    }
+  }
+  auto onDisk = run_.latestCheckpoint();
+  const std::int64_t diskStep = onDisk.ok() && *onDisk ? (*onDisk)->step : -1;
+  std::string source = "checkpoint", survivors;
+  for (int id : asked) {
+    auto h = halted_.find(id);
+    survivors += fmt::format("{}{} {}", survivors.empty() ? "" : ", ", workers_[id].name(),
+                             h == halted_.end() || h->second.empty() ? "did not answer"
+                                                                     : fmt::format("has done {} steps", h->second.front()));
+  }
+  spdlog::info("after the loss: {}", survivors.empty() ? "no survivors" : survivors);
+  if (best > diskStep && best > resumeStep_) {
+    checkpoints_.erase(best);
+    for (const auto& [stage, id] : holders[best]) control_->send(from(id), {{"type", "save"}, {"step", best}});
+    serve(Clock::now() + std::chrono::seconds(60), [&] { return finalized_ == best || !saveFailed_.empty(); });
+    if (finalized_ == best) source = "live replicas";
+  }
+  if (source == "checkpoint" && !asked.empty()) {
+    progress_.note(fmt::format("The survivors share no step to restore from ({})", survivors));
+  }
+
+  // End this generation; restore.
+  stopWorkers(1.0);
+  run_.removePartialCheckpoints();
+  auto latest = run_.latestCheckpoint();
+  std::int64_t restore = 0;
+  checkpoint_.clear();
+  if (latest.ok() && *latest) {
+    restore = (*latest)->step;
+    checkpoint_ = (*latest)->dir;
+  } else {
+    source = "the start (no checkpoint yet)";
+  }
+  (void)run_.keepMetricsThrough(restore, perEpoch_);
+  for (auto it = stepSamples_.lower_bound(restore); it != stepSamples_.end(); it = stepSamples_.erase(it)) {
+    samples_ -= it->second;
+  }
+  // Steps the survivors completed whose reports the lost worker never sent:
+  // their loss is estimated from the replicas that did report, and marked.
+  for (const auto& [step, a] : steps_) {
+    if (step >= restore || step < reachedBefore || a.samples <= 0) continue;
+    const double full = static_cast<double>(sampler_->stepSamples(step % perEpoch_));
+    samples_ += full;
+    stepSamples_[step] = full;
+    (void)run_.appendMetrics({{"t", tLost},
+                              {"epoch", a.epoch + 1},
+                              {"step", step + 1},
+                              {"loss", a.loss * full / a.samples},
+                              {"partial", true},
+                              {"workers", W_},
+                              {"cost_usd", cost()}});
+  }
+  reached_ = resumeStep_ = maxStarted_ = restore;
+  steps_.clear();
+  evals_.clear();
+  checkpoints_.clear();
+  failure_.clear();
+  fatal_ = false;
+  if (loss.out_of_memory && loss.worker >= 0) {
+    Bytes& memory = stageMemory_[workers_[loss.worker].stage];
+    memory = std::max<Bytes>(2 * memory, kGB / 2);
+    progress_.note(fmt::format("Stage {}'s workers get {} of memory from now on", workers_[loss.worker].stage,
+                               formatBytes(memory)));
+  }
+
+  // The next generation.
+  ++generation_;
+  training_ = false;
+  token_ = newToken();
+  control_->newGeneration(token_);
+  events_.push_back({{"generation", generation_},
+                     {"event", "recovered"},
+                     {"worker", loss.worker},
+                     {"why", why},
+                     {"lost_at", tLost},
+                     {"restored_from", source},
+                     {"restore_step", restore},
+                     {"lost_steps", std::max<std::int64_t>(0, reachedBefore - restore)}});
+  recoveringSince_ = lostAt;  // until the new generation's first step (onStepComplete)
+  progress_.note(fmt::format("Restoring from {} at step {} ({} steps to redo): generation {} starts",
+                             source == "checkpoint" ? "the last checkpoint" : source, restore,
+                             std::max<std::int64_t>(0, reachedBefore - restore), generation_));
+  return launchWorkers();
 }
 
 void Job::finish(const std::string& status, const std::string& reason) {
@@ -499,8 +795,10 @@ void Job::finish(const std::string& status, const std::string& reason) {
         {"microbatch_size", plan_.microbatch_size},
         {"num_microbatches", plan_.num_microbatches},
         {"global_batch", spec_.global_batch}}},
-      {"steps", {{"done", startStep_ + stepsDone_}, {"total", totalSteps_}, {"this_run", stepsDone_}}},
-      {"epochs_completed", (startStep_ + stepsDone_) / std::max<std::int64_t>(1, perEpoch_)},
+      {"steps", {{"done", reached_}, {"total", totalSteps_}, {"this_run", stepsDone_}}},
+      {"epochs_completed", reached_ / std::max<std::int64_t>(1, perEpoch_)},
+      {"generations", generation_ + 1},
+      {"recoveries", events_},
       {"samples", allSamples},
       {"final_loss", lastLoss_},
       {"final_test_accuracy", finalAccuracy_ >= 0 ? Json(finalAccuracy_) : Json(nullptr)},
@@ -517,6 +815,13 @@ void Job::finish(const std::string& status, const std::string& reason) {
       {"bubble_fraction", {{"measured_median", median(bubbles_)}, {"predicted", plan_.bubble_fraction}}},
       {"cost_usd", total},
       {"cost_per_hour", plan_.cost_per_hour},
+      {"billing", ledger_.toJson(now())},
+      {"launcher",
+       {{"kind", launcher_ ? launcher_->name() : ""},
+        {"job", containerJob()},
+        {"bandwidth_per_worker", spec_.bandwidth.value_or(plan_.bandwidth)},
+        {"latency", spec_.latency},
+        {"start_delay", formatStartDelay(spec_.start_delay)}}},
       {"samples_per_dollar", total > 0 ? allSamples / total : 0},
       {"refused_control_messages", control_ ? control_->refused() : 0},
       {"workers", workers},
@@ -529,23 +834,12 @@ void Job::finish(const std::string& status, const std::string& reason) {
 
 Result<TrainResult> Job::run() {
   Status s = start();
-  if (s.ok()) s = waitFor("registered", [](const WorkerState& w) { return w.registered; });
-  if (s.ok()) s = waitFor("ready", [](const WorkerState& w) { return w.ready; });
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  if (s.ok() && W_ * spec_.threads > cores) {
-    progress_.note(fmt::format("Note: {} workers × {} thread{} share this machine's {} cores; the plan's predicted "
-                               "times assume a core per busy worker",
-                               W_, spec_.threads, spec_.threads == 1 ? "" : "s", cores));
-  }
-  if (s.ok()) {
-    std::string split;
-    for (const auto& st : plan_.stages) split += fmt::format("{}{}-{}", split.empty() ? "" : " | ", st.first_layer, st.last_layer);
-    progress_.note(fmt::format("Training {} with {}×{} on {} workers (layers {}; {} microbatches of {}; predicted "
-                               "{} per step): steps {}..{} of {}; run directory {}",
-                               model_.name, A_, B_, W_, split, plan_.num_microbatches, plan_.microbatch_size,
-                               formatSeconds(plan_.iteration_seconds), startStep_ + 1, stopStep_, totalSteps_,
-                               run_.root()));
-    s = watch();
+  for (;;) {
+    if (s.ok()) s = waitFor("registered", [](const WorkerState& w) { return w.registered; });
+    if (s.ok()) s = waitFor("ready", [](const WorkerState& w) { return w.ready; });
+    if (s.ok()) s = train();
+    if (s.ok() || interrupted_ || !loss_.recoverable || recoveries_ >= spec_.max_recoveries) break;
+    s = recover();
   }
   stopWorkers(s.ok() ? 5.0 : 3.0);
   if (!s.ok() && !interrupted_) {
@@ -560,11 +854,36 @@ Result<TrainResult> Job::run() {
   return TrainResult{run_.root(), false};
 }
 
+Status Job::train() {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (generation_ == 0 && W_ * spec_.threads > cores) {
+    progress_.note(fmt::format("Note: {} workers × {} thread{} share this machine's {} cores; the plan's predicted "
+                               "times assume a core per busy worker",
+                               W_, spec_.threads, spec_.threads == 1 ? "" : "s", cores));
+  }
+  std::string split;
+  for (const auto& st : plan_.stages) split += fmt::format("{}{}-{}", split.empty() ? "" : " | ", st.first_layer, st.last_layer);
+  progress_.note(fmt::format("Training {} with {}×{} on {} {} workers (layers {}; {} microbatches of {}; predicted "
+                             "{} per step): steps {}..{} of {}; run directory {}",
+                             model_.name, A_, B_, W_, launcher_->name(), split, plan_.num_microbatches,
+                             plan_.microbatch_size, formatSeconds(plan_.iteration_seconds), resumeStep_ + 1, stopStep_,
+                             totalSteps_, run_.root()));
+  return watch();
+}
+
 }  // namespace
 
 Result<TrainResult> runTraining(const TrainOptions& o) {
   JobSpec spec = o.spec;
   HZ_RETURN_IF_ERROR(validateJobSpec(spec, "the job"));
+  if (spec.scaling.policy != "fixed") {
+    // NOTE: the policies are built and tested (cluster/scaling/policy.h);
+    // changing the replicas between generations is not, yet.
+    return invalidArgument(fmt::format(
+        "scaling policy \"{}\" is understood but hydrozoa train does not change the number of replicas during "
+        "training yet (docs/scaling.md); use scaling: fixed",
+        spec.scaling.policy));
+  }
   if (spec.device == "cuda" && !torch::cuda::is_available()) {
     return invalidArgument("training.device is cuda but this machine has no usable CUDA device, or this hydrozoa was "
                            "built against a CPU-only libtorch (Debian's is); use device: cpu or auto, or build "
@@ -613,18 +932,8 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
       startStep = latest->step;
       checkpoint = latest->dir;
       // Metrics after the checkpoint belong to the interrupted attempt.
-      const std::int64_t perEpoch = latest->manifest.value("steps_per_epoch", std::int64_t{1});
-      HZ_ASSIGN_OR_RETURN(std::vector<Json> lines, run->readMetrics());
-      std::vector<Json> keep;
-      for (const Json& l : lines) {
-        if (l.contains("step") ? l["step"].get<std::int64_t>() <= startStep
-                               : l.value("epoch", std::int64_t{0}) <= startStep / perEpoch) {
-          keep.push_back(l);
-        }
-      }
-      std::string text;
-      for (const Json& l : keep) text += l.dump() + "\n";
-      HZ_RETURN_IF_ERROR(run->writeText("metrics.jsonl", text));
+      HZ_RETURN_IF_ERROR(run->keepMetricsThrough(
+          startStep, std::max<std::int64_t>(1, latest->manifest.value("steps_per_epoch", std::int64_t{1}))));
       planning.note(fmt::format("Resuming {} from its checkpoint at step {}", run->root(), startStep));
     } else {
       HZ_RETURN_IF_ERROR(run->writeText("metrics.jsonl", ""));

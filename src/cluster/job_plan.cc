@@ -183,6 +183,7 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, const Ru
     o.allreduce_beta = prof.network->beta;
   }
   o.global_batch = spec.global_batch;
+  o.recovery_copies = spec.max_recoveries > 0;  // the workers keep them only then
   HZ_ASSIGN_OR_RETURN(o.objective, plan::parseObjective(spec.objective));
   o.data_parallel = spec.data_parallel;
   o.stages = spec.stages;

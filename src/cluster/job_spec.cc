@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <random>
 #include <set>
+#include <sstream>
 
 namespace hydrozoa::cluster {
 namespace {
@@ -120,10 +123,22 @@ void readCluster(ObjectReader& top, JobSpec* s) {
   s->launcher = r.optString("launcher").value_or(s->launcher);
   if (r.has("bandwidth")) s->bandwidth = r.bandwidth("bandwidth");
   if (r.has("memory")) s->memory = r.bytes("memory");
+  if (r.has("latency")) s->latency = r.seconds("latency");
+  if (auto d = r.optString("start_delay")) {
+    auto parsed = parseStartDelay(*d, r.child("start_delay"));
+    if (parsed.ok()) {
+      s->start_delay = *parsed;
+    } else {
+      r.fail(parsed.status().message());
+    }
+  }
+  if (r.has("memory_limit")) s->memory_limit = r.bytes("memory_limit");
+  if (r.has("cpu_limit")) s->cpu_limit = r.positive("cpu_limit");
   s->platform = r.optString("platform").value_or(s->platform);
   if (r.has("heartbeat_interval")) s->heartbeat_interval = r.seconds("heartbeat_interval");
   if (r.has("heartbeat_timeout")) s->heartbeat_timeout = r.seconds("heartbeat_timeout");
   if (r.has("start_timeout")) s->start_timeout = r.seconds("start_timeout");
+  s->max_recoveries = static_cast<int>(r.optInteger("max_recoveries", 0).value_or(s->max_recoveries));
   s->control_port = static_cast<int>(r.optInteger("control_port", 0).value_or(0));
   r.rejectUnknownKeys();
   if (!r.ok()) top.fail(r.status().message());
@@ -147,6 +162,41 @@ void readPlan(ObjectReader& top, JobSpec* s) {
   if (!r.ok()) top.fail(r.status().message());
 }
 
+void readScaling(ObjectReader& top, JobSpec* s) {
+  const Json* raw = top.raw("scaling");
+  if (!raw) return;
+  if (raw->is_string()) {  // scaling: adabatch
+    s->scaling.policy = raw->get<std::string>();
+    return;
+  }
+  ObjectReader r(*raw, top.child("scaling"));
+  ScalingSpec& sc = s->scaling;
+  sc.policy = r.optString("policy").value_or(sc.policy);
+  sc.min_replicas = static_cast<int>(r.optInteger("min_replicas", 1).value_or(sc.min_replicas));
+  sc.max_replicas = static_cast<int>(r.optInteger("max_replicas", 0).value_or(sc.max_replicas));  // 0: the plan's
+  sc.every_epochs = r.optInteger("every_epochs", 1).value_or(sc.every_epochs);
+  sc.every_steps = r.optInteger("every_steps", 0).value_or(sc.every_steps);
+  if (r.has("lr_decay")) sc.lr_decay = r.positive("lr_decay");
+  sc.rule = r.optString("rule").value_or("");
+  if (const Json* table = r.raw("schedule")) {
+    if (!table->is_object()) {
+      r.fail("schedule", "expected a table of epoch: replicas, e.g. {1: 1, 3: 2, 5: 4}");
+    } else {
+      for (const auto& [epoch, replicas] : table->items()) {
+        char* end = nullptr;
+        const long long e = std::strtoll(epoch.c_str(), &end, 10);
+        if (*end != '\0' || !replicas.is_number_integer()) {
+          r.fail("schedule", fmt::format("\"{}: {}\" is not epoch: replicas", epoch, replicas.dump()));
+          break;
+        }
+        sc.schedule[e] = replicas.get<int>();
+      }
+    }
+  }
+  r.rejectUnknownKeys();
+  if (!r.ok()) top.fail(r.status().message());
+}
+
 void readOutput(ObjectReader& top, JobSpec* s) {
   const Json* raw = top.raw("output");
   if (!raw) return;
@@ -156,6 +206,69 @@ void readOutput(ObjectReader& top, JobSpec* s) {
   s->trace_steps = r.optInteger("trace_steps", 0).value_or(s->trace_steps);
   r.rejectUnknownKeys();
   if (!r.ok()) top.fail(r.status().message());
+}
+
+}  // namespace
+
+Result<StartDelay> parseStartDelay(const std::string& text, const std::string& what) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  auto bad = [&] {
+    return invalidArgument(fmt::format("{}: \"{}\" is not a start-up delay; write 30s, fixed 30s, uniform 20s 60s "
+                                       "(least, most) or normal 90s 30s (mean, standard deviation)",
+                                       what, text));
+  };
+  StartDelay d;
+  if (words.size() == 1) words.insert(words.begin(), "fixed");
+  if (words.empty()) return bad();
+  d.distribution = words[0];
+  const std::size_t want = d.distribution == "fixed" ? 2 : 3;
+  if ((d.distribution != "fixed" && d.distribution != "uniform" && d.distribution != "normal") ||
+      words.size() != want) {
+    return bad();
+  }
+  auto a = parseSeconds(words[1], what);
+  if (!a.ok()) return bad();
+  d.a = *a;
+  if (want == 3) {
+    auto b = parseSeconds(words[2], what);
+    if (!b.ok()) return bad();
+    d.b = *b;
+  }
+  if (d.distribution == "uniform" && d.b < d.a) return bad();
+  return d;
+}
+
+std::string formatStartDelay(const StartDelay& d) {
+  auto s = [](Seconds x) { return fmt::format("{}s", x); };
+  if (d.distribution == "fixed") return s(d.a);
+  return fmt::format("{} {} {}", d.distribution, s(d.a), s(d.b));
+}
+
+Seconds drawStartDelay(const StartDelay& d, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  if (d.distribution == "uniform") return std::uniform_real_distribution<double>(d.a, d.b)(rng);
+  if (d.distribution == "normal") return std::max(0.0, std::normal_distribution<double>(d.a, d.b)(rng));
+  return d.a;
+}
+
+namespace {
+
+Json scalingToJson(const ScalingSpec& s) {
+  Json j = {{"policy", s.policy},
+            {"min_replicas", s.min_replicas},
+            {"max_replicas", s.max_replicas},
+            {"every_epochs", s.every_epochs},
+            {"every_steps", s.every_steps},
+            {"lr_decay", s.lr_decay}};
+  if (!s.rule.empty()) j["rule"] = s.rule;
+  if (!s.schedule.empty()) {
+    Json table = Json::object();
+    for (const auto& [epoch, replicas] : s.schedule) table[std::to_string(epoch)] = replicas;
+    j["schedule"] = table;
+  }
+  return j;
 }
 
 }  // namespace
@@ -183,9 +296,12 @@ Status validateJobSpec(const JobSpec& s, const std::string& origin) {
   if (s.device != "auto" && s.device != "cpu" && s.device != "cuda") {
     return bad("training.device", fmt::format("\"{}\" must be auto, cpu or cuda", s.device));
   }
-  if (s.launcher != "local") {
-    return bad("cluster.launcher", fmt::format("unknown launcher \"{}\"; this version has: local", s.launcher));
+  if (s.launcher != "auto" && s.launcher != "local" && s.launcher != "container") {
+    return bad("cluster.launcher",
+               fmt::format("unknown launcher \"{}\"; use auto, local or container", s.launcher));
   }
+  if (s.latency < 0) return bad("cluster.latency", "must not be negative");
+  if (s.memory_limit && *s.memory_limit < 16 * kMB) return bad("cluster.memory_limit", "must be at least 16MB");
   if (s.epochs < 1) return bad("training.epochs", "must be at least 1");
   if (s.global_batch < 1) return bad("training.global_batch", "must be at least 1");
   if (s.workers < 1) return bad("cluster.workers", "must be at least 1");
@@ -193,12 +309,14 @@ Status validateJobSpec(const JobSpec& s, const std::string& origin) {
   if (!(s.heartbeat_interval > 0) || !(s.heartbeat_timeout > s.heartbeat_interval)) {
     return bad("cluster.heartbeat_timeout", "must be longer than heartbeat_interval, and both positive");
   }
+  if (s.max_recoveries < 0 || s.max_recoveries > 1000) return bad("cluster.max_recoveries", "must be 0 to 1000");
   if (s.control_port < 0 || s.control_port > 65535) return bad("cluster.control_port", "must be 0 to 65535");
   const int A = s.data_parallel.value_or(1), B = s.stages.value_or(1);
   if (s.data_parallel && s.stages && A * B > s.workers) {
     return bad("plan", fmt::format("data_parallel {} × stages {} needs {} workers but cluster.workers is {}", A, B,
                                    A * B, s.workers));
   }
+  HZ_RETURN_IF_ERROR(validateScalingSpec(s.scaling, origin));
   if (s.data_parallel && s.global_batch % A != 0) {
     return bad("plan.data_parallel", fmt::format("{} replicas do not divide training.global_batch {}", A,
                                                  s.global_batch));
@@ -216,6 +334,7 @@ Result<JobSpec> parseJobSpec(const Json& j, const std::string& origin) {
   readTraining(top, &s);
   readCluster(top, &s);
   readPlan(top, &s);
+  readScaling(top, &s);
   readOutput(top, &s);
   top.rejectUnknownKeys();
   HZ_RETURN_IF_ERROR(top.status());
@@ -266,8 +385,13 @@ Json jobSpecToJson(const JobSpec& s) {
                   {"heartbeat_interval", s.heartbeat_interval},
                   {"heartbeat_timeout", s.heartbeat_timeout},
                   {"start_timeout", s.start_timeout},
+                  {"max_recoveries", s.max_recoveries},
                   {"control_port", s.control_port}};
   if (s.bandwidth) cluster["bandwidth"] = *s.bandwidth;
+  if (s.latency > 0) cluster["latency"] = s.latency;
+  cluster["start_delay"] = formatStartDelay(s.start_delay);
+  if (s.memory_limit) cluster["memory_limit"] = *s.memory_limit;
+  if (s.cpu_limit) cluster["cpu_limit"] = *s.cpu_limit;
   if (s.memory) cluster["memory"] = *s.memory;
   Json data = {{"dataset", s.dataset}, {"shuffle", s.shuffle}, {"drop_last", s.drop_last}};
   if (!s.data_path.empty()) data["path"] = s.data_path;
@@ -281,6 +405,7 @@ Json jobSpecToJson(const JobSpec& s) {
           {"training", training},
           {"cluster", cluster},
           {"plan", plan},
+          {"scaling", scalingToJson(s.scaling)},
           {"output",
            {{"dir", s.out_dir},
             {"checkpoint_every_epochs", s.checkpoint_every_epochs},

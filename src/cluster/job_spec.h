@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/files.h"
+#include "cluster/scaling/policy.h"
 #include "core/status.h"
 #include "core/units.h"
 
@@ -34,6 +35,21 @@ struct LrScheduleSpec {
   double gamma = 0.1;
   double min_lr = 0;              // cosine: the floor
 };
+
+// How long a worker takes to start (a cloud container: pulling its image,
+// booting; GPU containers take minutes). The container launcher waits this
+// long before the worker's process begins; it is not billed.
+struct StartDelay {
+  std::string distribution = "fixed";  // fixed | uniform | normal
+  Seconds a = 0;  // fixed: the delay; uniform: the least; normal: the mean
+  Seconds b = 0;  // uniform: the most; normal: the standard deviation
+};
+
+// "30s", "fixed 30s", "uniform 20s 60s", "normal 90s 30s".
+Result<StartDelay> parseStartDelay(const std::string& text, const std::string& what);
+std::string formatStartDelay(const StartDelay& d);
+// One draw, deterministic in `seed` (normal: truncated at 0).
+Seconds drawStartDelay(const StartDelay& d, std::uint64_t seed);
 
 struct JobSpec {
   std::string name = "job";
@@ -58,19 +74,26 @@ struct JobSpec {
   std::string device = "auto";  // auto | cpu | cuda
   // cluster
   int workers = 1;
-  std::string launcher = "local";
-  std::optional<BytesPerSecond> bandwidth;  // for planning; default: measured here
+  std::string launcher = "auto";  // auto (container as root, else local) | local | container
+  std::optional<BytesPerSecond> bandwidth;  // for planning and shaping; default: measured here
+  Seconds latency = 0;                      // container: added one-way delay of each worker's egress
+  StartDelay start_delay;                   // container: before each worker starts
+  std::optional<Bytes> memory_limit;        // container: default the plan's right-sized worker memory
+  std::optional<double> cpu_limit;          // container: vCPUs; default the plan's right-sized vCPUs
   std::optional<Bytes> memory;              // per worker, for planning
   std::string platform = "aci";             // pricing catalog
   Seconds heartbeat_interval = 1;
   Seconds heartbeat_timeout = 10;
   Seconds start_timeout = 120;              // to register and build
+  int max_recoveries = 3;                   // lost workers recovered per run; 0: a loss stops the job
   int control_port = 0;                     // 0: any free port
   // plan
   std::string plan_file;  // "" : plan here
   std::optional<int> data_parallel, stages;
   std::optional<std::int64_t> microbatches, microbatch_size;
   std::string objective = "fastest";
+  // scaling (policy at epoch boundaries; docs/scaling.md)
+  ScalingSpec scaling;
   // output
   std::string out_dir;  // "" : runs/<name>-<time>
   std::int64_t checkpoint_every_epochs = 1;

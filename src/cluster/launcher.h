@@ -22,6 +22,14 @@ struct WorkerLaunch {
   std::vector<std::string> args;              // after the executable
   std::map<std::string, std::string> env;     // added to the environment
   std::string log_path;                       // stdout and stderr go here
+  // The right-sized worker (containers; a plain process ignores these).
+  double cpus = 0;         // vCPUs; 0: unlimited
+  Bytes memory = 0;        // 0: unlimited
+  Seconds start_delay = 0; // before the process begins (a container starting)
+  // Set by container launchers for the process launcher underneath: the
+  // network namespace to enter and the cgroup files to add the process to.
+  std::string netns_path;
+  std::vector<std::string> cgroup_procs;
 };
 
 struct WorkerExit {
@@ -29,12 +37,20 @@ struct WorkerExit {
   pid_t pid = 0;
   bool success = false;  // exited with status 0
   std::string how;       // "exited with status 1", "killed by signal 9 (SIGKILL)"
+  bool out_of_memory = false;  // killed at its memory limit (containers)
+  bool killed = false;         // ended by a signal
 };
 
 class Launcher {
  public:
   virtual ~Launcher() = default;
   virtual const char* name() const = 0;
+  // The address the coordinator's listeners bind to, and worker `id`'s own.
+  virtual std::string coordinatorHost() const { return "127.0.0.1"; }
+  virtual std::string workerHost(int /*id*/) const { return "127.0.0.1"; }
+  // What the launcher sees of a live worker that stopped responding ("" :
+  // nothing to say), e.g. a container at its memory limit.
+  virtual std::string diagnose(int /*id*/) const { return ""; }
 
   // Starts a worker. Fails when the process cannot be created.
   virtual Status launch(const WorkerLaunch& launch) = 0;

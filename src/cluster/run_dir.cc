@@ -95,10 +95,15 @@ Result<std::vector<Json>> RunDir::readMetrics() const {
   return lines;
 }
 
-Status RunDir::truncateMetrics(size_t keep) const {
+Status RunDir::keepMetricsThrough(std::int64_t step, std::int64_t perEpoch) const {
   HZ_ASSIGN_OR_RETURN(std::vector<Json> lines, readMetrics());
   std::string text;
-  for (size_t i = 0; i < std::min(keep, lines.size()); ++i) text += lines[i].dump() + "\n";
+  for (const Json& l : lines) {
+    const bool keep = l.contains("step")             ? l["step"].get<std::int64_t>() <= step
+                      : l.contains("test_accuracy") ? l.value("epoch", std::int64_t{0}) <= step / perEpoch
+                                                    : true;
+    if (keep) text += l.dump() + "\n";
+  }
   return writeText("metrics.jsonl", text);
 }
 

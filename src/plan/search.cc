@@ -39,13 +39,15 @@ ChainCosts chainCosts(const profile::Profile& profile, const profile::Measuremen
   return c;
 }
 
-MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m) {
+MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore) {
   MemoryCosts mem;
   mem.runtime = profile.runtime_bytes;
   for (size_t i = 0; i < profile.numLayers(); ++i) {
     const auto& info = profile.layers[i];
-    // Weights, their gradients and the optimizer's state.
-    mem.fixed.push_back(2 * info.parameter_bytes + info.optimizer_state_bytes);
+    // Weights, their gradients and the optimizer's state; with recovery's
+    // copy, the weights and state once more.
+    const Bytes state = info.parameter_bytes + info.optimizer_state_bytes;
+    mem.fixed.push_back(2 * info.parameter_bytes + info.optimizer_state_bytes + (stepBefore ? state : 0));
     mem.stashed.push_back(m.layers[i].stashed_bytes);
     mem.workspace.push_back(m.layers[i].workspace_bytes);
     mem.input.push_back(i == 0 ? m.input_bytes : m.layers[i - 1].output_bytes);
@@ -102,7 +104,7 @@ class Searcher {
     PartitionProblem problem;
     problem.costs = chainCosts(profile_, meas, o_.bandwidth);
     problem.microbatches = M;
-    problem.memory = memoryCosts(profile_, meas);
+    problem.memory = memoryCosts(profile_, meas, o_.recovery_copies && A > 1 && B > 1);
     problem.memory_limit = limit_;
     const int L = static_cast<int>(profile_.numLayers());
     if (o_.partition) {
@@ -265,7 +267,7 @@ Status nothingFits(const profile::Profile& profile, const SearchOptions& o, cons
         if ((*o.global_batch / A) % meas.microbatch_size != 0) continue;
         M = *o.global_batch / A / meas.microbatch_size;
       }
-      const MemoryCosts mem = memoryCosts(profile, meas);
+      const MemoryCosts mem = memoryCosts(profile, meas, o.recovery_copies && A > 1 && B > 1);
       const Bytes need = leastMemory(mem, M, std::min(B, L));
       if (least < 0 || need < least) {
         least = need;

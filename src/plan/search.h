@@ -49,6 +49,10 @@ struct SearchOptions {
   Objective objective = Objective::kFastest;
   bool all_strategies = false;  // every B of Algorithm 1, not only those that use all workers
   std::string accelerator;      // right-sizing: "" for CPU workers
+  // Recovery keeps each stage's state from before its last update in
+  // replicated pipelines (A > 1, B > 1): one more copy of its parameters and
+  // optimizer state per worker (docs/recovery.md, "The step before").
+  bool recovery_copies = true;
   // Pins: when set, the search keeps them fixed.
   std::optional<int> data_parallel, stages;
   std::optional<std::int64_t> microbatch_size, microbatches;
@@ -94,7 +98,8 @@ struct SearchResult {
 
 // Per-layer costs of `profile` at microbatch size m and bandwidth D.
 ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth);
-MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m);
+// `stepBefore`: count recovery's copy of the state before the last update.
+MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore = false);
 
 // Ring allreduce time of `bytes` over `replicas` (0 for one replica).
 Seconds ringAllreduceTime(Bytes bytes, int replicas, BytesPerSecond bandwidth, double alpha, Seconds beta);

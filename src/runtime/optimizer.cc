@@ -29,10 +29,9 @@ std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const cluster::OptimizerS
 }
 
 double scheduledLearningRate(const cluster::OptimizerSpec& o, const cluster::LrScheduleSpec& s, std::int64_t step,
-                             std::int64_t stepsPerEpoch, std::int64_t totalSteps) {
+                             std::int64_t epoch, std::int64_t totalSteps) {
   if (s.warmup_steps > 0 && step < s.warmup_steps) return o.lr * static_cast<double>(step + 1) / s.warmup_steps;
   if (s.name == "step") {
-    const std::int64_t epoch = stepsPerEpoch > 0 ? step / stepsPerEpoch : 0;
     return o.lr * std::pow(s.gamma, static_cast<double>(epoch / std::max<std::int64_t>(1, s.step_epochs)));
   }
   if (s.name == "cosine") {

@@ -22,11 +22,12 @@ namespace hydrozoa::runtime {
 std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const cluster::OptimizerSpec& spec,
                                                        std::vector<torch::Tensor> params);
 
-// The learning rate for 0-based global step `step` of a run of `totalSteps`
-// with `stepsPerEpoch` (linear warm-up, then constant, step decay per epochs,
-// or cosine to min_lr).
+// The learning rate for 0-based global step `step`, in 0-based `epoch`, of a
+// run of `totalSteps` (linear warm-up, then constant, step decay per epochs,
+// or cosine to min_lr). The epoch is given, not derived: a job whose
+// replicas change has epochs of different lengths (cluster/scaling/epochs.h).
 double scheduledLearningRate(const cluster::OptimizerSpec& optimizer, const cluster::LrScheduleSpec& schedule,
-                             std::int64_t step, std::int64_t stepsPerEpoch, std::int64_t totalSteps);
+                             std::int64_t step, std::int64_t epoch, std::int64_t totalSteps);
 
 void setLearningRate(torch::optim::Optimizer& optimizer, double lr);
 

@@ -53,7 +53,7 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
       }
     }
     setLearningRate(*optimizer,
-                    scheduledLearningRate(job.optimizer, job.lr_schedule, g, sampler.stepsPerEpoch(), o.steps));
+                    scheduledLearningRate(job.optimizer, job.lr_schedule, g, epoch, o.steps));
     optimizer->step();
     optimizer->zero_grad();
     run.losses.push_back(loss);

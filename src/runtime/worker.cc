@@ -8,8 +8,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include "cluster/control.h"
@@ -52,6 +56,11 @@ struct Role {
   std::int64_t start_step = 0;  // global step to start from
   std::int64_t total_steps = 0;  // the job's (the LR schedule runs over these)
   std::int64_t stop_step = 0;    // where this run stops
+  // This generation's epochs (cluster/scaling/epochs.h): epoch first_epoch
+  // begins at global step epoch_start_step, each has the sampler's steps at
+  // global_batch; the learning rate is the schedule's times lr_factor.
+  std::int64_t epoch_start_step = 0, first_epoch = 0, global_batch = 0;
+  double lr_factor = 1;
   std::string store_host, listen_host, run_dir, trace_path, checkpoint, schedule = "gpipe";
   std::vector<int> cpus;  // cores for the compute thread; empty: any
   int store_port = 0;
@@ -77,6 +86,10 @@ Result<Role> parseRole(const Json& a) {
   r.start_step = o.integer("start_step", 0);
   r.total_steps = o.integer("total_steps", 0);
   r.stop_step = o.integer("stop_step", 0);
+  r.epoch_start_step = o.integer("epoch_start_step", 0);
+  r.first_epoch = o.integer("first_epoch", 0);
+  r.global_batch = o.integer("global_batch", 1);
+  r.lr_factor = o.positive("lr_factor");
   r.store_host = o.string("store_host");
   r.store_port = static_cast<int>(o.integer("store_port", 1, 65535));
   r.listen_host = o.string("listen_host");
@@ -105,6 +118,12 @@ struct SampleShape {
   }
 };
 
+// Thrown on the compute thread once the coordinator halts the generation
+// (it lost a worker and is recovering).
+struct Halted : std::runtime_error {
+  Halted() : std::runtime_error("halted: the job lost a worker and is recovering") {}
+};
+
 class Worker {
  public:
   explicit Worker(const WorkerArgs& args) : args_(args) {}
@@ -119,10 +138,20 @@ class Worker {
   void evaluate(std::int64_t epoch);
   void synchronizeBuffers();
   void checkpoint(std::int64_t globalStep);
-  // Handles pending control messages; false when told to stop.
+  // False once told to stop (at this step or now).
   bool pollControl();
-  void heartbeats();
+  // NOTE [The control thread]
+  // Once training starts, one thread owns the control socket: it sends what
+  // the compute thread posts, the heartbeats, and answers the coordinator:
+  // stop and checkpoint requests, "done_ack", and during a recovery "halt"
+  // (stop before the next optimizer step and say how many steps are done)
+  // and "save" (write this stage's state at that step from here, since the
+  // compute thread may be blocked on a peer that is gone).
+  void controlLoop();
+  void onControl(const Json& m);
+  void post(Json message);
   void report(const std::string& kind, const std::string& message);
+  std::string checkpointDir(std::int64_t globalStep) const;
 
   bool firstStage() const { return role_.stage == 0; }
   bool lastStage() const { return role_.stage == role_.stages - 1; }
@@ -139,6 +168,14 @@ class Worker {
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<Schedule> schedule_;
   std::optional<data::EpochSampler> trainSampler_, testSampler_;
+  // NOTE [Recording sample ids]
+  // With $HYDROZOA_RECORD_SAMPLES set, stage 0 appends "global_step epoch
+  // replica id id ..." per step to <trace_path>.samples: tests check with it
+  // that every sample is used once per epoch, across changes of replicas.
+  std::unique_ptr<std::ofstream> sampleLog_;
+  std::int64_t sampleEpoch_ = -1;
+  std::vector<std::int64_t> samplePermutation_;
+  void recordSamples(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep);
   std::unique_ptr<data::PrefetchLoader> trainLoader_, testLoader_;
   std::unique_ptr<Inbound> fromPrev_, fromNext_;
   std::unique_ptr<Outbound> toNext_, toPrev_;
@@ -146,10 +183,37 @@ class Worker {
   torch::Device device_ = torch::kCPU;
   TraceRecorder trace_{true};
   std::atomic<std::int64_t> currentStep_{0};
-  std::atomic<bool> stopHeartbeats_{false};
-  std::int64_t checkpointAt_ = -1;  // on-request checkpoint after this global step
-  std::int64_t stopAt_ = -1;        // stop before this global step (all workers alike)
-  bool stopCheckpoint_ = false;     // and checkpoint there first
+  std::thread controlThread_;
+  std::atomic<bool> controlRunning_{false}, stopControl_{false}, doneAcked_{false};
+  std::mutex outMu_;
+  std::deque<Json> outbox_;  // posted by the compute thread, sent by the control thread
+  // The optimizer step vs. a save from the control thread: under stateMu_,
+  // completedStep_ counts the global steps whose update is applied, and
+  // once halted_ no further update is.
+  std::mutex stateMu_;
+  std::int64_t completedStep_ = 0;
+  bool halted_ = false;
+  // NOTE [The step before]
+  // Replicas of a stage update in lockstep, but stages do not: when a worker
+  // is lost, a stage whose allreduce did not involve it may complete one
+  // step more than the lost worker's stage. So that the survivors still
+  // share a step, each worker of a replicated pipeline keeps its stage's
+  // state from before its last update (a copy per step of the parameters,
+  // optimizer state and buffers; memory for one more copy of them).
+  struct Snapshot {
+    std::int64_t step = -1;
+    std::vector<torch::Tensor> params, buffers;
+    std::vector<ParamState> optim;
+  };
+  Snapshot before_;
+  bool keepSnapshots_ = false;
+  void snapshot();             // under stateMu_, before an update
+  std::vector<torch::Tensor> stageBuffers() const;
+  Status saveSnapshot(const std::string& dir);  // under stateMu_, halted
+  std::atomic<bool> haltSeen_{false};
+  std::atomic<std::int64_t> checkpointAt_{-1};  // on-request checkpoint after this global step
+  std::atomic<std::int64_t> stopAt_{-1};        // stop before this global step (all workers alike)
+  std::atomic<bool> stopCheckpoint_{false};     // and checkpoint there first
   bool stopRequested_ = false;
 };
 
@@ -173,6 +237,8 @@ Status Worker::join() {
     if (since(t0) > 300) return unavailable("no role from the coordinator within 300 s");
   }
   HZ_ASSIGN_OR_RETURN(role_, parseRole(assign));
+  spdlog::info("replica {} stage {} of {}x{}, at {}", role_.replica, role_.stage, role_.replicas, role_.stages,
+               role_.listen_host);
   return Status();
 }
 
@@ -203,13 +269,16 @@ Status Worker::build() {
   // (inputs) and the last stage (labels) read the data.
   data::SamplerOptions so;
   so.dataset_size = role_.train_size;
-  so.global_batch = job.global_batch;
+  so.global_batch = role_.global_batch;
   so.replicas = role_.replicas;
   so.microbatch_size = role_.microbatch_size;
   so.seed = job.seed;
   so.shuffle = job.shuffle;
   so.drop_last = job.drop_last;
   trainSampler_.emplace(so);
+  if (const char* record = std::getenv("HYDROZOA_RECORD_SAMPLES"); record && *record && firstStage()) {
+    sampleLog_ = std::make_unique<std::ofstream>(role_.trace_path + ".samples", std::ios::app);
+  }
   if (job.eval && role_.test_size > 0) {
     so.dataset_size = role_.test_size;
     so.shuffle = false;
@@ -303,32 +372,164 @@ Status Worker::exchangeShapes() {
   return Status();
 }
 
-void Worker::heartbeats() {
-  const auto interval = std::chrono::duration<double>(role_.job.heartbeat_interval);
-  while (!stopHeartbeats_) {
-    control_->send({{"type", "heartbeat"}, {"step", currentStep_.load()}});
-    const auto until = Clock::now() + interval;
-    while (!stopHeartbeats_ && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+void Worker::controlLoop() {
+  const auto interval = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(role_.job.heartbeat_interval));
+  auto nextBeat = Clock::now();
+  auto flush = [this] {
+    std::deque<Json> out;
+    {
+      std::lock_guard<std::mutex> lock(outMu_);
+      out.swap(outbox_);
+    }
+    for (Json& m : out) control_->send(std::move(m));
+  };
+  while (!stopControl_) {
+    flush();
+    if (Clock::now() >= nextBeat) {
+      control_->send({{"type", "heartbeat"}, {"step", currentStep_.load()}});
+      nextBeat = Clock::now() + interval;
+    }
+    Json m;
+    if (control_->receive(&m, 5)) onControl(m);
+  }
+  flush();
+}
+
+void Worker::onControl(const Json& m) {
+  const std::string type = m.value("type", "");
+  if (type == "stop") {
+    // A stop at a given step lets every worker finish the same steps (a
+    // clean, resumable stop); without one, stop now.
+    stopCheckpoint_ = m.value("checkpoint", false);
+    stopAt_ = m.value("at_step", std::int64_t{0});
+  } else if (type == "checkpoint") {
+    checkpointAt_ = m.value("step", std::int64_t{-1});
+  } else if (type == "done_ack") {
+    doneAcked_ = true;
+  } else if (type == "halt") {
+    std::int64_t completed = 0;
+    Json steps = Json::array();
+    {
+      std::lock_guard<std::mutex> lock(stateMu_);
+      halted_ = true;
+      completed = completedStep_;
+      steps.push_back(completed);
+      if (before_.step >= 0 && before_.step == completed - 1) steps.push_back(before_.step);
+    }
+    haltSeen_ = true;
+    control_->send({{"type", "halted"}, {"completed", completed}, {"can_save", steps}, {"stage", role_.stage}});
+  } else if (type == "save") {
+    const std::int64_t step = m.value("step", std::int64_t{-1});
+    std::string problem;
+    {
+      std::lock_guard<std::mutex> lock(stateMu_);
+      const std::string dir = checkpointDir(step);
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (!halted_ || (completedStep_ != step && before_.step != step)) {
+        problem = fmt::format("asked to save step {} but this worker has done {}", step, completedStep_);
+      } else {
+        const Status s = completedStep_ == step ? saveStage(dir, stage_->model(), *optimizer_) : saveSnapshot(dir);
+        if (!s.ok()) problem = s.message();
+      }
+    }
+    if (problem.empty()) {
+      control_->send({{"type", "checkpoint"}, {"step", step}, {"stage", role_.stage}});
+    } else {
+      control_->send({{"type", "save_failed"}, {"step", step}, {"message", problem}});
+    }
   }
 }
 
-bool Worker::pollControl() {
-  Json m;
-  while (control_->receive(&m, 0)) {
-    const std::string type = m.value("type", "");
-    if (type == "stop") {
-      // A stop at a given step lets every worker finish the same steps (a
-      // clean, resumable stop); without one, stop now.
-      stopAt_ = m.value("at_step", std::int64_t{0});
-      stopCheckpoint_ = m.value("checkpoint", false);
-    }
-    if (type == "checkpoint") checkpointAt_ = m.value("step", std::int64_t{-1});
+void Worker::post(Json message) {
+  if (!controlRunning_) {
+    control_->send(std::move(message));
+    return;
   }
-  return stopAt_ < 0 || currentStep_.load() < stopAt_;
+  std::lock_guard<std::mutex> lock(outMu_);
+  outbox_.push_back(std::move(message));
+}
+
+std::vector<torch::Tensor> Worker::stageBuffers() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& layer : stage_->model().layers) {
+    for (const auto& b : layer.module->buffers()) out.push_back(b);
+  }
+  return out;
+}
+
+void Worker::snapshot() {
+  torch::NoGradGuard guard;
+  const std::vector<torch::Tensor> params = stage_->model().parameters();
+  const std::vector<torch::Tensor> buffers = stageBuffers();
+  auto copyInto = [](torch::Tensor& to, const torch::Tensor& from) {
+    if (!to.defined() || !to.sizes().equals(from.sizes()) || to.dtype() != from.dtype()) {
+      to = from.detach().clone();
+    } else {
+      to.copy_(from);
+    }
+  };
+  before_.params.resize(params.size());
+  before_.optim.resize(params.size());
+  before_.buffers.resize(buffers.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    copyInto(before_.params[i], params[i]);
+    ParamState now = optimizerStateOf(*optimizer_, params[i]);
+    ParamState& kept = before_.optim[i];
+    if (kept.size() != now.size()) kept.assign(now.size(), {});
+    for (size_t k = 0; k < now.size(); ++k) {
+      kept[k].first = now[k].first;
+      copyInto(kept[k].second, now[k].second);
+    }
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) copyInto(before_.buffers[i], buffers[i]);
+  before_.step = completedStep_;
+}
+
+// The worker is halted and ends after this: its live state is overwritten
+// with the step before, then saved the usual way.
+Status Worker::saveSnapshot(const std::string& dir) {
+  torch::NoGradGuard guard;
+  std::vector<torch::Tensor> params = stage_->model().parameters();
+  std::vector<torch::Tensor> buffers = stageBuffers();
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].copy_(before_.params[i]);
+    optimizer_->state().erase(c10::guts::to_string(params[i].unsafeGetTensorImpl()));
+    setOptimizerStateOf(*optimizer_, params[i], before_.optim[i]);
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(before_.buffers[i]);
+  completedStep_ = before_.step;
+  return saveStage(dir, stage_->model(), *optimizer_);
+}
+
+std::string Worker::checkpointDir(std::int64_t globalStep) const {
+  return fmt::format("{}/checkpoints/step-{:08d}.partial", role_.run_dir, globalStep);
+}
+
+bool Worker::pollControl() {
+  if (haltSeen_) throw Halted();
+  const std::int64_t at = stopAt_.load();
+  return at < 0 || currentStep_.load() < at;
+}
+
+void Worker::recordSamples(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep) {
+  const data::EpochSampler& sampler = *trainSampler_;
+  if (sampleEpoch_ != epoch) {
+    samplePermutation_ = sampler.permutation(epoch);
+    sampleEpoch_ = epoch;
+  }
+  *sampleLog_ << globalStep << ' ' << epoch << ' ' << role_.replica;
+  for (int mb = 0; mb < sampler.microbatches(stepInEpoch, role_.replica); ++mb) {
+    for (std::int64_t i : sampler.indicesIn(samplePermutation_, stepInEpoch, role_.replica, mb)) *sampleLog_ << ' ' << i;
+  }
+  *sampleLog_ << '\n';
+  sampleLog_->flush();
 }
 
 void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep) {
   const auto t0 = Clock::now();
+  if (sampleLog_) recordSamples(epoch, stepInEpoch, globalStep);
   const data::EpochSampler& sampler = *trainSampler_;
   const std::vector<std::int64_t> sizes = microbatchSizes(sampler, stepInEpoch);
   const int M = static_cast<int>(sizes.size());
@@ -409,11 +610,15 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
   sync_->finish(&allreduceSeconds);
   {
     TraceSpan span(trace_, "optimizer step", "compute", TraceThread::kCompute, {{"step", globalStep}});
-    const double lr = scheduledLearningRate(role_.job.optimizer, role_.job.lr_schedule, globalStep,
-                                            sampler.stepsPerEpoch(), role_.total_steps);
+    const double lr = role_.lr_factor * scheduledLearningRate(role_.job.optimizer, role_.job.lr_schedule, globalStep,
+                                                              epoch, role_.total_steps);
     setLearningRate(*optimizer_, lr);
+    std::lock_guard<std::mutex> lock(stateMu_);
+    if (halted_) throw Halted();
+    if (keepSnapshots_) snapshot();
     optimizer_->step();
     optimizer_->zero_grad();
+    completedStep_ = globalStep + 1;
   }
   if (toNext_) toNext_->flush();
   if (toPrev_) toPrev_->flush();
@@ -428,7 +633,7 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
     report["loss"] = lossSum;
     report["samples"] = samples;
   }
-  control_->send(report);
+  post(std::move(report));
 }
 
 void Worker::evaluate(std::int64_t epoch) {
@@ -468,7 +673,7 @@ void Worker::evaluate(std::int64_t epoch) {
     if (toNext_) toNext_->flush();
   }
   if (lastStage()) {
-    control_->send({{"type", "eval"}, {"epoch", epoch}, {"loss_sum", lossSum}, {"correct", correct}, {"count", count}});
+    post({{"type", "eval"}, {"epoch", epoch}, {"loss_sum", lossSum}, {"correct", correct}, {"count", count}});
   }
 }
 
@@ -489,21 +694,23 @@ void Worker::synchronizeBuffers() {
 void Worker::checkpoint(std::int64_t globalStep) {
   synchronizeBuffers();
   if (role_.replica != 0) return;  // replicas hold identical parameters and optimizer state
-  const std::string dir = fmt::format("{}/checkpoints/step-{:08d}.partial", role_.run_dir, globalStep);
+  const std::string dir = checkpointDir(globalStep);
   std::filesystem::create_directories(dir);
   TraceSpan span(trace_, "checkpoint", "checkpoint", TraceThread::kCompute);
   const Status s = saveStage(dir, stage_->model(), *optimizer_);
   if (!s.ok()) throw std::runtime_error(s.message());
-  control_->send({{"type", "checkpoint"}, {"step", globalStep}, {"stage", role_.stage}});
+  post({{"type", "checkpoint"}, {"step", globalStep}, {"stage", role_.stage}});
 }
 
 void Worker::train() {
   const cluster::JobSpec& job = role_.job;
   const std::int64_t perEpoch = trainSampler_->stepsPerEpoch();
+  // Global steps from the beginning of this generation's first epoch.
+  auto sinceStart = [this](std::int64_t global) { return global - role_.epoch_start_step; };
   std::int64_t global = role_.start_step;
   while (global < role_.stop_step && !stopRequested_) {
-    const std::int64_t epoch = global / perEpoch;
-    const std::int64_t first = global % perEpoch;
+    const std::int64_t epoch = role_.first_epoch + sinceStart(global) / perEpoch;
+    const std::int64_t first = sinceStart(global) % perEpoch;
     if (trainLoader_) trainLoader_->start(epoch, first);
     for (std::int64_t step = first; step < perEpoch && global < role_.stop_step; ++step) {
       currentStep_ = global;
@@ -515,17 +722,17 @@ void Worker::train() {
       trace_.setEnabled(step - first < job.trace_steps || step < job.trace_steps);
       iteration(epoch, step, global);
       ++global;
-      if (checkpointAt_ >= 0 && global - 1 == checkpointAt_) {
+      if (checkpointAt_.load() >= 0 && global - 1 == checkpointAt_.load()) {
         checkpoint(global);
         checkpointAt_ = -1;
       }
     }
     trace_.setEnabled(true);
-    const bool epochDone = global % perEpoch == 0;
+    const bool epochDone = sinceStart(global) % perEpoch == 0;
     if (epochDone) {
       synchronizeBuffers();
       if (job.eval) evaluate(epoch);
-      const std::int64_t completed = global / perEpoch;
+      const std::int64_t completed = epoch + 1;
       if (job.checkpoint_every_epochs > 0 && completed % job.checkpoint_every_epochs == 0 && global < role_.stop_step) {
         checkpoint(global);
       }
@@ -539,7 +746,13 @@ void Worker::train() {
 }
 
 void Worker::report(const std::string& kind, const std::string& message) {
-  if (control_) control_->send({{"type", "error"}, {"kind", kind}, {"message", message}});
+  if (!control_) return;
+  std::int64_t completed = 0;
+  {
+    std::lock_guard<std::mutex> lock(stateMu_);
+    completed = completedStep_;
+  }
+  post({{"type", "error"}, {"kind", kind}, {"message", message}, {"completed", completed}, {"stage", role_.stage}});
 }
 
 int Worker::run() {
@@ -559,22 +772,48 @@ int Worker::run() {
   while (!control_->receive(&m, 1000) || m.value("type", "") != "go") {
     if (m.value("type", "") == "stop") return 0;
   }
-  std::thread beat([this] { heartbeats(); });
+  {
+    std::lock_guard<std::mutex> lock(stateMu_);
+    completedStep_ = role_.start_step;
+    keepSnapshots_ = role_.replicas > 1 && role_.stages > 1 && role_.job.max_recoveries > 0;
+  }
+  controlRunning_ = true;
+  controlThread_ = std::thread([this] { controlLoop(); });
   int code = 0;
   try {
     train();
-    control_->send({{"type", "done"}, {"stopped", stopRequested_}});
+    // Done, until the coordinator says it heard (a lost "done" would make
+    // this clean exit look like a death).
+    const Json done = {{"type", "done"}, {"stopped", stopRequested_}};
+    for (int tries = 0; tries < 10 && !doneAcked_ && stopAt_.load() != 0; ++tries) {
+      post(done);
+      const auto until = Clock::now() + std::chrono::seconds(1);
+      while (!doneAcked_ && stopAt_.load() != 0 && Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
   } catch (const std::exception& e) {
     std::string what = e.what();
     what = what.substr(0, what.find('\n'));
-    const bool lost = isPeerLost(e);
-    spdlog::error("{}: {}", lost ? "lost a peer" : "failed", what);
-    report(lost ? "peer_lost" : "fatal", what);
+    const bool halted = dynamic_cast<const Halted*>(&e) != nullptr;
+    const bool lost = halted || isPeerLost(e);
+    if (!halted) {
+      spdlog::error("{}: {}", lost ? "lost a peer" : "failed", what);
+      report(lost ? "peer_lost" : "fatal", what);
+    } else {
+      spdlog::info("{}", what);
+    }
     code = lost ? 3 : 1;
+    // A survivor may hold what the next generation needs: it stays until the
+    // coordinator has asked (save) and says stop, or a minute has passed.
+    if (lost) {
+      const auto until = Clock::now() + std::chrono::seconds(60);
+      while (stopAt_.load() != 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
   (void)trace_.flush(role_.trace_path);
-  stopHeartbeats_ = true;
-  beat.join();
+  stopControl_ = true;
+  controlThread_.join();
   // Give the last messages a moment to leave before the sockets close.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   return code;

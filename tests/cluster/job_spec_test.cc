@@ -19,6 +19,7 @@ TEST(JobSpec, MinimalSpecGetsDefaults) {
   EXPECT_EQ(s->epochs, 1);
   EXPECT_EQ(s->optimizer.name, "sgd");
   EXPECT_EQ(s->workers, 1);
+  EXPECT_EQ(s->max_recoveries, 3);
   EXPECT_TRUE(s->plan_file.empty());
 }
 
@@ -81,6 +82,8 @@ TEST(JobSpec, BadValuesNameTheField) {
            {"model: cnn\ntraining: {device: tpu}\n", "training.device"},
            {"model: cnn\ncluster: {launcher: k8s}\n", "unknown launcher \"k8s\""},
            {"model: cnn\ncluster: {bandwidth: fast}\n", "cluster.bandwidth"},
+           {"model: cnn\ncluster: {max_recoveries: -1}\n", "max_recoveries"},
+           {"model: cnn\ncluster: {max_recoveries: 5000}\n", "cluster.max_recoveries: must be 0 to 1000"},
            {"model: cnn\ncluster: {workers: 2}\nplan: {data_parallel: 2, stages: 2}\n", "needs 4 workers"},
            {"model: cnn\ntraining: {global_batch: 10}\nplan: {data_parallel: 3}\n", "do not divide"},
            {"model: cnn\ndata: {dataset: text}\n", "data.path: the text dataset needs a path"},
@@ -101,6 +104,45 @@ TEST(JobSpec, InvalidYamlIsOneClearError) {
   auto j = parseYaml("model: {name: cnn\ntraining: [", "bad.yaml");
   ASSERT_FALSE(j.ok());
   EXPECT_NE(j.status().message().find("bad.yaml: not valid YAML at line"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hydrozoa::cluster
+
+namespace hydrozoa::cluster {
+namespace {
+
+TEST(JobSpec, ScalingSectionsParseAndRoundTrip) {
+  auto s = parseJobSpec(parseYaml("model: cnn\nscaling: {policy: adabatch, min_replicas: 1, max_replicas: 4, "
+                                  "every_epochs: 2, lr_decay: 0.5}\n",
+                                  "job.yaml")
+                            .value(),
+                        "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->scaling.policy, "adabatch");
+  EXPECT_EQ(s->scaling.max_replicas, 4);
+  EXPECT_EQ(s->scaling.every_epochs, 2);
+  EXPECT_DOUBLE_EQ(s->scaling.lr_decay, 0.5);
+  s = parseJobSpec(parseYaml("model: cnn\nscaling: {policy: schedule, schedule: {1: 1, 3: 2, 5: 4}}\n", "job.yaml")
+                       .value(),
+                   "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->scaling.schedule.size(), 3u);
+  EXPECT_EQ(s->scaling.schedule.at(3), 2);
+  auto back = parseJobSpec(parseYaml(toYaml(jobSpecToJson(*s)), "resolved.yaml").value(), "resolved.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(jobSpecToJson(*back), jobSpecToJson(*s));
+  s = parseJobSpec(parseYaml("model: cnn\nscaling: adabatch\n", "job.yaml").value(), "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->scaling.policy, "adabatch");
+  s = parseJobSpec(parseYaml("model: cnn\nscaling: {policy: rule, rule: \"replicas +\"}\n", "job.yaml").value(),
+                   "job.yaml");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("job.yaml: scaling.rule: \"replicas +\""), std::string::npos)
+      << s.status().message();
+  s = parseJobSpec(parseYaml("model: cnn\nscaling: {polcy: fixed}\n", "job.yaml").value(), "job.yaml");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("unknown key \"polcy\""), std::string::npos) << s.status().message();
 }
 
 }  // namespace

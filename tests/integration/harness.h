@@ -96,29 +96,41 @@ inline bool processAlive(pid_t pid) {
   return close != std::string::npos && close + 2 < content.size() && content[close + 2] != 'Z';
 }
 
-// Processes whose environment carries a hydrozoa job token and whose parent
-// chain leads to us: what a run may have left behind.
-inline std::vector<pid_t> leftoverWorkers() {
+// Worker processes still alive: of the run in `runDir` (those that joined
+// the control endpoint in its coordinator.json; none if it never launched
+// any), or of any run when `runDir` is empty. Tests run in parallel, so a
+// test asks about its own run.
+inline std::vector<pid_t> leftoverWorkers(const std::string& runDir = "") {
   std::vector<pid_t> left;
+  std::string endpoint;
+  if (!runDir.empty()) {
+    auto c = readJsonFile(runDir + "/coordinator.json");
+    if (!c.ok()) return left;
+    endpoint = (*c)["control"].get<std::string>();
+  }
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     const pid_t pid = std::stoi(name);
     std::ifstream cmd("/proc/" + name + "/cmdline");
     std::string args((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
-    if (args.find(std::string("worker") + '\0' + "--join") != std::string::npos && processAlive(pid)) left.push_back(pid);
+    if (args.find(std::string("worker") + '\0' + "--join") != std::string::npos &&
+        args.find(endpoint) != std::string::npos && processAlive(pid)) {
+      left.push_back(pid);
+    }
   }
   return left;
 }
 
-// Waits up to `seconds` for every worker process to be gone.
-inline bool noWorkersLeft(double seconds = 5) {
+// Waits up to `seconds` for the worker processes of `runDir` (see
+// leftoverWorkers) to be gone.
+inline bool noWorkersLeft(const std::string& runDir, double seconds = 5) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < until) {
-    if (leftoverWorkers().empty()) return true;
+    if (leftoverWorkers(runDir).empty()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return leftoverWorkers().empty();
+  return leftoverWorkers(runDir).empty();
 }
 
 // The lines of a run's metrics.jsonl.

@@ -130,6 +130,30 @@ TEST(SearchPlan, PlansNeverExceedTheMemoryLimit) {
   }
 }
 
+// A replicated pipeline's workers keep recovery's copy of their stage's
+// parameters and optimizer state (docs/recovery.md): counted only there,
+// and only when recovery is on.
+TEST(SearchPlan, ReplicatedPipelinesCountRecoverysCopyOfTheState) {
+  const auto prof = toyProfile(8, 3, 10 * kMB);
+  auto memoryOf = [&](int A, int B, bool copies) {
+    SearchOptions o = basic(A * B);
+    o.global_batch = 64;
+    o.data_parallel = A;
+    o.stages = B;
+    o.recovery_copies = copies;
+    auto r = searchPlan(prof, aci(), o);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    Bytes total = 0;
+    for (const auto& d : r->best().stage_details) total += d.memory;
+    return total;
+  };
+  Bytes state = 0;
+  for (const auto& l : prof.layers) state += l.parameter_bytes + l.optimizer_state_bytes;
+  EXPECT_EQ(memoryOf(2, 2, true) - memoryOf(2, 2, false), state);  // summed over the stages
+  EXPECT_EQ(memoryOf(1, 2, true), memoryOf(1, 2, false));          // no replica: no copy
+  EXPECT_EQ(memoryOf(2, 1, true), memoryOf(2, 1, false));          // one stage: replicas agree anyway
+}
+
 TEST(SearchPlan, NothingFitsSaysHowMuchMemoryWould) {
   SearchOptions o = basic(2);
   o.memory_limit = 200 * kMB;  // runtime alone is 100 MB; some single layers need more

@@ -89,22 +89,22 @@ TEST(LearningRate, Schedules) {
   cluster::OptimizerSpec o;
   o.lr = 0.1;
   cluster::LrScheduleSpec s;
-  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 50, 10, 100), 0.1);
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 50, 5, 100), 0.1);
   s.warmup_steps = 4;
-  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 0, 10, 100), 0.025);
-  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 3, 10, 100), 0.1);
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 0, 0, 100), 0.025);
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 3, 0, 100), 0.1);
   s = {};
   s.name = "step";
   s.gamma = 0.5;
   s.step_epochs = 2;
-  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 19, 10, 100), 0.1);
-  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 20, 10, 100), 0.05);
-  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 45, 10, 100), 0.025);
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 19, 1, 100), 0.1);
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 20, 2, 100), 0.05);
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 45, 4, 100), 0.025);
   s = {};
   s.name = "cosine";
   s.min_lr = 0.01;
-  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 0, 10, 100), 0.1);
-  EXPECT_NEAR(scheduledLearningRate(o, s, 50, 10, 100), 0.055, 1e-12);
+  EXPECT_DOUBLE_EQ(scheduledLearningRate(o, s, 0, 0, 100), 0.1);
+  EXPECT_NEAR(scheduledLearningRate(o, s, 50, 5, 100), 0.055, 1e-12);
   EXPECT_NEAR(scheduledLearningRate(o, s, 100, 10, 100), 0.01, 1e-12);
 }
 

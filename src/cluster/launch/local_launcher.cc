@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,14 +47,27 @@ Status LocalLauncher::launch(const WorkerLaunch& w) {
   envp.push_back(nullptr);
   const int log = ::open(w.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log < 0) return ioError(fmt::format("{}: cannot create the worker's log: {}", w.log_path, std::strerror(errno)));
+  int netns = -1;
+  if (!w.netns_path.empty()) {
+    netns = ::open(w.netns_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (netns < 0) {
+      ::close(log);
+      return ioError(fmt::format("worker {}: cannot open its network namespace {}: {}", w.id, w.netns_path,
+                                 std::strerror(errno)));
+    }
+  }
+  const timespec delay{static_cast<time_t>(w.start_delay),
+                       static_cast<long>((w.start_delay - static_cast<double>(static_cast<time_t>(w.start_delay))) * 1e9)};
   int errPipe[2];
   if (::pipe2(errPipe, O_CLOEXEC) != 0) {
+    if (netns >= 0) ::close(netns);
     ::close(log);
     return ioError(fmt::format("cannot start worker {}: {}", w.id, std::strerror(errno)));
   }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
+    if (netns >= 0) ::close(netns);
     ::close(log);
     ::close(errPipe[0]);
     ::close(errPipe[1]);
@@ -66,19 +80,52 @@ Status LocalLauncher::launch(const WorkerLaunch& w) {
     if (::getppid() != parent) ::_exit(125);  // the coordinator is already gone
     ::dup2(log, STDOUT_FILENO);
     ::dup2(log, STDERR_FILENO);
+    // Into the container's cgroups and network, then wait as it would start.
+    char pidText[24];
+    int n = 0;
+    for (pid_t v = ::getpid(); v > 0; v /= 10) pidText[n++] = static_cast<char>('0' + v % 10);
+    for (int i = 0; i < n / 2; ++i) std::swap(pidText[i], pidText[n - 1 - i]);
+    for (const std::string& file : w.cgroup_procs) {
+      const int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || ::write(fd, pidText, static_cast<std::size_t>(n)) != n) {
+        const int err = errno;
+        (void)!::write(errPipe[1], &err, sizeof(err));
+        ::_exit(126);
+      }
+      ::close(fd);
+    }
+    if (netns >= 0 && ::setns(netns, CLONE_NEWNET) != 0) {
+      const int err = errno;
+      (void)!::write(errPipe[1], &err, sizeof(err));
+      ::_exit(126);
+    }
+    if (delay.tv_sec > 0 || delay.tv_nsec > 0) {
+      // In its container: let the launcher go on (a failing exec after the
+      // delay shows as exit status 127).
+      const int ok = 0;
+      (void)!::write(errPipe[1], &ok, sizeof(ok));
+      timespec left = delay;
+      while (::nanosleep(&left, &left) != 0 && errno == EINTR) {
+      }
+    }
     ::execve(argv[0], argv.data(), envp.data());
     const int err = errno;
     (void)!::write(errPipe[1], &err, sizeof(err));
     ::_exit(127);
   }
   ::close(log);
+  if (netns >= 0) ::close(netns);
   ::close(errPipe[1]);
   int childErr = 0;
   const ssize_t n = ::read(errPipe[0], &childErr, sizeof(childErr));  // EOF on a successful exec
   ::close(errPipe[0]);
-  if (n == sizeof(childErr)) {
+  if (n == sizeof(childErr) && childErr != 0) {
     int st = 0;
     ::waitpid(pid, &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 126) {
+      return unavailable(fmt::format("worker {} could not start: cannot enter its container (cgroup or network "
+                                     "namespace): {}", w.id, std::strerror(childErr)));
+    }
     return unavailable(fmt::format("worker {} could not start: cannot run {}: {}", w.id, executable_,
                                    std::strerror(childErr)));
   }
@@ -93,6 +140,7 @@ std::vector<WorkerExit> LocalLauncher::poll() {
     const pid_t r = ::waitpid(it->second, &st, WNOHANG);
     if (r == it->second) {
       out.push_back({it->first, it->second, WIFEXITED(st) && WEXITSTATUS(st) == 0, describeWaitStatus(st)});
+      out.back().killed = WIFSIGNALED(st);
       it = live_.erase(it);
     } else {
       ++it;
@@ -125,6 +173,7 @@ std::vector<WorkerExit> LocalLauncher::stopAll(Seconds grace) {
     int st = 0;
     ::waitpid(pid, &st, 0);
     out.push_back({id, pid, false, describeWaitStatus(st)});
+    out.back().killed = WIFSIGNALED(st);
   }
   live_.clear();
   return out;

@@ -5,7 +5,8 @@
 //                + M · (input_x + Σ_{i=x..y} stashed_i)
 //                + max_{i=x..y} workspace_i
 //
-// fixed_i = parameters + gradients + optimizer state of layer i; input_x =
+// fixed_i = parameters + gradients + optimizer state of layer i (plus, in
+// replicated pipelines, recovery's copy of the parameters and state); input_x =
 // one microbatch entering layer x (received activations, or the data batch
 // for stage 0); stashed_i = what layer i keeps for backward per microbatch,
 // its output included. Because stashed_{x−1} >= input_x, memory grows when a

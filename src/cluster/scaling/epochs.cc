@@ -1,0 +1,112 @@
+#include "cluster/scaling/epochs.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "data/sampler.h"
+
+namespace hydrozoa::cluster {
+
+EpochSchedule::EpochSchedule(std::int64_t datasetSize, std::int64_t perReplicaBatch, bool dropLast)
+    : size_(datasetSize), batch_(perReplicaBatch), dropLast_(dropLast) {
+  HZ_CHECK(datasetSize >= 1 && perReplicaBatch >= 1);
+}
+
+void EpochSchedule::append(std::int64_t firstEpoch, int replicas, double lrFactor, std::string why) {
+  HZ_CHECK(replicas >= 1 && firstEpoch >= 0);
+  truncateAfter(firstEpoch - 1);
+  Segment s;
+  s.first_epoch = firstEpoch;
+  s.first_step = segments_.empty() ? 0 : epochStart(firstEpoch);
+  HZ_CHECK_MSG(!segments_.empty() || firstEpoch == 0, "the first segment begins at epoch 0");
+  s.replicas = replicas;
+  s.lr_factor = lrFactor;
+  s.why = std::move(why);
+  segments_.push_back(std::move(s));
+}
+
+void EpochSchedule::truncateAfter(std::int64_t epoch) {
+  while (!segments_.empty() && segments_.back().first_epoch > epoch) segments_.pop_back();
+}
+
+std::int64_t EpochSchedule::stepsPerEpoch(int replicas) const {
+  // The sampler's count, so the two never disagree.
+  data::SamplerOptions o;
+  o.dataset_size = size_;
+  o.global_batch = replicas * batch_;
+  o.replicas = replicas;
+  o.microbatch_size = batch_;
+  o.drop_last = dropLast_;
+  return data::EpochSampler(o).stepsPerEpoch();
+}
+
+const Segment& EpochSchedule::atEpoch(std::int64_t epoch) const {
+  HZ_CHECK(!segments_.empty());
+  auto it = std::upper_bound(segments_.begin(), segments_.end(), epoch,
+                             [](std::int64_t e, const Segment& s) { return e < s.first_epoch; });
+  return it == segments_.begin() ? segments_.front() : *std::prev(it);
+}
+
+const Segment& EpochSchedule::atStep(std::int64_t step) const {
+  HZ_CHECK(!segments_.empty());
+  auto it = std::upper_bound(segments_.begin(), segments_.end(), step,
+                             [](std::int64_t k, const Segment& s) { return k < s.first_step; });
+  return it == segments_.begin() ? segments_.front() : *std::prev(it);
+}
+
+std::int64_t EpochSchedule::epochStart(std::int64_t epoch) const {
+  const Segment& s = atEpoch(epoch);
+  return s.first_step + (epoch - s.first_epoch) * stepsPerEpoch(s.replicas);
+}
+
+std::int64_t EpochSchedule::epochOf(std::int64_t step) const {
+  const Segment& s = atStep(step);
+  return s.first_epoch + (step - s.first_step) / stepsPerEpoch(s.replicas);
+}
+
+std::int64_t EpochSchedule::stepInEpoch(std::int64_t step) const {
+  const Segment& s = atStep(step);
+  return (step - s.first_step) % stepsPerEpoch(s.replicas);
+}
+
+Json EpochSchedule::toJson() const {
+  Json segs = Json::array();
+  for (const Segment& s : segments_) {
+    segs.push_back({{"first_epoch", s.first_epoch},
+                    {"first_step", s.first_step},
+                    {"replicas", s.replicas},
+                    {"lr_factor", s.lr_factor},
+                    {"why", s.why}});
+  }
+  return {{"per_replica_batch", batch_}, {"segments", segs}};
+}
+
+Result<EpochSchedule> EpochSchedule::fromJson(const Json& j, std::int64_t datasetSize, bool dropLast) {
+  auto bad = [](const std::string& what) {
+    return invalidArgument(fmt::format("the checkpoint's scaling record is damaged: {}", what));
+  };
+  if (!j.is_object() || !j.contains("per_replica_batch") || !j["per_replica_batch"].is_number_integer() ||
+      j["per_replica_batch"].get<std::int64_t>() < 1 || !j.contains("segments") || !j["segments"].is_array()) {
+    return bad("it needs per_replica_batch >= 1 and a list of segments");
+  }
+  EpochSchedule s(datasetSize, j["per_replica_batch"].get<std::int64_t>(), dropLast);
+  std::int64_t last = -1;
+  for (const Json& seg : j["segments"]) {
+    const std::int64_t first = seg.value("first_epoch", std::int64_t{-1});
+    const int replicas = seg.value("replicas", 0);
+    if (first <= last || (last < 0 && first != 0) || replicas < 1) {
+      return bad("segments must start at epoch 0, increase, and have at least 1 replica");
+    }
+    s.append(first, replicas, seg.value("lr_factor", 1.0), seg.value("why", ""));
+    if (seg.value("first_step", std::int64_t{-1}) != s.segments_.back().first_step) {
+      return bad(fmt::format("segment at epoch {} begins at step {}, not {}", first + 1,
+                             seg.value("first_step", std::int64_t{-1}), s.segments_.back().first_step));
+    }
+    last = first;
+  }
+  if (s.segments_.empty()) return bad("no segments");
+  return s;
+}
+
+}  // namespace hydrozoa::cluster
