@@ -76,7 +76,9 @@ bool ControlServer::receive(std::string* from, Json* message, int timeoutMs) {
     }
     const std::string sender = id.to_string();
     Json j = Json::parse(body.to_string(), nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("token") || j["token"] != token_) {
+    const bool current = j.is_object() && j.contains("token") &&
+                         (j["token"] == token_ || (!next_.empty() && j["token"] == next_));
+    if (!current) {
       ++refused_;
       const bool old = j.is_object() && j.contains("token") && j["token"].is_string() &&
                        std::find(retired_.begin(), retired_.end(), j["token"].get<std::string>()) != retired_.end();
@@ -95,6 +97,7 @@ bool ControlServer::receive(std::string* from, Json* message, int timeoutMs) {
 
 void ControlServer::newGeneration(std::string token) {
   retired_.push_back(std::move(token_));
+  if (token == next_) next_.clear();
   token_ = std::move(token);
 }
 

@@ -52,12 +52,15 @@ class ControlServer {
   // A new generation of workers: messages carry `token` from now on, and
   // the earlier generations' tokens are refused (and named so in the log).
   void newGeneration(std::string token);
+  // Workers of the next generation, started ahead of it, present `token`:
+  // their messages are accepted too until newGeneration(token).
+  void admit(std::string token) { next_ = std::move(token); }
 
  private:
   ControlServer() = default;
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<zmq::socket_t> socket_;
-  std::string endpoint_, token_;
+  std::string endpoint_, token_, next_;
   std::vector<std::string> retired_;  // earlier generations' tokens
   int refused_ = 0;
 };

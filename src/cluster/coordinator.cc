@@ -24,6 +24,8 @@
 #include "cluster/launch/local_launcher.h"
 #include "cluster/progress.h"
 #include "cluster/run_dir.h"
+#include "cluster/scaling/epochs.h"
+#include "cluster/scaling/policy.h"
 #include "core/paths.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
@@ -66,9 +68,13 @@ std::string lastLogLine(const std::string& path) {
 // The control-plane identity of worker `id`.
 std::string from(int id) { return fmt::format("w{}", id); }
 
+// A worker of a generation: `rank` (replica · B + stage) is its place in the
+// generation, `id` its launcher and control-plane identity (NOTE [Changing
+// the replicas]: the next generation's workers run beside this one's).
 struct WorkerState {
-  int id = 0, replica = 0, stage = 0;
+  int id = 0, rank = 0, replica = 0, stage = 0;
   bool registered = false, ready = false, done = false;
+  double launched_at = -1, registered_at = -1;  // now(); -1: not yet
   Clock::time_point last_seen;
   std::string name() const { return fmt::format("worker {} (replica {}, stage {})", id, replica, stage); }
 };
@@ -99,6 +105,7 @@ class Job {
     priorSeconds_ = resumed.value("training_seconds", 0.0);
     priorCost_ = resumed.value("cost_usd", 0.0);
     priorSamples_ = resumed.value("samples", 0.0);
+    if (resumed.contains("scaling")) resumedScaling_ = resumed["scaling"];
   }
 
   Result<TrainResult> run();
@@ -106,7 +113,27 @@ class Job {
  private:
   Status start();
   Status train();  // announces the generation, then watch()
+  // The workers of a generation of A_ replicas, with ids not in use.
+  std::vector<WorkerState> layout(int replicas) const;
+  Status launch(WorkerState& w, const std::string& token, int generation);
+  void makeSampler();   // sampler_ and perEpoch_ for A_ replicas
+  void countSteps();    // totalSteps_ and stopStep_ from epochs_
   Status launchWorkers();
+  // NOTE [Changing the replicas]
+  Status scalingSchedule();
+  std::int64_t generationStop() const;
+  void maybePrestart();
+  Status rescale();
+  // Stops `ws` (asks, then forces after `grace`) and bills them no more.
+  void retire(std::vector<WorkerState>& ws, Seconds grace);
+  // An exit of a worker that is not in this generation (a pre-started one).
+  void onOtherExit(const WorkerExit& e);
+  WorkerState* current(int id);
+  UsdPerHour rateOf(int stage) const;
+  void sendAssign(const WorkerState& w);
+  // Once the generation after a boundary has all registered: how long the
+  // boundary waited for them, if it did.
+  void noteReadyIfScaling();
   Status recover();
   // The job lost a worker (`worker`, or -1 when unknown): failure_ says how.
   Status lose(int worker, bool outOfMemory);
@@ -131,7 +158,7 @@ class Job {
   void stopWorkers(Seconds grace);
   void finish(const std::string& status, const std::string& reason);
   int workerOf(const std::string& identity) const;
-  Json cpusOf(int id) const;
+  Json cpusOf(int rank) const;
 
   const TrainOptions& o_;
   RunDir run_;
@@ -178,12 +205,27 @@ class Job {
   std::int64_t reached_ = 0;      // global steps completed
   std::int64_t finalized_ = -1;   // the last checkpoint completed
   std::map<std::int64_t, double> stepSamples_;  // samples of the steps since the last checkpoint
-  std::map<int, std::vector<std::int64_t>> halted_;  // survivor -> the steps it can save, its completed first
-  std::set<int> saveFailed_;
+  std::map<int, std::vector<std::int64_t>> halted_;  // survivor's rank -> the steps it can save, its completed first
+  std::set<int> saveFailed_;  // ranks
   std::vector<Bytes> stageMemory_;              // per stage, raised after an out-of-memory loss
   Json events_ = Json::array();
   double recoveringSince_ = -1;   // now() at the loss, until training again
   std::vector<std::pair<std::string, std::string>> exits_;  // worker name -> how it ended
+  std::map<int, std::string> everyWorker_;  // id -> name, over all generations (traces)
+
+  // Scaling (NOTE [Changing the replicas]).
+  std::unique_ptr<ScalingPolicy> policy_;
+  EpochSchedule epochs_;
+  Json resumedScaling_;                // the checkpoint's record, when resuming
+  std::int64_t genStop_ = 0;           // where this generation stops
+  std::vector<WorkerState> next_;      // the next generation's, pre-started
+  std::string nextToken_;
+  double prestartedAt_ = -1, predictedBoundary_ = -1;
+  std::vector<double> startDelays_;    // measured: launch to register
+  double lastEvalSeconds_ = 0;         // the last epoch end's evaluation
+  double epochStartedAt_ = 0, lastEpochSeconds_ = 0;
+  Json scalingEvents_ = Json::array();
+  double scalingSince_ = -1;           // now() at the boundary, until training again
 };
 
 // NOTE [Cores for compute threads]
@@ -191,35 +233,115 @@ class Job {
 // each worker gets cores of its own: measured here, two unpinned workers on
 // two cores now and then shared one for a timeslice, and a 2.5 ms backward
 // pass took 15-19 ms. With more threads than cores the scheduler decides.
-Json Job::cpusOf(int id) const {
+Json Job::cpusOf(int rank) const {
   Json cpus = Json::array();
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   if (W_ * spec_.threads > cores) return cpus;
-  for (int t = 0; t < spec_.threads; ++t) cpus.push_back(id * spec_.threads + t);
+  for (int t = 0; t < spec_.threads; ++t) cpus.push_back(rank * spec_.threads + t);
   return cpus;
 }
 
-int Job::workerOf(const std::string& identity) const {
+int idOf(const std::string& identity) {
   if (identity.size() < 2 || identity[0] != 'w') return -1;
-  const int id = std::atoi(identity.c_str() + 1);
-  return id >= 0 && id < W_ ? id : -1;
+  return std::atoi(identity.c_str() + 1);
 }
 
-Status Job::start() {
-  A_ = plan_.data_parallel;
-  B_ = plan_.pipeline_stages;
-  W_ = A_ * B_;
+int Job::workerOf(const std::string& identity) const {
+  const int id = idOf(identity);
+  for (const auto& w : workers_) {
+    if (w.id == id) return w.rank;
+  }
+  return -1;
+}
+
+WorkerState* Job::current(int id) {
+  for (auto& w : workers_) {
+    if (w.id == id) return &w;
+  }
+  return nullptr;
+}
+
+void Job::makeSampler() {
   data::SamplerOptions so;
   so.dataset_size = trainSize_;
-  so.global_batch = spec_.global_batch;
+  so.global_batch = A_ * epochs_.perReplicaBatch();
   so.replicas = A_;
   so.microbatch_size = plan_.microbatch_size;
   so.drop_last = spec_.drop_last;
   sampler_.emplace(so);
   perEpoch_ = sampler_->stepsPerEpoch();
-  totalSteps_ = perEpoch_ * spec_.epochs;
+}
+
+void Job::countSteps() {
+  totalSteps_ = epochs_.epochStart(spec_.epochs);
   if (spec_.max_steps) totalSteps_ = std::min(totalSteps_, *spec_.max_steps);
   stopStep_ = o_.stop_after ? std::min(totalSteps_, *o_.stop_after) : totalSteps_;
+}
+
+// NOTE [Changing the replicas]
+// A scaling policy's replicas hold from an epoch boundary on (the per-
+// replica batch stays, so the global batch and the steps per epoch change:
+// cluster/scaling/epochs.h). Each run of epochs with the same replicas is a
+// generation of workers: it stops at the boundary after the epoch's
+// evaluation, its replica 0 saves every stage there (the checkpoint the
+// workers write at their stop step), and the next generation of A' replicas
+// starts from that state with a new token. The sampler shards each step over
+// the replicas of its epoch, so every sample is still used once per epoch.
+// Policies that read only the epoch (schedule, adabatch) are laid out ahead,
+// and the next generation's workers are pre-started so they are running
+// when the boundary comes: from the measured step time, the last evaluation
+// and the measured start-up delay (launch to register), with a margin. They
+// are billed from then; the old generation is released (no longer billed)
+// at the boundary. A rule reads the epoch's metrics, so it is decided at
+// each epoch end and its workers start then.
+Status Job::scalingSchedule() {
+  HZ_ASSIGN_OR_RETURN(policy_, ScalingPolicy::make(spec_.scaling, plan_.data_parallel));
+  const std::int64_t perReplica = spec_.global_batch / plan_.data_parallel;
+  epochs_ = EpochSchedule(trainSize_, perReplica, spec_.drop_last);
+  std::int64_t from = 1;  // the first epoch whose replicas the policy decides here
+  if (resumedScaling_.is_object()) {
+    HZ_ASSIGN_OR_RETURN(epochs_, EpochSchedule::fromJson(resumedScaling_, trainSize_, spec_.drop_last));
+    if (epochs_.perReplicaBatch() != perReplica) {
+      return invalidArgument(fmt::format("the checkpoint was written with {} samples per replica but the job now has "
+                                         "{} (training.global_batch / the plan's replicas); resume with the job it "
+                                         "was started with",
+                                         epochs_.perReplicaBatch(), perReplica));
+    }
+    from = epochs_.epochOf(startStep_) + 1;
+    epochs_.truncateAfter(from - 1);
+  } else {
+    epochs_.append(0, policy_->initialReplicas(), 1.0, "");
+  }
+  if (!policy_->usesMetrics()) {
+    for (std::int64_t e = from; e < spec_.epochs; ++e) {
+      const Segment prev = epochs_.atEpoch(e - 1);
+      ScalingInputs in;
+      in.epoch = e + 1;
+      in.step = epochs_.epochStart(e);
+      in.replicas = prev.replicas;
+      const ScalingDecision d = policy_->decide(in);
+      if (d.replicas != prev.replicas || d.lr_factor != prev.lr_factor) epochs_.append(e, d.replicas, d.lr_factor, d.why);
+    }
+  }
+  countSteps();
+  return Status();
+}
+
+std::int64_t Job::generationStop() const {
+  std::int64_t stop = stopStep_;
+  if (policy_->usesMetrics()) return std::min(stop, epochs_.epochStart(epochs_.epochOf(resumeStep_) + 1));
+  for (const Segment& s : epochs_.segments()) {
+    if (s.first_step > resumeStep_) return std::min(stop, s.first_step);
+  }
+  return stop;
+}
+
+Status Job::start() {
+  B_ = plan_.pipeline_stages;
+  HZ_RETURN_IF_ERROR(scalingSchedule());
+  A_ = epochs_.atStep(startStep_).replicas;
+  W_ = A_ * B_;
+  makeSampler();
   if (startStep_ >= stopStep_) {
     return invalidArgument(fmt::format("nothing to train: the run has done {} steps and this invocation stops at {} "
                                        "(the job has {}); raise --max-steps or training.epochs",
@@ -241,29 +363,54 @@ Status Job::start() {
   }
   HZ_RETURN_IF_ERROR(run_.writeJson("coordinator.json", {{"pid", ::getpid()}, {"control", control_->endpoint()}}));
   for (const auto& st : plan_.stages) stageMemory_.push_back(st.worker_memory_bytes);
+  genStop_ = generationStop();
   return launchWorkers();
 }
 
-Status Job::launchWorkers() {
-  workers_.clear();
-  for (int id = 0; id < W_; ++id) {
+std::vector<WorkerState> Job::layout(int replicas) const {
+  std::set<int> taken;
+  for (const auto& w : workers_) {
+    if (launcher_->alive(w.id)) taken.insert(w.id);
+  }
+  for (const auto& w : next_) taken.insert(w.id);
+  std::vector<WorkerState> ws;
+  int id = 0;
+  for (int rank = 0; rank < replicas * B_; ++rank) {
+    while (taken.count(id)) ++id;
     WorkerState w;
-    w.id = id;
-    w.replica = id / B_;
-    w.stage = id % B_;
+    w.id = id++;
+    w.rank = rank;
+    w.replica = rank / B_;
+    w.stage = rank % B_;
     w.last_seen = Clock::now();
-    workers_.push_back(w);
-    WorkerLaunch l;
-    l.id = id;
-    l.args = {"--log-level", "info", "worker", "--join", control_->endpoint(), "--id", std::to_string(id)};
-    l.env = {{"HYDROZOA_TOKEN", token_}};
-    l.log_path = run_.workerLog(id);
-    const plan::PlanStage& st = plan_.stages[w.stage];
-    l.cpus = spec_.cpu_limit.value_or(st.vcpus);
-    l.memory = spec_.memory_limit.value_or(stageMemory_[w.stage]);
-    l.start_delay = drawStartDelay(spec_.start_delay,
-                                   spec_.seed * 7919 + static_cast<std::uint64_t>(id) + 104729ULL * generation_);
-    if (Status s = launcher_->launch(l); !s.ok()) return failure(s.message());
+    ws.push_back(w);
+  }
+  return ws;
+}
+
+Status Job::launch(WorkerState& w, const std::string& token, int generation) {
+  WorkerLaunch l;
+  l.id = w.id;
+  l.args = {"--log-level", "info", "worker", "--join", control_->endpoint(), "--id", std::to_string(w.id)};
+  l.env = {{"HYDROZOA_TOKEN", token}};
+  l.log_path = run_.workerLog(w.id);
+  const plan::PlanStage& st = plan_.stages[w.stage];
+  l.cpus = spec_.cpu_limit.value_or(st.vcpus);
+  l.memory = spec_.memory_limit.value_or(stageMemory_[w.stage]);
+  l.start_delay = drawStartDelay(spec_.start_delay,
+                                 spec_.seed * 7919 + static_cast<std::uint64_t>(w.id) + 104729ULL * generation);
+  HZ_RETURN_IF_ERROR(launcher_->launch(l));
+  w.launched_at = now();
+  w.registered = w.ready = w.done = false;
+  w.last_seen = Clock::now();
+  everyWorker_[w.id] = w.name();
+  return Status();
+}
+
+Status Job::launchWorkers() {
+  workers_ = layout(A_);
+  for (auto& w : workers_) {
+    if (Status s = launch(w, token_, generation_); !s.ok()) return failure(s.message());
   }
   return Status();
 }
@@ -317,8 +464,13 @@ Status Job::waitFor(const char* what, const std::function<bool(const WorkerState
     receiveOne(100);
     if (!failure_.empty()) return unavailable(failure_);
     for (const WorkerExit& e : launcher_->poll()) {
+      const WorkerState* cw = current(e.id);
+      if (!cw) {
+        onOtherExit(e);
+        continue;
+      }
       ledger_.stop(e.id, now());
-      const WorkerState& w = workers_[e.id];
+      const WorkerState& w = *cw;
       failure_ = fmt::format("{} {} before it was {} (pid {}); its log {} ends: {}", w.name(), e.how, what, e.pid,
                              run_.workerLog(e.id), lastLogLine(run_.workerLog(e.id)));
       // One that could not start at all would fail the same way again; one
@@ -345,49 +497,84 @@ bool Job::receiveOne(int timeoutMs) {
   std::string sender;
   Json m;
   if (!control_->receive(&sender, &m, timeoutMs)) return false;
-  if (const int id = workerOf(sender); id >= 0) handle(id, m);
+  if (const int rank = workerOf(sender); rank >= 0) {
+    handle(rank, m);
+    return true;
+  }
+  // A pre-started worker of the next generation: running (billed) and
+  // waiting for its role until the boundary.
+  const int id = idOf(sender);
+  for (WorkerState& w : next_) {
+    if (w.id != id) continue;
+    const std::string type = m.value("type", "");
+    if (type == "register" && !w.registered) {
+      w.registered = true;
+      w.registered_at = now();
+      startDelays_.push_back(w.registered_at - w.launched_at);
+      ledger_.start(w.id, now(), rateOf(w.stage));
+    } else if (type == "error") {
+      spdlog::warn("{}, started ahead of the next generation, failed: {}", w.name(), m.value("message", ""));
+    }
+  }
   return true;
 }
 
-void Job::handle(int id, const Json& m) {
-  WorkerState& w = workers_[id];
+UsdPerHour Job::rateOf(int stage) const {
+  const plan::PlanStage& st = plan_.stages[stage];
+  return st.cost_per_hour > 0 ? st.cost_per_hour
+                              : plan_.cost_per_hour / (plan_.data_parallel * plan_.pipeline_stages);
+}
+
+void Job::sendAssign(const WorkerState& w) {
+  const Segment& seg = epochs_.atStep(resumeStep_);
+  const std::int64_t firstEpoch = epochs_.epochOf(resumeStep_);
+  Json assign = {{"type", "assign"},
+                 {"generation", generation_},
+                 {"rank", w.rank},
+                 {"world_size", W_},
+                 {"replica", w.replica},
+                 {"replicas", A_},
+                 {"stage", w.stage},
+                 {"stages", B_},
+                 {"first_layer", plan_.stages[w.stage].first_layer},
+                 {"last_layer", plan_.stages[w.stage].last_layer},
+                 {"microbatch_size", plan_.microbatch_size},
+                 {"microbatches", plan_.num_microbatches},
+                 {"train_size", trainSize_},
+                 {"test_size", spec_.eval ? testSize_ : 0},
+                 {"start_step", resumeStep_},
+                 {"total_steps", totalSteps_},
+                 {"stop_step", genStop_},
+                 {"epoch_start_step", epochs_.epochStart(firstEpoch)},
+                 {"first_epoch", firstEpoch},
+                 {"global_batch", A_ * epochs_.perReplicaBatch()},
+                 {"lr_factor", seg.lr_factor},
+                 {"store_host", launcher_->coordinatorHost()},
+                 {"store_port", store_->getPort()},
+                 {"listen_host", launcher_->workerHost(w.id)},
+                 {"run_dir", run_.root()},
+                 {"trace_path", run_.workerTrace(w.id)},
+                 {"checkpoint", checkpoint_},
+                 {"schedule", "gpipe"},
+                 {"cpus", cpusOf(w.rank)},
+                 {"job", jobSpecToJson(spec_)}};
+  control_->send(from(w.id), assign);
+}
+
+void Job::handle(int rank, const Json& m) {
+  WorkerState& w = workers_[rank];
+  const int id = w.id;
   w.last_seen = Clock::now();
   const std::string type = m.value("type", "");
   if (type == "register") {
+    if (!w.registered) {
+      w.registered_at = now();
+      startDelays_.push_back(w.registered_at - w.launched_at);
+      ledger_.start(id, now(), rateOf(w.stage));
+    }
     w.registered = true;
-    const plan::PlanStage& st = plan_.stages[w.stage];
-    ledger_.start(id, now(), st.cost_per_hour > 0 ? st.cost_per_hour : plan_.cost_per_hour / W_);
-    Json assign = {{"type", "assign"},
-                   {"generation", generation_},
-                   {"rank", id},
-                   {"world_size", W_},
-                   {"replica", w.replica},
-                   {"replicas", A_},
-                   {"stage", w.stage},
-                   {"stages", B_},
-                   {"first_layer", plan_.stages[w.stage].first_layer},
-                   {"last_layer", plan_.stages[w.stage].last_layer},
-                   {"microbatch_size", plan_.microbatch_size},
-                   {"microbatches", plan_.num_microbatches},
-                   {"train_size", trainSize_},
-                   {"test_size", spec_.eval ? testSize_ : 0},
-                   {"start_step", resumeStep_},
-                   {"total_steps", totalSteps_},
-                   {"stop_step", stopStep_},
-                   {"epoch_start_step", 0},
-                   {"first_epoch", 0},
-                   {"global_batch", spec_.global_batch},
-                   {"lr_factor", 1.0},
-                   {"store_host", launcher_->coordinatorHost()},
-                   {"store_port", store_->getPort()},
-                   {"listen_host", launcher_->workerHost(id)},
-                   {"run_dir", run_.root()},
-                   {"trace_path", run_.workerTrace(id)},
-                   {"checkpoint", checkpoint_},
-                   {"schedule", "gpipe"},
-                   {"cpus", cpusOf(id)},
-                   {"job", jobSpecToJson(spec_)}};
-    control_->send(from(id), assign);
+    sendAssign(w);
+    noteReadyIfScaling();
   } else if (type == "ready") {
     w.ready = true;
   } else if (type == "heartbeat") {
@@ -416,7 +603,14 @@ void Job::handle(int id, const Json& m) {
     if (e.reports == A_ && e.count > 0) {
       finalTestLoss_ = e.loss_sum / e.count;
       finalAccuracy_ = e.correct / e.count;
-      (void)run_.appendMetrics({{"epoch", epoch + 1}, {"test_loss", finalTestLoss_}, {"test_accuracy", finalAccuracy_}});
+      (void)run_.appendMetrics({{"t", priorSeconds_ + since(trainingStart_)},
+                                {"epoch", epoch + 1},
+                                {"test_loss", finalTestLoss_},
+                                {"test_accuracy", finalAccuracy_},
+                                {"cost_usd", cost()}});
+      lastEvalSeconds_ = since(lastStepAt_);
+      lastEpochSeconds_ = now() - epochStartedAt_;
+      epochStartedAt_ = now();
       lastStepAt_ = Clock::now();  // the next step's time starts after the evaluation
       progress_.note(fmt::format("epoch {}: test accuracy {:.2f}%, test loss {:.4f}", epoch + 1, 100 * finalAccuracy_,
                                  finalTestLoss_));
@@ -428,9 +622,10 @@ void Job::handle(int id, const Json& m) {
     stages.insert(m.value("stage", 0));
     if (static_cast<int>(stages.size()) == B_) {
       const Json manifest = {{"step", step},
-                             {"epoch", step / perEpoch_},
-                             {"step_in_epoch", step % perEpoch_},
+                             {"epoch", epochs_.epochOf(step)},
+                             {"step_in_epoch", epochs_.stepInEpoch(step)},
                              {"steps_per_epoch", perEpoch_},
+                             {"scaling", epochs_.toJson()},
                              {"layers", model_.layer_names.size()},
                              {"model", model_.name},
                              {"plan", {{"data_parallel", A_}, {"pipeline_stages", B_}}},
@@ -448,9 +643,9 @@ void Job::handle(int id, const Json& m) {
       checkpoints_.erase(step);
     }
   } else if (type == "halted") {
-    halted_[id] = m.value("can_save", std::vector<std::int64_t>{});
+    halted_[rank] = m.value("can_save", std::vector<std::int64_t>{});
   } else if (type == "save_failed") {
-    saveFailed_.insert(id);
+    saveFailed_.insert(rank);
     spdlog::warn("{} could not save its state: {}", w.name(), m.value("message", ""));
   } else if (type == "done") {
     w.done = true;
@@ -485,8 +680,18 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
     progress_.note(fmt::format("Training again {} after the loss ({} steps to redo)",
                                formatSeconds(e["seconds_to_training"].get<double>()), e["lost_steps"].get<std::int64_t>()));
   }
+  if (scalingSince_ >= 0 && !scalingEvents_.empty()) {
+    Json& e = scalingEvents_.back();
+    e["seconds_to_training"] = this->now() - scalingSince_;
+    scalingSince_ = -1;
+    (void)run_.appendMetrics(e);
+  }
   lastLoss_ = a.loss;
-  const double rate = dt > 0 ? a.samples / dt : 0;
+  // Reports can arrive in bursts (more busy workers than cores: measured, a
+  // step "completed" 30 us after the one before, 4M samples/s), so a step
+  // takes at least what its slowest worker measured.
+  const double span = std::max(dt, a.iteration);
+  const double rate = span > 0 ? a.samples / span : 0;
   rateEma_ = rateEma_ == 0 ? rate : 0.9 * rateEma_ + 0.1 * rate;
   stepSeconds_.push_back(dt);
   stepTime_ += dt;
@@ -500,7 +705,7 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
                             {"cost_usd", cost()}});
   ProgressState p;
   p.epoch = a.epoch + 1;
-  p.epochs = (totalSteps_ + perEpoch_ - 1) / perEpoch_;
+  p.epochs = epochs_.epochOf(std::max<std::int64_t>(0, totalSteps_ - 1)) + 1;
   p.step = step + 1;
   p.steps = stopStep_;
   p.loss = a.loss;
@@ -516,10 +721,13 @@ Status Job::watch() {
     originUs_ = monotonicUs();
   }
   lastStepAt_ = Clock::now();
+  epochStartedAt_ = now();
   loss_ = Loss{};
   training_ = true;
-  for (int id = 0; id < W_; ++id) control_->send(from(id), {{"type", "go"}});
-  for (auto& w : workers_) w.last_seen = Clock::now();
+  for (auto& w : workers_) {
+    control_->send(from(w.id), {{"type", "go"}});
+    w.last_seen = Clock::now();
+  }
   Clock::time_point stopSent{};
   for (;;) {
     if (std::all_of(workers_.begin(), workers_.end(), [](const WorkerState& w) { return w.done; })) return Status();
@@ -528,8 +736,14 @@ Status Job::watch() {
       }
     }
     // A worker that ended before saying it was done has failed.
+    maybePrestart();
     for (const WorkerExit& e : launcher_->poll()) {
-      WorkerState& w = workers_[e.id];
+      WorkerState* cw = current(e.id);
+      if (!cw) {
+        onOtherExit(e);
+        continue;
+      }
+      WorkerState& w = *cw;
       ledger_.stop(e.id, now());
       exits_.emplace_back(w.name(), e.how);
       // A worker that ended well may have said "done" just after the drain.
@@ -548,9 +762,14 @@ Status Job::watch() {
       const auto grace = Clock::now() + std::chrono::milliseconds(500);
       while (Clock::now() < grace) {
         for (const WorkerExit& e : launcher_->poll()) {
+          const WorkerState* cw = current(e.id);
+          if (!cw) {
+            onOtherExit(e);
+            continue;
+          }
           ledger_.stop(e.id, now());
-          if (!workers_[e.id].done) {
-            failure_ = fmt::format("{} (pid {}) {}; its log {} ends: {}", workers_[e.id].name(), e.pid, e.how,
+          if (!cw->done) {
+            failure_ = fmt::format("{} (pid {}) {}; its log {} ends: {}", cw->name(), e.pid, e.how,
                                    run_.workerLog(e.id), lastLogLine(run_.workerLog(e.id)));
             return lose(e.id, e.out_of_memory);
           }
@@ -573,7 +792,9 @@ Status Job::watch() {
       stopping_ = interrupted_ = true;
       const std::int64_t at = std::max(resumeStep_ + 1, agreedStep());
       progress_.note(fmt::format("Stopping: the workers finish step {}, checkpoint it and exit...", at));
-      for (int id = 0; id < W_; ++id) control_->send(from(id), {{"type", "stop"}, {"at_step", at}, {"checkpoint", true}});
+      for (const auto& w : workers_) {
+        control_->send(from(w.id), {{"type", "stop"}, {"at_step", at}, {"checkpoint", true}});
+      }
       stopSent = Clock::now();
     }
     if (stopping_ && std::chrono::duration<double>(Clock::now() - stopSent).count() > 60) {
@@ -583,20 +804,67 @@ Status Job::watch() {
       const_cast<std::atomic<int>*>(o_.checkpoint_request)->store(0);
       const std::int64_t at = agreedStep();
       progress_.note(fmt::format("Checkpoint requested: after step {}", at + 1));
-      for (int id = 0; id < W_; ++id) control_->send(from(id), {{"type", "checkpoint"}, {"step", at}});
+      for (const auto& w : workers_) control_->send(from(w.id), {{"type", "checkpoint"}, {"step", at}});
     }
   }
 }
 
 void Job::stopWorkers(Seconds grace) {
   if (!launcher_) return;
-  for (int id = 0; id < W_; ++id) {
-    if (launcher_->alive(id)) control_->send(from(id), {{"type", "stop"}});
+  for (const auto& w : workers_) {
+    if (launcher_->alive(w.id)) control_->send(from(w.id), {{"type", "stop"}});
   }
   for (const WorkerExit& e : launcher_->stopAll(grace)) {
-    exits_.emplace_back(workers_[e.id].name(), e.how);
+    const WorkerState* w = current(e.id);
+    exits_.emplace_back(w ? w->name() : everyWorker_[e.id], e.how);
   }
   for (const auto& w : workers_) ledger_.stop(w.id, now());
+  for (const auto& w : next_) ledger_.stop(w.id, now());
+}
+
+void Job::retire(std::vector<WorkerState>& ws, Seconds grace) {
+  std::map<int, std::string> live;  // id -> name
+  for (const auto& w : ws) {
+    if (w.launched_at >= 0 && launcher_->alive(w.id)) {
+      control_->send(from(w.id), {{"type", "stop"}});
+      live[w.id] = w.name();
+    }
+  }
+  auto reap = [&] {
+    for (const WorkerExit& e : launcher_->poll()) {
+      auto it = live.find(e.id);
+      if (it == live.end()) {
+        onOtherExit(e);
+        continue;
+      }
+      ledger_.stop(e.id, now());
+      exits_.emplace_back(it->second, e.how);
+      live.erase(it);
+    }
+  };
+  for (int pass = 0; pass < 2 && !live.empty(); ++pass) {
+    if (pass == 1) {
+      for (const auto& [id, name] : live) launcher_->signal(id, /*force=*/true);
+    }
+    const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(pass == 0 ? grace : 10.0));
+    while (!live.empty() && Clock::now() < until) {
+      reap();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  for (const auto& w : ws) ledger_.stop(w.id, now());
+}
+
+void Job::onOtherExit(const WorkerExit& e) {
+  ledger_.stop(e.id, now());
+  for (WorkerState& w : next_) {
+    if (w.id != e.id) continue;
+    // Started again at the boundary.
+    spdlog::warn("{}, started ahead of the next generation, {}; see {}", w.name(), e.how, run_.workerLog(w.id));
+    w.launched_at = -1;
+    w.registered = false;
+  }
 }
 
 // NOTE [Agreeing on a step]
@@ -654,19 +922,24 @@ Status Job::recover() {
   // What the survivors hold.
   halted_.clear();
   saveFailed_.clear();
-  std::set<int> asked;
-  for (int id = 0; id < W_ && training_; ++id) {  // before "go", nothing to save
-    if (id != loss.worker && launcher_->alive(id)) {
-      control_->send(from(id), {{"type", "halt"}});
-      asked.insert(id);
+  std::set<int> asked;  // ranks
+  for (const auto& w : workers_) {
+    if (training_ && w.id != loss.worker && launcher_->alive(w.id)) {  // before "go", nothing to save
+      control_->send(from(w.id), {{"type", "halt"}});
+      asked.insert(w.rank);
     }
   }
   auto serve = [this](const Clock::time_point until, const std::function<bool()>& enough) {
     while (!enough() && Clock::now() < until) {
       receiveOne(20);
       for (const WorkerExit& e : launcher_->poll()) {
+        const WorkerState* w = current(e.id);
+        if (!w) {
+          onOtherExit(e);
+          continue;
+        }
         ledger_.stop(e.id, now());
-        exits_.emplace_back(workers_[e.id].name(), e.how);
+        exits_.emplace_back(w->name(), e.how);
       }
     }
   };
@@ -674,8 +947,8 @@ Status Job::recover() {
                                            std::chrono::duration<double>(std::min(5.0, spec_.heartbeat_timeout)));
   serve(answerBy, [&] { return halted_.size() >= asked.size(); });
   std::map<std::int64_t, std::map<int, int>> holders;  // completed steps -> stage -> survivor
-  for (const auto& [id, steps] : halted_) {
-    for (const std::int64_t step : steps) holders[step][workers_[id].stage] = id;
+  for (const auto& [rank, steps] : halted_) {
+    for (const std::int64_t step : steps) holders[step][workers_[rank].stage] = rank;
   }
   std::int64_t best = -1;
   for (auto it = holders.rbegin(); it != holders.rend(); ++it) {
@@ -687,16 +960,18 @@ Status Job::recover() {
   auto onDisk = run_.latestCheckpoint();
   const std::int64_t diskStep = onDisk.ok() && *onDisk ? (*onDisk)->step : -1;
   std::string source = "checkpoint", survivors;
-  for (int id : asked) {
-    auto h = halted_.find(id);
-    survivors += fmt::format("{}{} {}", survivors.empty() ? "" : ", ", workers_[id].name(),
+  for (int rank : asked) {
+    auto h = halted_.find(rank);
+    survivors += fmt::format("{}{} {}", survivors.empty() ? "" : ", ", workers_[rank].name(),
                              h == halted_.end() || h->second.empty() ? "did not answer"
                                                                      : fmt::format("has done {} steps", h->second.front()));
   }
   spdlog::info("after the loss: {}", survivors.empty() ? "no survivors" : survivors);
   if (best > diskStep && best > resumeStep_) {
     checkpoints_.erase(best);
-    for (const auto& [stage, id] : holders[best]) control_->send(from(id), {{"type", "save"}, {"step", best}});
+    for (const auto& [stage, rank] : holders[best]) {
+      control_->send(from(workers_[rank].id), {{"type", "save"}, {"step", best}});
+    }
     serve(Clock::now() + std::chrono::seconds(60), [&] { return finalized_ == best || !saveFailed_.empty(); });
     if (finalized_ == best) source = "live replicas";
   }
@@ -704,8 +979,8 @@ Status Job::recover() {
     progress_.note(fmt::format("The survivors share no step to restore from ({})", survivors));
   }
 
-  // End this generation; restore.
-  stopWorkers(1.0);
+  // End this generation (not the next one's pre-started workers); restore.
+  retire(workers_, 1.0);
   run_.removePartialCheckpoints();
   auto latest = run_.latestCheckpoint();
   std::int64_t restore = 0;
@@ -716,7 +991,7 @@ Status Job::recover() {
   } else {
     source = "the start (no checkpoint yet)";
   }
-  (void)run_.keepMetricsThrough(restore, perEpoch_);
+  (void)run_.keepMetricsThrough(restore, epochs_.epochOf(restore));
   for (auto it = stepSamples_.lower_bound(restore); it != stepSamples_.end(); it = stepSamples_.erase(it)) {
     samples_ -= it->second;
   }
@@ -724,7 +999,7 @@ Status Job::recover() {
   // their loss is estimated from the replicas that did report, and marked.
   for (const auto& [step, a] : steps_) {
     if (step >= restore || step < reachedBefore || a.samples <= 0) continue;
-    const double full = static_cast<double>(sampler_->stepSamples(step % perEpoch_));
+    const double full = static_cast<double>(sampler_->stepSamples(epochs_.stepInEpoch(step)));
     samples_ += full;
     stepSamples_[step] = full;
     (void)run_.appendMetrics({{"t", tLost},
@@ -736,16 +1011,19 @@ Status Job::recover() {
                               {"cost_usd", cost()}});
   }
   reached_ = resumeStep_ = maxStarted_ = restore;
+  A_ = epochs_.atStep(restore).replicas;
+  W_ = A_ * B_;
+  makeSampler();
+  genStop_ = generationStop();
   steps_.clear();
   evals_.clear();
   checkpoints_.clear();
   failure_.clear();
   fatal_ = false;
-  if (loss.out_of_memory && loss.worker >= 0) {
-    Bytes& memory = stageMemory_[workers_[loss.worker].stage];
+  if (const WorkerState* lost = current(loss.worker); loss.out_of_memory && lost) {
+    Bytes& memory = stageMemory_[lost->stage];
     memory = std::max<Bytes>(2 * memory, kGB / 2);
-    progress_.note(fmt::format("Stage {}'s workers get {} of memory from now on", workers_[loss.worker].stage,
-                               formatBytes(memory)));
+    progress_.note(fmt::format("Stage {}'s workers get {} of memory from now on", lost->stage, formatBytes(memory)));
   }
 
   // The next generation.
@@ -768,10 +1046,159 @@ Status Job::recover() {
   return launchWorkers();
 }
 
+void Job::maybePrestart() {
+  if (!next_.empty() || genStop_ >= stopStep_ || policy_->usesMetrics() || stopping_ || stepSeconds_.size() < 3) return;
+  // When is the boundary? The steps left at the recent pace, then the
+  // epoch's evaluation (measured at the last epoch end, else estimated as a
+  // forward pass over the test set at a third of a training step's cost).
+  const size_t recent = std::min<size_t>(stepSeconds_.size(), 50);
+  const double step = median(std::vector<double>(stepSeconds_.end() - static_cast<std::ptrdiff_t>(recent),
+                                                 stepSeconds_.end()));
+  const double eval = !spec_.eval ? 0
+                      : lastEvalSeconds_ > 0 ? lastEvalSeconds_
+                                             : static_cast<double>(testSize_) / std::max(1.0, rateEma_) / 3;
+  const double eta = static_cast<double>(genStop_ - reached_) * step + eval;
+  // How long a worker takes from launch to running: the slowest measured so
+  // far, else what the start-up delay allows; a quarter more and a second.
+  double delay = 0;
+  for (double d : startDelays_) delay = std::max(delay, d);
+  if (startDelays_.empty()) {
+    const StartDelay& d = spec_.start_delay;
+    delay = d.distribution == "uniform" ? d.b : d.distribution == "normal" ? d.a + 2 * d.b : d.a;
+  }
+  const double lead = 1.25 * delay + 1.0;
+  if (eta > lead) return;
+  const int replicas = epochs_.atStep(genStop_).replicas;
+  nextToken_ = newToken();
+  control_->admit(nextToken_);
+  next_ = layout(replicas);
+  for (WorkerState& w : next_) {
+    if (Status s = launch(w, nextToken_, generation_ + 1); !s.ok()) {
+      spdlog::warn("could not start {} ahead of the boundary (tried again there): {}", w.name(), s.message());
+    }
+  }
+  prestartedAt_ = now();
+  predictedBoundary_ = now() + eta;
+  progress_.note(fmt::format("Starting {} workers for {} replicas ahead of the boundary at step {} (due in {}; "
+                             "workers take up to {} to start)",
+                             next_.size(), replicas, genStop_, formatSeconds(eta), formatSeconds(delay)));
+}
+
+Status Job::rescale() {
+  const double boundary = now();
+  const std::int64_t epoch = epochs_.epochOf(reached_);  // 0-based, about to begin
+  const int before = A_, workersBefore = W_;
+  retire(workers_, 5.0);  // they have said done; released, no longer billed
+  if (policy_->usesMetrics()) {
+    ScalingInputs in;
+    in.epoch = epoch + 1;
+    in.step = reached_;
+    in.replicas = A_;
+    in.test_accuracy = finalAccuracy_;
+    in.loss = lastLoss_;
+    in.epoch_seconds = lastEpochSeconds_;
+    in.samples_per_s = rateEma_;
+    in.cost_usd = cost();
+    const ScalingDecision d = policy_->decide(in);
+    if (d.replicas != A_) {
+      epochs_.append(epoch, d.replicas, d.lr_factor, d.why);
+      countSteps();
+    }
+  }
+  auto latest = run_.latestCheckpoint();
+  if (!latest.ok() || !*latest || (*latest)->step != reached_) {
+    return failure(fmt::format("the state at the epoch boundary (step {}) was not saved, so the next generation "
+                               "cannot start from it; resume with hydrozoa train --resume {}",
+                               reached_, run_.root()));
+  }
+  checkpoint_ = (*latest)->dir;
+  const Segment seg = epochs_.atEpoch(epoch);
+  A_ = seg.replicas;
+  W_ = A_ * B_;
+  makeSampler();
+  resumeStep_ = maxStarted_ = reached_;
+  genStop_ = generationStop();
+  ++generation_;
+  steps_.clear();
+  evals_.clear();
+  checkpoints_.clear();
+  training_ = false;
+
+  // The next generation: the pre-started workers when they fit, else new ones.
+  const bool prestarted = !next_.empty() && static_cast<int>(next_.size()) == W_;
+  if (prestarted) {
+    token_ = nextToken_;
+    workers_ = std::move(next_);
+  } else {
+    retire(next_, 0.5);
+    control_->admit("");
+    token_ = newToken();
+    workers_ = layout(A_);
+  }
+  next_.clear();
+  control_->newGeneration(token_);
+  double lastRegistered = -1;
+  bool allRegistered = true;
+  for (WorkerState& w : workers_) {
+    if (w.launched_at < 0) {
+      if (Status s = launch(w, token_, generation_); !s.ok()) return failure(s.message());
+    }
+    if (w.registered) {
+      sendAssign(w);
+      lastRegistered = std::max(lastRegistered, w.registered_at);
+    } else {
+      allRegistered = false;
+    }
+  }
+  Json event = {{"t", priorSeconds_ + since(trainingStart_)},
+                {"event", "scaled"},
+                {"generation", generation_},
+                {"epoch", epoch + 1},
+                {"step", reached_},
+                {"replicas_before", before},
+                {"replicas", A_},
+                {"workers_released", workersBefore},
+                {"released_at", boundary},  // seconds since launch, the billing clock
+                {"workers", W_},
+                {"global_batch", A_ * epochs_.perReplicaBatch()},
+                {"steps_per_epoch", perEpoch_},
+                {"lr_factor", seg.lr_factor},
+                {"why", seg.why.empty() ? spec_.scaling.policy : seg.why},
+                {"prestarted", prestarted}};
+  if (prestarted) {
+    event["prestarted_s_before_boundary"] = boundary - prestartedAt_;
+    event["boundary_predicted_error_s"] = boundary - predictedBoundary_;
+  }
+  // Positive: the new workers were running (and billed) this long before
+  // the boundary; negative: the boundary waited this long for them.
+  if (allRegistered && lastRegistered >= 0) event["ready_before_boundary_s"] = boundary - lastRegistered;
+  scalingEvents_.push_back(event);
+  scalingSince_ = boundary;
+  progress_.note(fmt::format(
+      "Epoch {}: {} → {} replicas ({}), global batch {}, {} steps per epoch; {}", epoch + 1, before, A_,
+      seg.why.empty() ? spec_.scaling.policy : seg.why, A_ * epochs_.perReplicaBatch(), perEpoch_,
+      !prestarted ? std::string("starting the workers now")
+      : allRegistered
+          ? fmt::format("the pre-started workers were ready {} before the boundary", formatSeconds(boundary - lastRegistered))
+          : std::string("waiting for pre-started workers still starting")));
+  return Status();
+}
+
+void Job::noteReadyIfScaling() {
+  if (scalingSince_ < 0 || scalingEvents_.empty()) return;
+  Json& e = scalingEvents_.back();
+  if (e.contains("ready_before_boundary_s")) return;
+  if (!std::all_of(workers_.begin(), workers_.end(), [](const WorkerState& w) { return w.registered; })) return;
+  double last = 0;
+  for (const auto& w : workers_) last = std::max(last, w.registered_at);
+  e["ready_before_boundary_s"] = scalingSince_ - last;
+}
+
 void Job::finish(const std::string& status, const std::string& reason) {
   progress_.finish();
-  std::vector<std::string> names;
-  for (const auto& w : workers_) names.push_back(w.name());
+  // Every worker of every generation, by id (the trace files are per id).
+  std::vector<std::string> names(everyWorker_.empty() ? 0 : everyWorker_.rbegin()->first + 1);
+  for (const auto& [id, name] : everyWorker_) names[id] = name;
   if (Status s = run_.mergeTraces(names, originUs_); !s.ok()) spdlog::warn("{}", s.message());
   const double training = trainingStart_ == Clock::time_point{} ? 0 : since(trainingStart_);
   const double measured = median(stepSeconds_);
@@ -796,9 +1223,13 @@ void Job::finish(const std::string& status, const std::string& reason) {
         {"num_microbatches", plan_.num_microbatches},
         {"global_batch", spec_.global_batch}}},
       {"steps", {{"done", reached_}, {"total", totalSteps_}, {"this_run", stepsDone_}}},
-      {"epochs_completed", reached_ / std::max<std::int64_t>(1, perEpoch_)},
+      {"epochs_completed", epochs_.segments().empty() ? 0 : epochs_.epochOf(reached_)},
       {"generations", generation_ + 1},
       {"recoveries", events_},
+      {"scaling",
+       {{"policy", spec_.scaling.policy},
+        {"segments", epochs_.segments().empty() ? Json::array() : epochs_.toJson()["segments"]},
+        {"events", scalingEvents_}}},
       {"samples", allSamples},
       {"final_loss", lastLoss_},
       {"final_test_accuracy", finalAccuracy_ >= 0 ? Json(finalAccuracy_) : Json(nullptr)},
@@ -838,6 +1269,10 @@ Result<TrainResult> Job::run() {
     if (s.ok()) s = waitFor("registered", [](const WorkerState& w) { return w.registered; });
     if (s.ok()) s = waitFor("ready", [](const WorkerState& w) { return w.ready; });
     if (s.ok()) s = train();
+    if (s.ok() && !interrupted_ && reached_ < stopStep_) {
+      s = rescale();
+      continue;
+    }
     if (s.ok() || interrupted_ || !loss_.recoverable || recoveries_ >= spec_.max_recoveries) break;
     s = recover();
   }
@@ -876,13 +1311,11 @@ Status Job::train() {
 Result<TrainResult> runTraining(const TrainOptions& o) {
   JobSpec spec = o.spec;
   HZ_RETURN_IF_ERROR(validateJobSpec(spec, "the job"));
-  if (spec.scaling.policy != "fixed") {
-    // NOTE: the policies are built and tested (cluster/scaling/policy.h);
-    // changing the replicas between generations is not, yet.
+  if (spec.scaling.every_steps > 0) {
     return invalidArgument(fmt::format(
-        "scaling policy \"{}\" is understood but hydrozoa train does not change the number of replicas during "
-        "training yet (docs/scaling.md); use scaling: fixed",
-        spec.scaling.policy));
+        "scaling.every_steps is {}: hydrozoa train changes the replicas at epoch boundaries only (docs/scaling.md); "
+        "remove every_steps",
+        spec.scaling.every_steps));
   }
   if (spec.device == "cuda" && !torch::cuda::is_available()) {
     return invalidArgument("training.device is cuda but this machine has no usable CUDA device, or this hydrozoa was "
@@ -932,8 +1365,7 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
       startStep = latest->step;
       checkpoint = latest->dir;
       // Metrics after the checkpoint belong to the interrupted attempt.
-      HZ_RETURN_IF_ERROR(run->keepMetricsThrough(
-          startStep, std::max<std::int64_t>(1, latest->manifest.value("steps_per_epoch", std::int64_t{1}))));
+      HZ_RETURN_IF_ERROR(run->keepMetricsThrough(startStep, latest->manifest.value("epoch", std::int64_t{0})));
       planning.note(fmt::format("Resuming {} from its checkpoint at step {}", run->root(), startStep));
     } else {
       HZ_RETURN_IF_ERROR(run->writeText("metrics.jsonl", ""));

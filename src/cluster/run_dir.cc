@@ -95,12 +95,12 @@ Result<std::vector<Json>> RunDir::readMetrics() const {
   return lines;
 }
 
-Status RunDir::keepMetricsThrough(std::int64_t step, std::int64_t perEpoch) const {
+Status RunDir::keepMetricsThrough(std::int64_t step, std::int64_t epochs) const {
   HZ_ASSIGN_OR_RETURN(std::vector<Json> lines, readMetrics());
   std::string text;
   for (const Json& l : lines) {
     const bool keep = l.contains("step")             ? l["step"].get<std::int64_t>() <= step
-                      : l.contains("test_accuracy") ? l.value("epoch", std::int64_t{0}) <= step / perEpoch
+                      : l.contains("test_accuracy") ? l.value("epoch", std::int64_t{0}) <= epochs
                                                     : true;
     if (keep) text += l.dump() + "\n";
   }

@@ -53,10 +53,10 @@ class RunDir {
   // metrics.jsonl
   Status appendMetrics(const Json& line) const;
   Result<std::vector<Json>> readMetrics() const;
-  // Drops the lines of steps after `step` and of evaluations after its
-  // epoch (`perEpoch` steps each): they belong to an attempt that is redone
+  // Drops the lines of steps after `step` and of evaluations after the
+  // `epochs` completed by then: they belong to an attempt that is redone
   // from a checkpoint at `step`. Other lines (events) stay.
-  Status keepMetricsThrough(std::int64_t step, std::int64_t perEpoch) const;
+  Status keepMetricsThrough(std::int64_t step, std::int64_t epochs) const;
 
   // Adds the manifest to step-N.partial/, renames it to step-N/, points
   // "latest" at it and keeps only the newest `keep` checkpoints.

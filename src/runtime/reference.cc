@@ -30,15 +30,28 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
   so.seed = job.seed;
   so.shuffle = job.shuffle;
   so.drop_last = job.drop_last;
-  const data::EpochSampler sampler(so);
   auto optimizer = makeOptimizer(job.optimizer, m.parameters());
-  const std::int64_t M = sampler.microbatchesPerStep();
   ReferenceRun run;
   for (std::int64_t g = 0; g < o.steps; ++g) {
-    const std::int64_t epoch = g / sampler.stepsPerEpoch(), step = g % sampler.stepsPerEpoch();
+    std::int64_t epoch = 0, step = 0;
+    double lrFactor = 1;
+    if (o.epochs) {
+      const cluster::Segment& seg = o.epochs->atStep(g);
+      so.replicas = seg.replicas;
+      so.global_batch = seg.replicas * o.epochs->perReplicaBatch();
+      epoch = o.epochs->epochOf(g);
+      step = o.epochs->stepInEpoch(g);
+      lrFactor = seg.lr_factor;
+    }
+    const data::EpochSampler sampler(so);
+    if (!o.epochs) {
+      epoch = g / sampler.stepsPerEpoch();
+      step = g % sampler.stepsPerEpoch();
+    }
+    const std::int64_t M = sampler.microbatchesPerStep();
     const double stepSamples = static_cast<double>(sampler.stepSamples(step));
     double loss = 0;
-    for (int r = 0; r < o.replicas; ++r) {
+    for (int r = 0; r < so.replicas; ++r) {
       for (int mb = 0; mb < sampler.microbatches(step, r); ++mb) {
         const data::Batch b = train->get(sampler.indices(epoch, step, r, mb));
         torch::Tensor x = b.inputs;
@@ -52,8 +65,7 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
         loss += mean.item<double>() * weight;
       }
     }
-    setLearningRate(*optimizer,
-                    scheduledLearningRate(job.optimizer, job.lr_schedule, g, epoch, o.steps));
+    setLearningRate(*optimizer, lrFactor * scheduledLearningRate(job.optimizer, job.lr_schedule, g, epoch, o.steps));
     optimizer->step();
     optimizer->zero_grad();
     run.losses.push_back(loss);

@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "cluster/job_spec.h"
+#include "cluster/scaling/epochs.h"
 #include "core/status.h"
 #include "model/model.h"
 
@@ -19,6 +21,10 @@ struct ReferenceOptions {
   int replicas = 1;                  // A: how the steps' samples are split
   std::int64_t microbatch_size = 1;  // m
   std::int64_t steps = 1;            // global steps to run
+  // A job whose replicas change: each step's replicas, epoch and learning-
+  // rate factor from here (the per-replica batch stays); `replicas` and the
+  // job's global batch are then unused.
+  std::optional<cluster::EpochSchedule> epochs;
 };
 
 struct ReferenceRun {

@@ -4,6 +4,11 @@
 // weights. Each run is the real binary with its worker processes.
 #include <torch/torch.h>
 
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
 #include "integration/harness.h"
 #include "runtime/checkpoint.h"
 #include "runtime/reference.h"
@@ -38,6 +43,28 @@ struct Tolerance {
   double lr = 0.1;
 };
 
+// The parameters saved in checkpoint `ckpt` equal `ref`'s, layer by layer.
+void expectSameWeights(const std::string& ckpt, const model::Model& ref, const Tolerance& t) {
+  for (size_t i = 0; i < ref.layers.size(); ++i) {
+    torch::serialize::InputArchive archive;
+    archive.load_from(ckpt + "/" + runtime::layerFileName(static_cast<int>(i)));
+    const auto& module = *ref.layers[i].module;
+    for (const auto& param : module.named_parameters()) {
+      torch::Tensor saved;
+      ASSERT_TRUE(archive.try_read("param/" + param.key(), saved)) << param.key();
+      const double scale = std::max(1e-3, param.value().abs().max().item<double>());
+      EXPECT_LT((saved - param.value()).abs().max().item<double>(), t.params * scale + t.absolute)
+          << "layer " << i << " " << param.key();
+    }
+  }
+}
+
+std::string checkpointOf(const ScratchDir& dir, const std::string& run, int step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08d", step);
+  return (dir.path() / run / "checkpoints" / name).string();
+}
+
 // Runs `plan`, then the reference with the same (replicas, microbatch size),
 // and compares losses step by step and the final parameters.
 void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& t = {}) {
@@ -65,21 +92,7 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
     EXPECT_NEAR(losses[s], ref->losses[s], t.loss * std::fabs(ref->losses[s])) << "step " << s + 1;
   }
   // Final weights: the run's last checkpoint, layer by layer.
-  char name[32];
-  std::snprintf(name, sizeof(name), "step-%08d", t.steps);
-  const std::string ckpt = (dir.path() / "run/checkpoints" / name).string();
-  for (size_t i = 0; i < ref->model.layers.size(); ++i) {
-    torch::serialize::InputArchive archive;
-    archive.load_from(ckpt + "/" + runtime::layerFileName(static_cast<int>(i)));
-    const auto& module = *ref->model.layers[i].module;
-    for (const auto& param : module.named_parameters()) {
-      torch::Tensor saved;
-      ASSERT_TRUE(archive.try_read("param/" + param.key(), saved)) << param.key();
-      const double scale = std::max(1e-3, param.value().abs().max().item<double>());
-      EXPECT_LT((saved - param.value()).abs().max().item<double>(), t.params * scale + t.absolute)
-          << "layer " << i << " " << param.key();
-    }
-  }
+  expectSameWeights(checkpointOf(dir, "run", t.steps), ref->model, t);
 }
 
 const std::string kMlp = "{name: mlp, options: {hidden: 32, depth: 2}}";  // 3 layers
@@ -122,6 +135,168 @@ TEST(Equivalence, BatchNormModelWithinALooserBound) {
   t.absolute = 2e-3;
   t.lr = 0.02;
   expectEquivalent("{name: resnet18, options: {channels: 1, image_size: 28, width: 0.125, classes: 10}}", {2, 2, 3}, t);
+}
+
+
+// --- Scaling (issue 4 §3; NOTE [Changing the replicas] in coordinator.cc) --
+
+// 120 samples, 12 per replica (3 microbatches of 4) in a 2-stage pipeline:
+// 10 steps an epoch at 1 replica, 5 at 2.
+std::string scaledJob(const std::string& scaling) {
+  return "name: scaled\n"
+         "model: {name: mlp, options: {hidden: 32, depth: 2}}\n"
+         "data: {dataset: synthetic, synthetic_train: 120, synthetic_test: 20}\n"
+         "training: {epochs: 3, global_batch: 24, seed: 7,\n"
+         "           optimizer: {name: sgd, lr: 0.1, momentum: 0.9, weight_decay: 0.0001}}\n"
+         "cluster: {workers: 4, bandwidth: 1Gbit/s}\n"
+         "plan: {data_parallel: 2, stages: 2, microbatches: 3}\n"
+         "scaling: " + scaling + "\n"
+         "output: {trace_steps: 2}\n";
+}
+
+// The samples each epoch used, over every worker of every generation (from
+// $HYDROZOA_RECORD_SAMPLES: "global_step epoch replica id...").
+std::map<std::int64_t, std::multiset<std::int64_t>> samplesByEpoch(const std::filesystem::path& run) {
+  std::map<std::int64_t, std::multiset<std::int64_t>> out;
+  for (const auto& f : std::filesystem::directory_iterator(run / "workers")) {
+    if (f.path().extension() != ".samples") continue;
+    std::ifstream in(f.path());
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream words(line);
+      std::int64_t step = 0, epoch = 0, replica = 0, id = 0;
+      words >> step >> epoch >> replica;
+      while (words >> id) out[epoch].insert(id);
+    }
+  }
+  return out;
+}
+
+void expectEverySampleOncePerEpoch(const std::filesystem::path& run, int epochs, std::int64_t n) {
+  const auto seen = samplesByEpoch(run);
+  ASSERT_EQ(seen.size(), static_cast<size_t>(epochs));
+  for (const auto& [epoch, ids] : seen) {
+    EXPECT_EQ(ids.size(), static_cast<size_t>(n)) << "epoch " << epoch + 1;
+    EXPECT_EQ(std::set<std::int64_t>(ids.begin(), ids.end()).size(), static_cast<size_t>(n)) << "epoch " << epoch + 1;
+  }
+}
+
+// The reference for adabatch 1 -> 2 after the first epoch (lr x 0.75).
+runtime::ReferenceRun scaledReference(const ScratchDir& dir, std::int64_t steps) {
+  auto spec = cluster::loadJobSpec(dir / "job.yaml");
+  EXPECT_TRUE(spec.ok());
+  runtime::ReferenceOptions ro;
+  ro.job = *spec;
+  ro.microbatch_size = 4;
+  ro.steps = steps;
+  ro.epochs.emplace(120, 12, false);
+  ro.epochs->append(0, 1, 1.0, "");
+  ro.epochs->append(1, 2, 0.75, "");
+  auto ref = runtime::trainReference(ro);
+  EXPECT_TRUE(ref.ok()) << ref.status().message();
+  return std::move(*ref);
+}
+
+// Every step's loss and the final weights of dir/run equal the reference's.
+void expectLikeTheScaledReference(const ScratchDir& dir, int steps) {
+  const auto ref = scaledReference(dir, steps);
+  const std::vector<double> losses = testing::stepLosses(dir / "run");
+  ASSERT_EQ(losses.size(), static_cast<size_t>(steps));
+  for (int s = 0; s < steps; ++s) {
+    EXPECT_NEAR(losses[s], ref.losses[s], 1e-5 * std::fabs(ref.losses[s])) << "step " << s + 1;
+  }
+  expectSameWeights(checkpointOf(dir, "run", steps), ref.model, Tolerance{});
+}
+
+// AdaBatch from 1 to 2 replicas: the second generation's workers are started
+// ahead of the boundary, every sample is used once per epoch across the
+// change, the first generation's workers are billed no longer, and every
+// step's loss and the final weights equal one process doing gradient
+// accumulation over the same microbatches with the same schedule.
+TEST(Scaling, AdaBatchChangesTheReplicasAtAnEpochBoundaryLikeOneProcessWould) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << scaledJob("{policy: adabatch, min_replicas: 1, max_replicas: 2}");
+  ::setenv("HYDROZOA_RECORD_SAMPLES", "1", 1);
+  const auto r = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run"});
+  ::unsetenv("HYDROZOA_RECORD_SAMPLES");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("Epoch 2: 1 → 2 replicas"), std::string::npos) << r.err;
+
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["status"], "completed");
+  EXPECT_EQ((*summary)["steps"]["done"], 20);  // 10 + 5 + 5
+  EXPECT_EQ((*summary)["epochs_completed"], 3);
+  EXPECT_EQ((*summary)["generations"], 2);
+  const Json& events = (*summary)["scaling"]["events"];
+  ASSERT_EQ(events.size(), 1u);
+  const Json& e = events[0];
+  EXPECT_EQ(e["epoch"], 2);
+  EXPECT_EQ(e["step"], 10);
+  EXPECT_EQ(e["replicas_before"], 1);
+  EXPECT_EQ(e["replicas"], 2);
+  EXPECT_EQ(e["workers"], 4);
+  EXPECT_EQ(e["global_batch"], 24);
+  EXPECT_DOUBLE_EQ(e["lr_factor"].get<double>(), 0.75);
+  EXPECT_TRUE(e["prestarted"].get<bool>()) << e.dump();
+  EXPECT_TRUE(e.contains("ready_before_boundary_s")) << e.dump();
+  EXPECT_GT(e["seconds_to_training"].get<double>(), 0);
+  // The released workers (ids 0 and 1) were billed until the boundary only.
+  const double releasedAt = e["released_at"];
+  int released = 0;
+  for (const Json& w : (*summary)["billing"]["workers"]) {
+    if (w["id"] == 0 || w["id"] == 1) {
+      ++released;
+      EXPECT_LE(w["seconds"].get<double>(), releasedAt + 1) << w.dump();
+    }
+  }
+  EXPECT_EQ(released, 2);
+  int scaledLines = 0;
+  for (const Json& l : testing::metrics(dir / "run")) scaledLines += l.value("event", "") == "scaled";
+  EXPECT_EQ(scaledLines, 1);
+
+  expectEverySampleOncePerEpoch(dir / "run", 3, 120);
+  expectLikeTheScaledReference(dir, 20);
+}
+
+// Stopped after the change and resumed: the checkpoint's record of the
+// replicas carries the schedule over, and the run ends as if never stopped.
+TEST(Scaling, AScaledRunStoppedAndResumedEndsTheSame) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << scaledJob("{policy: adabatch, min_replicas: 1, max_replicas: 2}");
+  auto r = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run", "--max-steps", "15"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = runHydrozoa(dir.path().string(), {"train", "--resume", "run", "--no-progress"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["steps"]["done"], 20);
+  EXPECT_EQ((*summary)["plan"]["data_parallel"], 2);
+  expectLikeTheScaledReference(dir, 20);
+}
+
+// A rule reads each epoch's metrics, so it is decided at every epoch end and
+// its workers start then (not ahead); scaling down releases workers.
+TEST(Scaling, ARuleIsDecidedAtEachEpochEndAndCanScaleDown) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml")
+      << scaledJob("{policy: rule, min_replicas: 1, max_replicas: 2, rule: \"epoch >= 3 ? 1 : 2\"}");
+  ::setenv("HYDROZOA_RECORD_SAMPLES", "1", 1);
+  const auto r = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run"});
+  ::unsetenv("HYDROZOA_RECORD_SAMPLES");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["steps"]["done"], 20);  // 5 + 5 + 10
+  const Json& events = (*summary)["scaling"]["events"];
+  ASSERT_EQ(events.size(), 2u) << events.dump();
+  EXPECT_EQ(events[0]["replicas"], 2);
+  EXPECT_EQ(events[1]["replicas_before"], 2);
+  EXPECT_EQ(events[1]["replicas"], 1);
+  EXPECT_EQ(events[1]["workers_released"], 4);
+  EXPECT_FALSE(events[1]["prestarted"].get<bool>());
+  expectEverySampleOncePerEpoch(dir / "run", 3, 120);
+  EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
 }
 
 }  // namespace

@@ -536,6 +536,9 @@ TEST(TrainBadInput, ABadScalingPolicyNamesTheFieldAndTheChoices) {
                  "scaling.policy: unknown policy \"elastic\"; use fixed, schedule, adabatch or rule");
   std::ofstream(dir / "rule.yaml") << smallJob("scaling: {policy: rule, rule: \"replica * 2\"}\n");
   expectRunError(dir, {"train", "rule.yaml"}, "scaling.rule: \"replica * 2\": Unexpected token \"replica\"");
+  std::ofstream(dir / "steps.yaml") << smallJob("scaling: {policy: adabatch, every_steps: 50}\n");
+  expectRunError(dir, {"train", "steps.yaml"},
+                 "scaling.every_steps is 50: hydrozoa train changes the replicas at epoch boundaries only");
 }
 
 TEST(TrainBadInput, InvalidYaml) {
