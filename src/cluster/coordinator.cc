@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/cuda.h>
 #include <unistd.h>
 
@@ -75,6 +74,7 @@ struct WorkerState {
   int id = 0, rank = 0, replica = 0, stage = 0;
   bool registered = false, ready = false, done = false;
   double launched_at = -1, registered_at = -1;  // now(); -1: not yet
+  Bytes peak_memory = 0;                         // resident, the most reported
   Clock::time_point last_seen;
   std::string name() const { return fmt::format("worker {} (replica {}, stage {})", id, replica, stage); }
 };
@@ -174,7 +174,6 @@ class Job {
   std::optional<data::EpochSampler> sampler_;
   std::string token_;
   std::unique_ptr<ControlServer> control_;
-  c10::intrusive_ptr<c10d::TCPStore> store_;
   std::unique_ptr<Launcher> launcher_;
   Ledger ledger_;
   std::vector<WorkerState> workers_;
@@ -351,16 +350,14 @@ Status Job::start() {
   HZ_RETURN_IF_ERROR(makeLauncher());
   launched_ = Clock::now();
   HZ_ASSIGN_OR_RETURN(control_, ControlServer::bind(launcher_->coordinatorHost(), spec_.control_port, token_));
-  try {
-    c10d::TCPStoreOptions so2;
-    so2.port = 0;
-    so2.isServer = true;
-    so2.waitWorkers = false;
-    so2.timeout = std::chrono::seconds(300);
-    store_ = c10::make_intrusive<c10d::TCPStore>(launcher_->coordinatorHost(), so2);
-  } catch (const std::exception& e) {
-    return unavailable(fmt::format("cannot host the workers' rendezvous store: {}", e.what()));
-  }
+  // NOTE [The rendezvous]
+  // The workers find each other's Gloo addresses through a c10d FileStore in
+  // the run directory (readable by the user only), one file a generation:
+  // the workers are on this machine (processes or containers sharing its
+  // file system), and a file opens no port. libtorch 1.13's TCPStore binds
+  // every interface, against "listeners bind only to the job's addresses"
+  // (issue 4 §5); a launcher across machines will need a store that can.
+  HZ_RETURN_IF_ERROR(run_.clearRendezvous());
   HZ_RETURN_IF_ERROR(run_.writeJson("coordinator.json", {{"pid", ::getpid()}, {"control", control_->endpoint()}}));
   for (const auto& st : plan_.stages) stageMemory_.push_back(st.worker_memory_bytes);
   genStop_ = generationStop();
@@ -549,8 +546,7 @@ void Job::sendAssign(const WorkerState& w) {
                  {"first_epoch", firstEpoch},
                  {"global_batch", A_ * epochs_.perReplicaBatch()},
                  {"lr_factor", seg.lr_factor},
-                 {"store_host", launcher_->coordinatorHost()},
-                 {"store_port", store_->getPort()},
+                 {"store_path", run_.rendezvous(generation_)},
                  {"listen_host", launcher_->workerHost(w.id)},
                  {"run_dir", run_.root()},
                  {"trace_path", run_.workerTrace(w.id)},
@@ -579,6 +575,7 @@ void Job::handle(int rank, const Json& m) {
     w.ready = true;
   } else if (type == "heartbeat") {
     maxStarted_ = std::max(maxStarted_, m.value("step", std::int64_t{0}));
+    w.peak_memory = std::max<Bytes>(w.peak_memory, m.value("peak_memory", Bytes{0}));
   } else if (type == "step") {
     const std::int64_t step = m.value("step", std::int64_t{0});
     maxStarted_ = std::max(maxStarted_, step);
@@ -649,6 +646,7 @@ void Job::handle(int rank, const Json& m) {
     spdlog::warn("{} could not save its state: {}", w.name(), m.value("message", ""));
   } else if (type == "done") {
     w.done = true;
+    w.peak_memory = std::max<Bytes>(w.peak_memory, m.value("peak_memory", Bytes{0}));
     control_->send(from(id), {{"type", "done_ack"}});
   } else if (type == "error") {
     const std::string kind = m.value("kind", "fatal");
@@ -1195,7 +1193,18 @@ void Job::noteReadyIfScaling() {
 }
 
 void Job::finish(const std::string& status, const std::string& reason) {
+  // Right-sizing, checked: the most a worker held against what the plan gave it.
+  for (const auto& w : workers_) {
+    const Bytes planned = stageMemory_.empty() ? 0 : stageMemory_[w.stage];
+    if (planned > 0 && static_cast<double>(w.peak_memory) > 1.1 * static_cast<double>(planned)) {
+      progress_.note(fmt::format("Note: {} held up to {}, more than the {} the plan right-sized for its stage "
+                                 "(a container's memory limit; docs/containers.md)",
+                                 w.name(), formatBytes(w.peak_memory), formatBytes(planned)));
+      break;
+    }
+  }
   progress_.finish();
+  (void)run_.clearRendezvous();
   // Every worker of every generation, by id (the trace files are per id).
   std::vector<std::string> names(everyWorker_.empty() ? 0 : everyWorker_.rbegin()->first + 1);
   for (const auto& [id, name] : everyWorker_) names[id] = name;
@@ -1209,8 +1218,13 @@ void Job::finish(const std::string& status, const std::string& reason) {
     for (const auto& [name, h] : exits_) {
       if (name == w.name()) how = h;
     }
-    workers.push_back({{"id", w.id}, {"replica", w.replica}, {"stage", w.stage}, {"log", run_.workerLog(w.id)},
-                       {"exit", how}});
+    workers.push_back({{"id", w.id},
+                       {"replica", w.replica},
+                       {"stage", w.stage},
+                       {"log", run_.workerLog(w.id)},
+                       {"exit", how},
+                       {"planned_memory", stageMemory_.empty() ? 0 : stageMemory_[w.stage]},
+                       {"peak_memory", w.peak_memory}});
   }
   Json summary = {
       {"status", status},
@@ -1343,9 +1357,11 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
   ds.seed = spec.seed;
   HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
   std::int64_t testSize = 0;
+  Bytes dataBytes = train->memoryBytes();
   if (spec.eval) {
     HZ_ASSIGN_OR_RETURN(auto test, data::openDataset(ds, data::Split::kTest));
     testSize = test->size();
+    if (spec.dataset != "text") dataBytes += test->memoryBytes();  // text: both splits share the file
   }
   if (train->task().classes != model.task.classes && spec.dataset != "synthetic") {
     return invalidArgument(fmt::format("the model has {} outputs but {} has {} classes; set the model's classes option",
@@ -1374,7 +1390,8 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
   } else {
     HZ_RETURN_IF_ERROR(run->writeText("job.yaml", toYaml(jobSpecToJson(spec))));
     HZ_RETURN_IF_ERROR(run->writeText("metrics.jsonl", ""));
-    auto planned = planJob(spec, model, *run, o.executable.empty() ? "/proc/self/exe" : o.executable, planning);
+    auto planned =
+        planJob(spec, model, dataBytes, *run, o.executable.empty() ? "/proc/self/exe" : o.executable, planning);
     if (!planned.ok()) return planned.status();
     p = std::move(*planned);
   }

@@ -131,7 +131,7 @@ Status profileInWorker(const JobSpec& spec, const std::vector<std::int64_t>& siz
 
 }  // namespace
 
-Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, const RunDir& run,
+Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes dataBytes, const RunDir& run,
                            const std::string& executable, Progress& progress) {
   if (!spec.plan_file.empty()) {
     HZ_ASSIGN_OR_RETURN(plan::Plan p, plan::loadPlan(spec.plan_file));
@@ -184,6 +184,7 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, const Ru
   }
   o.global_batch = spec.global_batch;
   o.recovery_copies = spec.max_recoveries > 0;  // the workers keep them only then
+  o.data_bytes = dataBytes;
   HZ_ASSIGN_OR_RETURN(o.objective, plan::parseObjective(spec.objective));
   o.data_parallel = spec.data_parallel;
   o.stages = spec.stages;

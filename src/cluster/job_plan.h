@@ -38,8 +38,9 @@ Result<ModelInfo> inspectModel(const JobSpec& spec);
 Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spec, const std::string& origin);
 
 // The job's plan: from spec.plan_file, or planned here (see above).
-// `executable` is the hydrozoa binary that profiles.
-Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, const RunDir& run,
+// `dataBytes`: the datasets in memory, held by the first and last stages'
+// workers; `executable` is the hydrozoa binary that profiles.
+Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes dataBytes, const RunDir& run,
                            const std::string& executable, Progress& progress);
 
 }  // namespace hydrozoa::cluster

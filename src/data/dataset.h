@@ -38,6 +38,8 @@ class Dataset {
   virtual model::TaskSpec task() const = 0;
   // "Fashion-MNIST train (60,000 samples) from /usr/share/datasets/fashion-mnist"
   virtual std::string describe() const = 0;
+  // Bytes it holds in memory (a worker that reads data holds them too).
+  virtual std::int64_t memoryBytes() const = 0;
 };
 
 enum class Split { kTrain, kTest };

@@ -23,6 +23,7 @@ class ImageDataset final : public Dataset {
   model::InputSpec input() const override;
   model::TaskSpec task() const override { return {model::TaskKind::kClassification, classes_}; }
   std::string describe() const override { return description_; }
+  std::int64_t memoryBytes() const override { return images_.nbytes() + labels_.nbytes(); }
 
  private:
   torch::Tensor images_;  // uint8 [N, C, H, W]

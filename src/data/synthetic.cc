@@ -32,6 +32,9 @@ class SyntheticDataset final : public Dataset {
   }
 
   std::int64_t size() const override { return size_; }
+  std::int64_t memoryBytes() const override {  // generated when read
+    return (projection_.defined() ? projection_.nbytes() : 0) + (successor_.defined() ? successor_.nbytes() : 0);
+  }
   Batch get(const std::vector<std::int64_t>& indices) const override {
     std::vector<torch::Tensor> xs, ys;
     for (std::int64_t i : indices) {

@@ -28,6 +28,7 @@ class TextDataset final : public Dataset {
   model::InputSpec input() const override { return {model::InputKind::kTokens, {seq_}, 256}; }
   model::TaskSpec task() const override { return {model::TaskKind::kLanguageModel, 256}; }
   std::string describe() const override { return what_; }
+  std::int64_t memoryBytes() const override { return bytes_.nbytes(); }  // shared by the splits
 
  private:
   torch::Tensor bytes_;  // uint8, the whole file

@@ -39,9 +39,10 @@ ChainCosts chainCosts(const profile::Profile& profile, const profile::Measuremen
   return c;
 }
 
-MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore) {
+MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore, Bytes data) {
   MemoryCosts mem;
   mem.runtime = profile.runtime_bytes;
+  mem.data = data;
   for (size_t i = 0; i < profile.numLayers(); ++i) {
     const auto& info = profile.layers[i];
     // Weights, their gradients and the optimizer's state; with recovery's
@@ -104,7 +105,7 @@ class Searcher {
     PartitionProblem problem;
     problem.costs = chainCosts(profile_, meas, o_.bandwidth);
     problem.microbatches = M;
-    problem.memory = memoryCosts(profile_, meas, o_.recovery_copies && A > 1 && B > 1);
+    problem.memory = memoryCosts(profile_, meas, o_.recovery_copies && A > 1 && B > 1, o_.data_bytes);
     problem.memory_limit = limit_;
     const int L = static_cast<int>(profile_.numLayers());
     if (o_.partition) {
@@ -267,7 +268,7 @@ Status nothingFits(const profile::Profile& profile, const SearchOptions& o, cons
         if ((*o.global_batch / A) % meas.microbatch_size != 0) continue;
         M = *o.global_batch / A / meas.microbatch_size;
       }
-      const MemoryCosts mem = memoryCosts(profile, meas, o.recovery_copies && A > 1 && B > 1);
+      const MemoryCosts mem = memoryCosts(profile, meas, o.recovery_copies && A > 1 && B > 1, o.data_bytes);
       const Bytes need = leastMemory(mem, M, std::min(B, L));
       if (least < 0 || need < least) {
         least = need;
@@ -281,7 +282,7 @@ Status nothingFits(const profile::Profile& profile, const SearchOptions& o, cons
   {
     const auto& meas = profile.measurements.front();
     const std::int64_t M = o.global_batch ? std::max<std::int64_t>(1, *o.global_batch / meas.microbatch_size) : 1;
-    const int stages = fewestStages(memoryCosts(profile, meas), M, *limit);
+    const int stages = fewestStages(memoryCosts(profile, meas, false, o.data_bytes), M, *limit);
     if (stages <= L && stages > o.workers) {
       fixes += fmt::format("{}use at least {} workers (--workers {})", fixes.empty() ? "" : ", or ", stages, stages);
     }

@@ -53,6 +53,9 @@ struct SearchOptions {
   // replicated pipelines (A > 1, B > 1): one more copy of its parameters and
   // optimizer state per worker (docs/recovery.md, "The step before").
   bool recovery_copies = true;
+  // The dataset a worker of the first or last stage holds in memory (it
+  // reads inputs or labels); 0 when planning without data (hydrozoa plan).
+  Bytes data_bytes = 0;
   // Pins: when set, the search keeps them fixed.
   std::optional<int> data_parallel, stages;
   std::optional<std::int64_t> microbatch_size, microbatches;
@@ -99,7 +102,8 @@ struct SearchResult {
 // Per-layer costs of `profile` at microbatch size m and bandwidth D.
 ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth);
 // `stepBefore`: count recovery's copy of the state before the last update.
-MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore = false);
+MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore = false,
+                        Bytes data = 0);
 
 // Ring allreduce time of `bytes` over `replicas` (0 for one replica).
 Seconds ringAllreduceTime(Bytes bytes, int replicas, BytesPerSecond bandwidth, double alpha, Seconds beta);

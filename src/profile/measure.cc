@@ -7,10 +7,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <optional>
 
 #include "core/allocator.h"
+#include "core/memory.h"
 #include "model/model.h"
 #include "profile/memory_tracker.h"
 
@@ -25,14 +25,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// Resident memory of this process: the framework's share of a worker.
-Bytes residentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  long pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return static_cast<Bytes>(resident) * ::sysconf(_SC_PAGESIZE);
 }
 
 Bytes tensorBytes(const torch::Tensor& t) { return static_cast<Bytes>(t.numel() * t.element_size()); }

@@ -19,6 +19,7 @@
 #include "cluster/control.h"
 #include "cluster/job_spec.h"
 #include "core/allocator.h"
+#include "core/memory.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "model/model.h"
@@ -61,9 +62,8 @@ struct Role {
   // global_batch; the learning rate is the schedule's times lr_factor.
   std::int64_t epoch_start_step = 0, first_epoch = 0, global_batch = 0;
   double lr_factor = 1;
-  std::string store_host, listen_host, run_dir, trace_path, checkpoint, schedule = "gpipe";
+  std::string store_path, listen_host, run_dir, trace_path, checkpoint, schedule = "gpipe";
   std::vector<int> cpus;  // cores for the compute thread; empty: any
-  int store_port = 0;
   cluster::JobSpec job;
 };
 
@@ -90,8 +90,7 @@ Result<Role> parseRole(const Json& a) {
   r.first_epoch = o.integer("first_epoch", 0);
   r.global_batch = o.integer("global_batch", 1);
   r.lr_factor = o.positive("lr_factor");
-  r.store_host = o.string("store_host");
-  r.store_port = static_cast<int>(o.integer("store_port", 1, 65535));
+  r.store_path = o.string("store_path");
   r.listen_host = o.string("listen_host");
   r.run_dir = o.string("run_dir");
   r.trace_path = o.string("trace_path");
@@ -305,8 +304,7 @@ Status Worker::build() {
   }
 
   TransportOptions to;
-  to.store_host = role_.store_host;
-  to.store_port = role_.store_port;
+  to.store_path = role_.store_path;
   to.prefix = fmt::format("gen{}", role_.generation);
   to.listen_host = role_.listen_host;
   to.rank = role_.rank;
@@ -387,7 +385,7 @@ void Worker::controlLoop() {
   while (!stopControl_) {
     flush();
     if (Clock::now() >= nextBeat) {
-      control_->send({{"type", "heartbeat"}, {"step", currentStep_.load()}});
+      control_->send({{"type", "heartbeat"}, {"step", currentStep_.load()}, {"peak_memory", peakResidentBytes()}});
       nextBeat = Clock::now() + interval;
     }
     Json m;
@@ -784,7 +782,7 @@ int Worker::run() {
     train();
     // Done, until the coordinator says it heard (a lost "done" would make
     // this clean exit look like a death).
-    const Json done = {{"type", "done"}, {"stopped", stopRequested_}};
+    const Json done = {{"type", "done"}, {"stopped", stopRequested_}, {"peak_memory", peakResidentBytes()}};
     for (int tries = 0; tries < 10 && !doneAcked_ && stopAt_.load() != 0; ++tries) {
       post(done);
       const auto until = Clock::now() + std::chrono::seconds(1);

@@ -254,6 +254,7 @@ class FailingDataset : public Dataset {
   model::InputSpec input() const override { return {}; }
   model::TaskSpec task() const override { return {}; }
   std::string describe() const override { return "failing"; }
+  std::int64_t memoryBytes() const override { return 0; }
 };
 
 TEST(PrefetchLoader, RethrowsTheProducersError) {

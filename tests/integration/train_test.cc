@@ -11,6 +11,11 @@
 #include <fmt/format.h>
 #include <zmq.hpp>
 
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
 #include "integration/harness.h"
 #include "runtime/checkpoint.h"
 
@@ -220,6 +225,43 @@ TEST(Train, CtrlCStopsEveryWorkerAfterOneStepAndTheRunResumes) {
                                                       std::to_string(stopped + 3)});
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_EQ(static_cast<std::int64_t>(testing::stepLosses(dir / "run").size()), stopped + 3);
+}
+
+// Issue 4 §5: the coordinator and its workers listen only on the job's own
+// addresses (here 127.0.0.1), never on every interface: the rendezvous is a
+// file, not libtorch's TCPStore (NOTE [The rendezvous] in coordinator.cc),
+// checked while the job trains.
+TEST(Train, ListenersBindOnlyToTheJobsAddresses) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << longJob("cluster: {workers: 4, bandwidth: 1Gbit/s, launcher: local}\n");
+  const pid_t pid = spawnHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run"});
+  const std::string endpoint = waitForSteps(dir / "run", 3);
+  std::set<std::string> ours = {"pid=" + std::to_string(pid) + ","};
+  for (pid_t w : workersOf(endpoint)) ours.insert("pid=" + std::to_string(w) + ",");
+  EXPECT_EQ(ours.size(), 5u);
+  FILE* ss = ::popen("ss -Hltnp 2>&1", "r");
+  ASSERT_NE(ss, nullptr);
+  char buf[1024];
+  int listeners = 0;
+  while (std::fgets(buf, sizeof(buf), ss)) {
+    const std::string line = buf;
+    if (std::none_of(ours.begin(), ours.end(), [&](const std::string& p) { return line.find(p) != std::string::npos; })) {
+      continue;
+    }
+    std::istringstream words(line);
+    std::string state, recvq, sendq, local;
+    words >> state >> recvq >> sendq >> local;
+    ++listeners;
+    EXPECT_EQ(local.rfind("127.0.0.1:", 0), 0u) << line;
+  }
+  ::pclose(ss);
+  // The control socket (the workers' Gloo listeners close once their pairs
+  // are connected; the TCPStore this replaced listened on 0.0.0.0).
+  EXPECT_GE(listeners, 1);
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "run/rendezvous"));
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(waitHydrozoa(dir.path().string(), pid).code, 130);
+  EXPECT_TRUE(std::filesystem::is_empty(dir / "run/rendezvous"));
 }
 
 TEST(Train, WithRecoveryOffAKilledWorkerStopsTheJobWithAMessageNamingIt) {

@@ -14,7 +14,9 @@ Bytes stageMemory(const MemoryCosts& memory, int first, int last, std::int64_t m
     stashed += memory.stashed[i];
     workspace = std::max(workspace, memory.workspace[i]);
   }
-  return memory.runtime + fixed + microbatches * (memory.input[first] + stashed) + workspace;
+  const bool readsData = first == 0 || last == memory.numLayers() - 1;
+  return memory.runtime + fixed + microbatches * (memory.input[first] + stashed) + workspace +
+         (readsData ? memory.data : 0);
 }
 
 }  // namespace hydrozoa::plan

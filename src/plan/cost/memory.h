@@ -4,13 +4,16 @@
 //   memory(x..y) = runtime + Σ_{i=x..y} fixed_i
 //                + M · (input_x + Σ_{i=x..y} stashed_i)
 //                + max_{i=x..y} workspace_i
+//                + data   (when x is the first layer or y the last)
 //
 // fixed_i = parameters + gradients + optimizer state of layer i (plus, in
 // replicated pipelines, recovery's copy of the parameters and state); input_x =
 // one microbatch entering layer x (received activations, or the data batch
 // for stage 0); stashed_i = what layer i keeps for backward per microbatch,
-// its output included. Because stashed_{x−1} >= input_x, memory grows when a
-// stage grows in either direction, which the partitioners rely on.
+// its output included; data = the dataset a worker that reads inputs (the
+// first stage) or labels (the last) holds in memory. Because stashed_{x−1} >=
+// input_x, memory grows when a stage grows in either direction, which the
+// partitioners rely on.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,7 @@ struct MemoryCosts {
   std::vector<Bytes> stashed;     // per layer, per microbatch
   std::vector<Bytes> workspace;   // per layer
   std::vector<Bytes> input;       // input[x]: one microbatch entering layer x
+  Bytes data = 0;                 // per worker of the first or last stage
 
   int numLayers() const { return static_cast<int>(fixed.size()); }
 };

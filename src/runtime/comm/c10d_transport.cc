@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -64,13 +65,22 @@ Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& o) {
 #if !defined(USE_C10D_NCCL)
   if (o.cuda) return invalidArgument("this hydrozoa was built against a libtorch without NCCL; use device: cpu");
 #endif
+  const std::string where =
+      o.store_path.empty() ? fmt::format("store {}:{}", o.store_host, o.store_port) : "store " + o.store_path;
   try {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<std::uint16_t>(o.store_port);
-    so.isServer = false;
-    so.waitWorkers = false;
-    so.timeout = o.timeout;
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(o.store_host, so);
+    c10::intrusive_ptr<c10d::Store> tcp;
+    if (!o.store_path.empty()) {
+      // The file goes once all world_size workers have closed it.
+      tcp = c10::make_intrusive<c10d::FileStore>(o.store_path, o.world_size);
+      tcp->setTimeout(o.timeout);
+    } else {
+      c10d::TCPStoreOptions so;
+      so.port = static_cast<std::uint16_t>(o.store_port);
+      so.isServer = false;
+      so.waitWorkers = false;
+      so.timeout = o.timeout;
+      tcp = c10::make_intrusive<c10d::TCPStore>(o.store_host, so);
+    }
     auto store = c10::make_intrusive<c10d::PrefixStore>(o.prefix, tcp);
     auto world = makeGroup(store, o.rank, o.world_size, o);
     c10::intrusive_ptr<c10d::ProcessGroup> stage;
@@ -81,8 +91,7 @@ Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& o) {
     return std::unique_ptr<Transport>(new C10dTransport(o, std::move(world), std::move(stage)));
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return unavailable(fmt::format("cannot join the job's data plane (store {}:{}): {}", o.store_host, o.store_port,
-                                   what.substr(0, what.find('\n'))));
+    return unavailable(fmt::format("cannot join the job's data plane ({}): {}", where, what.substr(0, what.find('\n'))));
   }
 }
 

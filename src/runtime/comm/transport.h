@@ -44,7 +44,10 @@ class Transport {
 };
 
 struct TransportOptions {
-  std::string store_host = "127.0.0.1";  // the coordinator's TCPStore
+  // The rendezvous: a c10d FileStore at store_path when set (workers on one
+  // machine: no listener at all), else the TCPStore at store_host:store_port.
+  std::string store_path;
+  std::string store_host = "127.0.0.1";
   int store_port = 0;
   std::string prefix = "gen0";           // one rendezvous namespace per generation
   std::string listen_host = "127.0.0.1"; // this worker's address for data connections
@@ -55,7 +58,7 @@ struct TransportOptions {
 };
 
 // Joins the store and builds the process groups. Errors are unavailable()
-// statuses naming the store address.
+// statuses naming the store.
 Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& options);
 
 // True when `e` says a peer went away (connection closed or reset, a

@@ -50,5 +50,15 @@ TEST(StageMemory, Formula) {
   EXPECT_EQ(stageMemory(m, 1, 2, 4), 100 + 50 + 4 * 18 + 9);
 }
 
+// The dataset is held by the workers that read it: the first stage (inputs)
+// and the last (labels), once by a stage that is both.
+TEST(StageMemory, TheFirstAndLastStagesHoldTheDataset) {
+  MemoryCosts m{100, {10, 20, 30}, {5, 6, 7}, {1, 9, 2}, {3, 5, 6}, 1000};
+  EXPECT_EQ(stageMemory(m, 1, 1, 1), 100 + 20 + 11 + 9);
+  EXPECT_EQ(stageMemory(m, 0, 0, 1), 100 + 10 + 8 + 1 + 1000);
+  EXPECT_EQ(stageMemory(m, 2, 2, 1), 100 + 30 + 13 + 2 + 1000);
+  EXPECT_EQ(stageMemory(m, 0, 2, 1), 100 + 60 + 21 + 9 + 1000);
+}
+
 }  // namespace
 }  // namespace hydrozoa::plan
