@@ -35,7 +35,7 @@ struct TrainArgs {
   std::string data_parallel, stages, microbatches, microbatch_size, max_steps, epochs, seed, workers, global_batch;
   std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
   std::string scaling, min_replicas, max_replicas, every_epochs;
-  bool no_progress = false;
+  bool no_progress = false, replan = false;
 };
 
 Status optionalInt(const std::string& text, const char* flag, std::optional<std::int64_t>* out) {
@@ -107,6 +107,7 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
   if (v) s->scaling.max_replicas = static_cast<int>(*v);
   HZ_RETURN_IF_ERROR(optionalInt(a.every_epochs, "--every-epochs", &v));
   if (v) s->scaling.every_epochs = *v;
+  if (a.replan) s->scaling.replan = true;
   if (!a.out.empty()) s->out_dir = a.out;
   if (!a.plan.empty()) s->plan_file = a.plan;
   // Pinning the strategy on the command line pins the workers it needs.
@@ -213,6 +214,7 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_option("--min-replicas", a->min_replicas, "Scaling: fewest data-parallel replicas (adabatch starts here)");
   cmd->add_option("--max-replicas", a->max_replicas, "Scaling: most data-parallel replicas");
   cmd->add_option("--every-epochs", a->every_epochs, "Scaling (adabatch): epochs between doublings");
+  cmd->add_flag("--replan", a->replan, "Scaling: plan the pipeline again for the new replicas at each change");
   cmd->add_option("--max-recoveries", a->max_recoveries,
                   "Lost workers to recover from per run (default 3); 0 stops the job on the first loss");
   cmd->add_option("--worker-binary", a->worker_binary, "Run workers from this hydrozoa binary");

@@ -96,9 +96,10 @@ struct EvalAccount {
 class Job {
  public:
   Job(const TrainOptions& o, RunDir run, JobSpec spec, plan::Plan plan, ModelInfo model, std::int64_t trainSize,
-      std::int64_t testSize, std::int64_t startStep, std::string checkpoint, const Json& resumed)
+      std::int64_t testSize, Bytes dataBytes, std::int64_t startStep, std::string checkpoint, const Json& resumed)
       : o_(o), run_(std::move(run)), spec_(std::move(spec)), plan_(std::move(plan)), model_(std::move(model)),
-        trainSize_(trainSize), testSize_(testSize), startStep_(startStep), checkpoint_(std::move(checkpoint)),
+        trainSize_(trainSize), testSize_(testSize), dataBytes_(dataBytes), startStep_(startStep),
+        checkpoint_(std::move(checkpoint)),
         progress_(o.progress), resumeStep_(startStep), reached_(startStep) {
     // A resumed run goes on counting time, samples and money where its
     // checkpoint left them.
@@ -114,13 +115,19 @@ class Job {
   Status start();
   Status train();  // announces the generation, then watch()
   // The workers of a generation of A_ replicas, with ids not in use.
-  std::vector<WorkerState> layout(int replicas) const;
-  Status launch(WorkerState& w, const std::string& token, int generation);
+  std::vector<WorkerState> layout(int replicas, int stages) const;
+  Status launch(WorkerState& w, const std::string& token, int generation, const plan::PlanStage& stage, Bytes memory);
   void makeSampler();   // sampler_ and perEpoch_ for A_ replicas
   void countSteps();    // totalSteps_ and stopStep_ from epochs_
   Status launchWorkers();
   // NOTE [Changing the replicas]
   Status scalingSchedule();
+  // A plan made for `replicas` (scaling.replan), as a segment records it.
+  Result<Json> replan(int replicas);
+  // The plan of the segment `step` is in.
+  Result<plan::Plan> planAt(std::int64_t step) const;
+  // gen_, B_ and the stages' memory from the segment `step` is in.
+  Status useGenerationPlan(std::int64_t step);
   std::int64_t generationStop() const;
   void maybePrestart();
   Status rescale();
@@ -129,7 +136,7 @@ class Job {
   // An exit of a worker that is not in this generation (a pre-started one).
   void onOtherExit(const WorkerExit& e);
   WorkerState* current(int id);
-  UsdPerHour rateOf(int stage) const;
+  static UsdPerHour rateOf(const plan::Plan& plan, int stage);
   void sendAssign(const WorkerState& w);
   // Once the generation after a boundary has all registered: how long the
   // boundary waited for them, if it did.
@@ -165,7 +172,9 @@ class Job {
   JobSpec spec_;
   plan::Plan plan_;
   ModelInfo model_;
-  std::int64_t trainSize_, testSize_, startStep_;
+  std::int64_t trainSize_, testSize_;
+  Bytes dataBytes_;  // the datasets in memory (planning)
+  std::int64_t startStep_;
   std::string checkpoint_;
   Progress progress_;
 
@@ -215,6 +224,8 @@ class Job {
   // Scaling (NOTE [Changing the replicas]).
   std::unique_ptr<ScalingPolicy> policy_;
   EpochSchedule epochs_;
+  plan::Plan gen_;                     // this generation's plan: plan_, or a re-plan for its replicas
+  plan::Plan nextPlan_;                // the pre-started generation's
   Json resumedScaling_;                // the checkpoint's record, when resuming
   std::int64_t genStop_ = 0;           // where this generation stops
   std::vector<WorkerState> next_;      // the next generation's, pre-started
@@ -265,7 +276,7 @@ void Job::makeSampler() {
   so.dataset_size = trainSize_;
   so.global_batch = A_ * epochs_.perReplicaBatch();
   so.replicas = A_;
-  so.microbatch_size = plan_.microbatch_size;
+  so.microbatch_size = gen_.microbatch_size;
   so.drop_last = spec_.drop_last;
   sampler_.emplace(so);
   perEpoch_ = sampler_->stepsPerEpoch();
@@ -309,7 +320,12 @@ Status Job::scalingSchedule() {
     from = epochs_.epochOf(startStep_) + 1;
     epochs_.truncateAfter(from - 1);
   } else {
-    epochs_.append(0, policy_->initialReplicas(), 1.0, "");
+    const int first = policy_->initialReplicas();
+    Json plan;
+    if (spec_.scaling.replan) {
+      HZ_ASSIGN_OR_RETURN(plan, replan(first));
+    }
+    epochs_.append(0, first, 1.0, "", plan);
   }
   if (!policy_->usesMetrics()) {
     for (std::int64_t e = from; e < spec_.epochs; ++e) {
@@ -319,10 +335,45 @@ Status Job::scalingSchedule() {
       in.step = epochs_.epochStart(e);
       in.replicas = prev.replicas;
       const ScalingDecision d = policy_->decide(in);
-      if (d.replicas != prev.replicas || d.lr_factor != prev.lr_factor) epochs_.append(e, d.replicas, d.lr_factor, d.why);
+      if (d.replicas == prev.replicas && d.lr_factor == prev.lr_factor) continue;
+      Json plan = d.replicas == prev.replicas ? prev.plan : Json();
+      if (d.replan) {
+        HZ_ASSIGN_OR_RETURN(plan, replan(d.replicas));
+      }
+      epochs_.append(e, d.replicas, d.lr_factor, d.why, plan);
     }
   }
   countSteps();
+  return Status();
+}
+
+Result<Json> Job::replan(int replicas) {
+  if (replicas == plan_.data_parallel) return Json();  // the job's own plan
+  HZ_ASSIGN_OR_RETURN(plan::Plan p, replanForReplicas(spec_, plan_, replicas, dataBytes_, run_));
+  return plan::planToJson(p);
+}
+
+Result<plan::Plan> Job::planAt(std::int64_t step) const {
+  const Segment& seg = epochs_.atStep(step);
+  if (seg.plan.is_null()) return plan_;
+  return plan::planFromJson(seg.plan, fmt::format("the plan for {} replicas from epoch {}", seg.replicas,
+                                                  seg.first_epoch + 1));
+}
+
+Status Job::useGenerationPlan(std::int64_t step) {
+  HZ_ASSIGN_OR_RETURN(plan::Plan next, planAt(step));
+  auto split = [](const plan::Plan& p) {
+    std::vector<int> ends;
+    for (const auto& st : p.stages) ends.push_back(st.last_layer);
+    return ends;
+  };
+  const bool sameSplit = !stageMemory_.empty() && split(next) == split(gen_);
+  gen_ = std::move(next);
+  B_ = gen_.pipeline_stages;
+  if (!sameSplit) {  // out-of-memory raises hold for a split only
+    stageMemory_.clear();
+    for (const auto& st : gen_.stages) stageMemory_.push_back(st.worker_memory_bytes);
+  }
   return Status();
 }
 
@@ -336,8 +387,8 @@ std::int64_t Job::generationStop() const {
 }
 
 Status Job::start() {
-  B_ = plan_.pipeline_stages;
   HZ_RETURN_IF_ERROR(scalingSchedule());
+  HZ_RETURN_IF_ERROR(useGenerationPlan(startStep_));
   A_ = epochs_.atStep(startStep_).replicas;
   W_ = A_ * B_;
   makeSampler();
@@ -359,12 +410,11 @@ Status Job::start() {
   // (issue 4 §5); a launcher across machines will need a store that can.
   HZ_RETURN_IF_ERROR(run_.clearRendezvous());
   HZ_RETURN_IF_ERROR(run_.writeJson("coordinator.json", {{"pid", ::getpid()}, {"control", control_->endpoint()}}));
-  for (const auto& st : plan_.stages) stageMemory_.push_back(st.worker_memory_bytes);
   genStop_ = generationStop();
   return launchWorkers();
 }
 
-std::vector<WorkerState> Job::layout(int replicas) const {
+std::vector<WorkerState> Job::layout(int replicas, int stages) const {
   std::set<int> taken;
   for (const auto& w : workers_) {
     if (launcher_->alive(w.id)) taken.insert(w.id);
@@ -372,28 +422,28 @@ std::vector<WorkerState> Job::layout(int replicas) const {
   for (const auto& w : next_) taken.insert(w.id);
   std::vector<WorkerState> ws;
   int id = 0;
-  for (int rank = 0; rank < replicas * B_; ++rank) {
+  for (int rank = 0; rank < replicas * stages; ++rank) {
     while (taken.count(id)) ++id;
     WorkerState w;
     w.id = id++;
     w.rank = rank;
-    w.replica = rank / B_;
-    w.stage = rank % B_;
+    w.replica = rank / stages;
+    w.stage = rank % stages;
     w.last_seen = Clock::now();
     ws.push_back(w);
   }
   return ws;
 }
 
-Status Job::launch(WorkerState& w, const std::string& token, int generation) {
+Status Job::launch(WorkerState& w, const std::string& token, int generation, const plan::PlanStage& st,
+                  Bytes memory) {
   WorkerLaunch l;
   l.id = w.id;
   l.args = {"--log-level", "info", "worker", "--join", control_->endpoint(), "--id", std::to_string(w.id)};
   l.env = {{"HYDROZOA_TOKEN", token}};
   l.log_path = run_.workerLog(w.id);
-  const plan::PlanStage& st = plan_.stages[w.stage];
   l.cpus = spec_.cpu_limit.value_or(st.vcpus);
-  l.memory = spec_.memory_limit.value_or(stageMemory_[w.stage]);
+  l.memory = spec_.memory_limit.value_or(memory);
   l.start_delay = drawStartDelay(spec_.start_delay,
                                  spec_.seed * 7919 + static_cast<std::uint64_t>(w.id) + 104729ULL * generation);
   HZ_RETURN_IF_ERROR(launcher_->launch(l));
@@ -405,9 +455,11 @@ Status Job::launch(WorkerState& w, const std::string& token, int generation) {
 }
 
 Status Job::launchWorkers() {
-  workers_ = layout(A_);
+  workers_ = layout(A_, B_);
   for (auto& w : workers_) {
-    if (Status s = launch(w, token_, generation_); !s.ok()) return failure(s.message());
+    if (Status s = launch(w, token_, generation_, gen_.stages[w.stage], stageMemory_[w.stage]); !s.ok()) {
+      return failure(s.message());
+    }
   }
   return Status();
 }
@@ -508,7 +560,7 @@ bool Job::receiveOne(int timeoutMs) {
       w.registered = true;
       w.registered_at = now();
       startDelays_.push_back(w.registered_at - w.launched_at);
-      ledger_.start(w.id, now(), rateOf(w.stage));
+      ledger_.start(w.id, now(), rateOf(nextPlan_, w.stage));
     } else if (type == "error") {
       spdlog::warn("{}, started ahead of the next generation, failed: {}", w.name(), m.value("message", ""));
     }
@@ -516,10 +568,9 @@ bool Job::receiveOne(int timeoutMs) {
   return true;
 }
 
-UsdPerHour Job::rateOf(int stage) const {
-  const plan::PlanStage& st = plan_.stages[stage];
-  return st.cost_per_hour > 0 ? st.cost_per_hour
-                              : plan_.cost_per_hour / (plan_.data_parallel * plan_.pipeline_stages);
+UsdPerHour Job::rateOf(const plan::Plan& plan, int stage) {
+  const plan::PlanStage& st = plan.stages[stage];
+  return st.cost_per_hour > 0 ? st.cost_per_hour : plan.cost_per_hour / (plan.data_parallel * plan.pipeline_stages);
 }
 
 void Job::sendAssign(const WorkerState& w) {
@@ -533,10 +584,10 @@ void Job::sendAssign(const WorkerState& w) {
                  {"replicas", A_},
                  {"stage", w.stage},
                  {"stages", B_},
-                 {"first_layer", plan_.stages[w.stage].first_layer},
-                 {"last_layer", plan_.stages[w.stage].last_layer},
-                 {"microbatch_size", plan_.microbatch_size},
-                 {"microbatches", plan_.num_microbatches},
+                 {"first_layer", gen_.stages[w.stage].first_layer},
+                 {"last_layer", gen_.stages[w.stage].last_layer},
+                 {"microbatch_size", gen_.microbatch_size},
+                 {"microbatches", gen_.num_microbatches},
                  {"train_size", trainSize_},
                  {"test_size", spec_.eval ? testSize_ : 0},
                  {"start_step", resumeStep_},
@@ -566,7 +617,7 @@ void Job::handle(int rank, const Json& m) {
     if (!w.registered) {
       w.registered_at = now();
       startDelays_.push_back(w.registered_at - w.launched_at);
-      ledger_.start(id, now(), rateOf(w.stage));
+      ledger_.start(id, now(), rateOf(gen_, w.stage));
     }
     w.registered = true;
     sendAssign(w);
@@ -1009,6 +1060,7 @@ Status Job::recover() {
                               {"cost_usd", cost()}});
   }
   reached_ = resumeStep_ = maxStarted_ = restore;
+  if (Status s = useGenerationPlan(restore); !s.ok()) return failure(s.message());
   A_ = epochs_.atStep(restore).replicas;
   W_ = A_ * B_;
   makeSampler();
@@ -1067,11 +1119,15 @@ void Job::maybePrestart() {
   const double lead = 1.25 * delay + 1.0;
   if (eta > lead) return;
   const int replicas = epochs_.atStep(genStop_).replicas;
+  auto plan = planAt(genStop_);
+  if (!plan.ok()) return;  // said at the boundary
+  nextPlan_ = std::move(*plan);
   nextToken_ = newToken();
   control_->admit(nextToken_);
-  next_ = layout(replicas);
+  next_ = layout(replicas, nextPlan_.pipeline_stages);
   for (WorkerState& w : next_) {
-    if (Status s = launch(w, nextToken_, generation_ + 1); !s.ok()) {
+    const plan::PlanStage& st = nextPlan_.stages[w.stage];
+    if (Status s = launch(w, nextToken_, generation_ + 1, st, st.worker_memory_bytes); !s.ok()) {
       spdlog::warn("could not start {} ahead of the boundary (tried again there): {}", w.name(), s.message());
     }
   }
@@ -1085,7 +1141,7 @@ void Job::maybePrestart() {
 Status Job::rescale() {
   const double boundary = now();
   const std::int64_t epoch = epochs_.epochOf(reached_);  // 0-based, about to begin
-  const int before = A_, workersBefore = W_;
+  const int before = A_, workersBefore = W_, stagesBefore = B_;
   retire(workers_, 5.0);  // they have said done; released, no longer billed
   if (policy_->usesMetrics()) {
     ScalingInputs in;
@@ -1099,7 +1155,13 @@ Status Job::rescale() {
     in.cost_usd = cost();
     const ScalingDecision d = policy_->decide(in);
     if (d.replicas != A_) {
-      epochs_.append(epoch, d.replicas, d.lr_factor, d.why);
+      Json plan;
+      if (d.replan) {
+        auto made = replan(d.replicas);
+        if (!made.ok()) return failure(made.status().message());
+        plan = std::move(*made);
+      }
+      epochs_.append(epoch, d.replicas, d.lr_factor, d.why, plan);
       countSteps();
     }
   }
@@ -1111,6 +1173,7 @@ Status Job::rescale() {
   }
   checkpoint_ = (*latest)->dir;
   const Segment seg = epochs_.atEpoch(epoch);
+  if (Status s = useGenerationPlan(reached_); !s.ok()) return failure(s.message());
   A_ = seg.replicas;
   W_ = A_ * B_;
   makeSampler();
@@ -1123,7 +1186,8 @@ Status Job::rescale() {
   training_ = false;
 
   // The next generation: the pre-started workers when they fit, else new ones.
-  const bool prestarted = !next_.empty() && static_cast<int>(next_.size()) == W_;
+  const bool prestarted = !next_.empty() && static_cast<int>(next_.size()) == W_ &&
+                          nextPlan_.pipeline_stages == B_;
   if (prestarted) {
     token_ = nextToken_;
     workers_ = std::move(next_);
@@ -1131,7 +1195,7 @@ Status Job::rescale() {
     retire(next_, 0.5);
     control_->admit("");
     token_ = newToken();
-    workers_ = layout(A_);
+    workers_ = layout(A_, B_);
   }
   next_.clear();
   control_->newGeneration(token_);
@@ -1139,7 +1203,9 @@ Status Job::rescale() {
   bool allRegistered = true;
   for (WorkerState& w : workers_) {
     if (w.launched_at < 0) {
-      if (Status s = launch(w, token_, generation_); !s.ok()) return failure(s.message());
+      if (Status s = launch(w, token_, generation_, gen_.stages[w.stage], stageMemory_[w.stage]); !s.ok()) {
+        return failure(s.message());
+      }
     }
     if (w.registered) {
       sendAssign(w);
@@ -1155,6 +1221,8 @@ Status Job::rescale() {
                 {"step", reached_},
                 {"replicas_before", before},
                 {"replicas", A_},
+                {"stages_before", stagesBefore},
+                {"stages", B_},
                 {"workers_released", workersBefore},
                 {"released_at", boundary},  // seconds since launch, the billing clock
                 {"workers", W_},
@@ -1233,8 +1301,8 @@ void Job::finish(const std::string& status, const std::string& reason) {
       {"plan",
        {{"data_parallel", A_},
         {"pipeline_stages", B_},
-        {"microbatch_size", plan_.microbatch_size},
-        {"num_microbatches", plan_.num_microbatches},
+        {"microbatch_size", gen_.microbatch_size},
+        {"num_microbatches", gen_.num_microbatches},
         {"global_batch", spec_.global_batch}}},
       {"steps", {{"done", reached_}, {"total", totalSteps_}, {"this_run", stepsDone_}}},
       {"epochs_completed", epochs_.segments().empty() ? 0 : epochs_.epochOf(reached_)},
@@ -1255,11 +1323,11 @@ void Job::finish(const std::string& status, const std::string& reason) {
       {"throughput_samples_per_s", stepTime_ > 0 ? samples_ / stepTime_ : 0},
       {"iteration_seconds",
        {{"measured_median", measured},
-        {"predicted", plan_.iteration_seconds},
-        {"relative_error", plan_.iteration_seconds > 0 && measured > 0 ? measured / plan_.iteration_seconds - 1 : 0}}},
-      {"bubble_fraction", {{"measured_median", median(bubbles_)}, {"predicted", plan_.bubble_fraction}}},
+        {"predicted", gen_.iteration_seconds},
+        {"relative_error", gen_.iteration_seconds > 0 && measured > 0 ? measured / gen_.iteration_seconds - 1 : 0}}},
+      {"bubble_fraction", {{"measured_median", median(bubbles_)}, {"predicted", gen_.bubble_fraction}}},
       {"cost_usd", total},
-      {"cost_per_hour", plan_.cost_per_hour},
+      {"cost_per_hour", gen_.cost_per_hour},
       {"billing", ledger_.toJson(now())},
       {"launcher",
        {{"kind", launcher_ ? launcher_->name() : ""},
@@ -1311,11 +1379,11 @@ Status Job::train() {
                                W_, spec_.threads, spec_.threads == 1 ? "" : "s", cores));
   }
   std::string split;
-  for (const auto& st : plan_.stages) split += fmt::format("{}{}-{}", split.empty() ? "" : " | ", st.first_layer, st.last_layer);
+  for (const auto& st : gen_.stages) split += fmt::format("{}{}-{}", split.empty() ? "" : " | ", st.first_layer, st.last_layer);
   progress_.note(fmt::format("Training {} with {}×{} on {} {} workers (layers {}; {} microbatches of {}; predicted "
                              "{} per step): steps {}..{} of {}; run directory {}",
-                             model_.name, A_, B_, W_, launcher_->name(), split, plan_.num_microbatches,
-                             plan_.microbatch_size, formatSeconds(plan_.iteration_seconds), resumeStep_ + 1, stopStep_,
+                             model_.name, A_, B_, W_, launcher_->name(), split, gen_.num_microbatches,
+                             gen_.microbatch_size, formatSeconds(gen_.iteration_seconds), resumeStep_ + 1, stopStep_,
                              totalSteps_, run_.root()));
   return watch();
 }
@@ -1400,7 +1468,7 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
   if (resuming && !checkpoint.empty()) {
     if (auto m = readJsonFile(checkpoint + "/manifest.json"); m.ok()) resumedFrom = *m;
   }
-  Job job(o, *run, spec, p, model, train->size(), testSize, startStep, checkpoint, resumedFrom);
+  Job job(o, *run, spec, p, model, train->size(), testSize, dataBytes, startStep, checkpoint, resumedFrom);
   return job.run();
 }
 

@@ -129,6 +129,27 @@ Status profileInWorker(const JobSpec& spec, const std::vector<std::int64_t>& siz
   }
 }
 
+Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Profile& prof,
+                                          const plan::Catalog& catalog, Bytes dataBytes) {
+  plan::SearchOptions o;
+  o.workers = spec.workers;
+  o.memory_limit = spec.memory;
+  o.bandwidth = spec.bandwidth ? *spec.bandwidth : prof.network ? prof.network->bandwidth : catalog.network_bandwidth;
+  if (prof.network) {
+    o.allreduce_alpha = std::max(0.0, prof.network->alpha);
+    o.allreduce_beta = prof.network->beta;
+  }
+  o.global_batch = spec.global_batch;
+  o.recovery_copies = spec.max_recoveries > 0;  // the workers keep them only then
+  o.data_bytes = dataBytes;
+  HZ_ASSIGN_OR_RETURN(o.objective, plan::parseObjective(spec.objective));
+  o.data_parallel = spec.data_parallel;
+  o.stages = spec.stages;
+  o.microbatch_size = spec.microbatch_size;
+  o.microbatches = spec.microbatches;
+  return o;
+}
+
 }  // namespace
 
 Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes dataBytes, const RunDir& run,
@@ -173,27 +194,40 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
   }
   HZ_ASSIGN_OR_RETURN(profile::Profile prof, profile::loadProfile(here));
   HZ_ASSIGN_OR_RETURN(plan::Catalog catalog, plan::loadCatalog(spec.platform));
-
-  plan::SearchOptions o;
-  o.workers = spec.workers;
-  o.memory_limit = spec.memory;
-  o.bandwidth = spec.bandwidth ? *spec.bandwidth : prof.network ? prof.network->bandwidth : catalog.network_bandwidth;
-  if (prof.network) {
-    o.allreduce_alpha = std::max(0.0, prof.network->alpha);
-    o.allreduce_beta = prof.network->beta;
-  }
-  o.global_batch = spec.global_batch;
-  o.recovery_copies = spec.max_recoveries > 0;  // the workers keep them only then
-  o.data_bytes = dataBytes;
-  HZ_ASSIGN_OR_RETURN(o.objective, plan::parseObjective(spec.objective));
-  o.data_parallel = spec.data_parallel;
-  o.stages = spec.stages;
-  o.microbatch_size = spec.microbatch_size;
-  o.microbatches = spec.microbatches;
+  HZ_ASSIGN_OR_RETURN(plan::SearchOptions o, searchOptions(spec, prof, catalog, dataBytes));
   HZ_ASSIGN_OR_RETURN(plan::SearchResult result, plan::searchPlan(prof, catalog, o));
   plan::Plan p = plan::makePlan(result, prof, o, catalog.name);
   HZ_RETURN_IF_ERROR(run.writeJson("plan.json", plan::planToJson(p)));
   return p;
+}
+
+Result<plan::Plan> replanForReplicas(const JobSpec& spec, const plan::Plan& jobPlan, int replicas, Bytes dataBytes,
+                                     const RunDir& run) {
+  const std::string here = run.file("profile.json");
+  std::error_code ec;
+  if (!fs::exists(here, ec)) {
+    return invalidArgument(fmt::format("scaling.replan needs the profile the planner measures ({} is missing): a job "
+                                       "that brings its own plan.json cannot be re-planned; remove replan",
+                                       here));
+  }
+  HZ_ASSIGN_OR_RETURN(profile::Profile prof, profile::loadProfile(here));
+  HZ_ASSIGN_OR_RETURN(plan::Catalog catalog, plan::loadCatalog(jobPlan.platform.empty() ? spec.platform
+                                                                                        : jobPlan.platform));
+  HZ_ASSIGN_OR_RETURN(plan::SearchOptions o, searchOptions(spec, prof, catalog, dataBytes));
+  // The same workers per replica and samples per replica as the job's plan;
+  // the stages, their split and the microbatches are the planner's again
+  // (unless the job pins them).
+  const int perReplica = std::max(1, spec.workers / jobPlan.data_parallel);
+  o.workers = replicas * perReplica;
+  o.data_parallel = replicas;
+  o.global_batch = replicas * (spec.global_batch / jobPlan.data_parallel);
+  o.all_strategies = true;  // fewer stages than workers allow may be faster
+  auto result = plan::searchPlan(prof, catalog, o);
+  if (!result.ok()) {
+    return Status(result.status().code(), fmt::format("re-planning for {} replicas on {} workers: {}", replicas,
+                                                      o.workers, result.status().message()));
+  }
+  return plan::makePlan(*result, prof, o, catalog.name);
 }
 
 }  // namespace hydrozoa::cluster

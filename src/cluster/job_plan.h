@@ -43,4 +43,10 @@ Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spe
 Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes dataBytes, const RunDir& run,
                            const std::string& executable, Progress& progress);
 
+// A plan for `replicas` replicas (scaling.replan): the run's profile.json
+// searched again with the same workers and samples per replica as
+// `jobPlan`; stages, split and microbatches may differ (pins still hold).
+Result<plan::Plan> replanForReplicas(const JobSpec& spec, const plan::Plan& jobPlan, int replicas, Bytes dataBytes,
+                                     const RunDir& run);
+
 }  // namespace hydrozoa::cluster

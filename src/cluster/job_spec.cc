@@ -177,6 +177,7 @@ void readScaling(ObjectReader& top, JobSpec* s) {
   sc.every_epochs = r.optInteger("every_epochs", 1).value_or(sc.every_epochs);
   sc.every_steps = r.optInteger("every_steps", 0).value_or(sc.every_steps);
   if (r.has("lr_decay")) sc.lr_decay = r.positive("lr_decay");
+  if (r.has("replan")) sc.replan = r.boolean("replan");
   sc.rule = r.optString("rule").value_or("");
   if (const Json* table = r.raw("schedule")) {
     if (!table->is_object()) {
@@ -261,7 +262,8 @@ Json scalingToJson(const ScalingSpec& s) {
             {"max_replicas", s.max_replicas},
             {"every_epochs", s.every_epochs},
             {"every_steps", s.every_steps},
-            {"lr_decay", s.lr_decay}};
+            {"lr_decay", s.lr_decay},
+            {"replan", s.replan}};
   if (!s.rule.empty()) j["rule"] = s.rule;
   if (!s.schedule.empty()) {
     Json table = Json::object();

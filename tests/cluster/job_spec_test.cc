@@ -114,7 +114,7 @@ namespace {
 
 TEST(JobSpec, ScalingSectionsParseAndRoundTrip) {
   auto s = parseJobSpec(parseYaml("model: cnn\nscaling: {policy: adabatch, min_replicas: 1, max_replicas: 4, "
-                                  "every_epochs: 2, lr_decay: 0.5}\n",
+                                  "every_epochs: 2, lr_decay: 0.5, replan: true}\n",
                                   "job.yaml")
                             .value(),
                         "job.yaml");
@@ -123,6 +123,7 @@ TEST(JobSpec, ScalingSectionsParseAndRoundTrip) {
   EXPECT_EQ(s->scaling.max_replicas, 4);
   EXPECT_EQ(s->scaling.every_epochs, 2);
   EXPECT_DOUBLE_EQ(s->scaling.lr_decay, 0.5);
+  EXPECT_TRUE(s->scaling.replan);
   s = parseJobSpec(parseYaml("model: cnn\nscaling: {policy: schedule, schedule: {1: 1, 3: 2, 5: 4}}\n", "job.yaml")
                        .value(),
                    "job.yaml");

@@ -137,6 +137,20 @@ TEST(Scaling, BadSpecsNameTheFieldAndTheFix) {
 }
 
 
+// With replan, a decision that changes the replicas asks for a re-plan;
+// one that keeps them does not.
+TEST(Scaling, ReplanIsAskedForWhenTheReplicasChange) {
+  ScalingSpec s;
+  s.policy = "adabatch";
+  s.max_replicas = 4;
+  s.replan = true;
+  auto p = make(s, 4);
+  EXPECT_TRUE(p->decide(at(2, 1)).replan);   // 1 -> 2
+  EXPECT_FALSE(p->decide(at(1, 1)).replan);  // stays at 1
+  s.replan = false;
+  EXPECT_FALSE(make(s, 4)->decide(at(2, 1)).replan);
+}
+
 // Epochs keep their samples when the replicas change; steps count on.
 TEST(EpochSchedule, StepsPerEpochFollowTheReplicasAndStepsCountOn) {
   EpochSchedule s(1000, 64, false);

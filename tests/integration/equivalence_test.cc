@@ -275,6 +275,38 @@ TEST(Scaling, AScaledRunStoppedAndResumedEndsTheSame) {
   expectLikeTheScaledReference(dir, 20);
 }
 
+// scaling.replan: each change of replicas plans the pipeline again. With 1
+// replica on a 2-worker budget the planner runs the MLP on one worker (no
+// transfers at 10 MB/s); with 2 it keeps the job's 2-stage plan. The next
+// generation loads the boundary's per-layer state into its other split, and
+// the run still equals one process.
+TEST(Scaling, ReplanningChangesTheStagesAtABoundaryAndKeepsTheResult) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml")
+      << "name: replan\n"
+         "model: {name: mlp, options: {hidden: 512, depth: 2}}\n"
+         "data: {dataset: synthetic, synthetic_train: 120, synthetic_test: 20}\n"
+         "training: {epochs: 3, global_batch: 24, seed: 7,\n"
+         "           optimizer: {name: sgd, lr: 0.1, momentum: 0.9, weight_decay: 0.0001}}\n"
+         "cluster: {workers: 4, bandwidth: 10MB/s}\n"
+         "plan: {data_parallel: 2}\n"
+         "scaling: {policy: adabatch, min_replicas: 1, max_replicas: 2, replan: true}\n";
+  const auto r = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("Training mlp with 1×1 on 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Training mlp with 2×2 on 4"), std::string::npos) << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  const Json& segments = (*summary)["scaling"]["segments"];
+  ASSERT_EQ(segments.size(), 2u);
+  EXPECT_TRUE(segments[0].contains("plan"));    // re-planned for 1 replica
+  EXPECT_FALSE(segments[1].contains("plan"));   // 2 replicas: the job's own plan
+  const Json& e = (*summary)["scaling"]["events"][0];
+  EXPECT_EQ(e["stages_before"], 1);
+  EXPECT_EQ(e["stages"], 2);
+  expectLikeTheScaledReference(dir, 20);
+}
+
 // A rule reads each epoch's metrics, so it is decided at every epoch end and
 // its workers start then (not ahead); scaling down releases workers.
 TEST(Scaling, ARuleIsDecidedAtEachEpochEndAndCanScaleDown) {

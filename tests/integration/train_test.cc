@@ -571,6 +571,20 @@ TEST(TrainBadInput, APlanForAnotherModel) {
   expectRunError(dir, {"train", "job.yaml", "--out", "run"}, "other.json splits 10 layers but the job's model cnn has 4");
 }
 
+// Re-planning at a scaling boundary needs the planner's profile, which a job
+// that brings its own plan.json does not have.
+TEST(TrainBadInput, ReplanningAPlanTheJobBrought) {
+  ScratchDir dir;
+  ASSERT_EQ(runHydrozoa(dir.path().string(), {"plan", "--model", "cnn", "--device", "k80", "--workers", "2",
+                                              "--global-batch", "64", "--data-parallel", "2", "-o", "mine.json"})
+                .code,
+            0);
+  std::ofstream(dir / "job.yaml") << "model: cnn\ntraining: {global_batch: 64}\ncluster: {workers: 2}\nplan: mine.json\n"
+                                     "scaling: {policy: adabatch, replan: true}\n";
+  expectRunError(dir, {"train", "job.yaml", "--out", "run"},
+                 "scaling.replan needs the profile the planner measures");
+}
+
 TEST(TrainBadInput, ABadScalingPolicyNamesTheFieldAndTheChoices) {
   ScratchDir dir;
   std::ofstream(dir / "job.yaml") << smallJob();

@@ -13,7 +13,7 @@ EpochSchedule::EpochSchedule(std::int64_t datasetSize, std::int64_t perReplicaBa
   HZ_CHECK(datasetSize >= 1 && perReplicaBatch >= 1);
 }
 
-void EpochSchedule::append(std::int64_t firstEpoch, int replicas, double lrFactor, std::string why) {
+void EpochSchedule::append(std::int64_t firstEpoch, int replicas, double lrFactor, std::string why, Json plan) {
   HZ_CHECK(replicas >= 1 && firstEpoch >= 0);
   truncateAfter(firstEpoch - 1);
   Segment s;
@@ -23,6 +23,7 @@ void EpochSchedule::append(std::int64_t firstEpoch, int replicas, double lrFacto
   s.replicas = replicas;
   s.lr_factor = lrFactor;
   s.why = std::move(why);
+  s.plan = std::move(plan);
   segments_.push_back(std::move(s));
 }
 
@@ -78,6 +79,7 @@ Json EpochSchedule::toJson() const {
                     {"replicas", s.replicas},
                     {"lr_factor", s.lr_factor},
                     {"why", s.why}});
+    if (!s.plan.is_null()) segs.back()["plan"] = s.plan;
   }
   return {{"per_replica_batch", batch_}, {"segments", segs}};
 }
@@ -98,7 +100,8 @@ Result<EpochSchedule> EpochSchedule::fromJson(const Json& j, std::int64_t datase
     if (first <= last || (last < 0 && first != 0) || replicas < 1) {
       return bad("segments must start at epoch 0, increase, and have at least 1 replica");
     }
-    s.append(first, replicas, seg.value("lr_factor", 1.0), seg.value("why", ""));
+    s.append(first, replicas, seg.value("lr_factor", 1.0), seg.value("why", ""),
+             seg.contains("plan") ? seg["plan"] : Json());
     if (seg.value("first_step", std::int64_t{-1}) != s.segments_.back().first_step) {
       return bad(fmt::format("segment at epoch {} begins at step {}, not {}", first + 1,
                              seg.value("first_step", std::int64_t{-1}), s.segments_.back().first_step));

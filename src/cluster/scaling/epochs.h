@@ -32,6 +32,7 @@ struct Segment {
   int replicas = 1;
   double lr_factor = 1;          // times the job's learning rate
   std::string why;               // the policy's reason ("" for the first)
+  Json plan;                     // a plan.json made for these replicas; null: the job's plan
 };
 
 class EpochSchedule {
@@ -42,7 +43,7 @@ class EpochSchedule {
 
   // From epoch `firstEpoch` (0-based) on, `replicas` replicas. Epochs must
   // increase; an append at the last segment's epoch replaces it.
-  void append(std::int64_t firstEpoch, int replicas, double lrFactor, std::string why);
+  void append(std::int64_t firstEpoch, int replicas, double lrFactor, std::string why, Json plan = Json());
   // Drops the segments that begin after `epoch` (a decision is taken back).
   void truncateAfter(std::int64_t epoch);
 
@@ -58,7 +59,7 @@ class EpochSchedule {
   // Whether `step` (global) begins an epoch.
   bool isEpochStart(std::int64_t step) const { return stepInEpoch(step) == 0; }
 
-  // {"per_replica_batch", "segments": [{first_epoch, first_step, replicas, lr_factor, why}]}
+  // {"per_replica_batch", "segments": [{first_epoch, first_step, replicas, lr_factor, why, plan?}]}
   Json toJson() const;
   static Result<EpochSchedule> fromJson(const Json& j, std::int64_t datasetSize, bool dropLast);
 

@@ -19,7 +19,7 @@ class Fixed final : public ScalingPolicy {
   explicit Fixed(int replicas) : replicas_(replicas) {}
   const char* name() const override { return "fixed"; }
   int initialReplicas() const override { return replicas_; }
-  ScalingDecision decide(const ScalingInputs&) const override { return {replicas_, 1.0, "fixed"}; }
+  ScalingDecision decide(const ScalingInputs& in) const override { return decision(in, replicas_, 1.0, "fixed"); }
 
  private:
   int replicas_;
@@ -32,7 +32,7 @@ class Schedule final : public ScalingPolicy {
   int initialReplicas() const override { return at(1); }
   ScalingDecision decide(const ScalingInputs& in) const override {
     const int r = at(in.epoch);
-    return {r, 1.0, fmt::format("schedule: {} replicas from epoch {}", r, in.epoch)};
+    return decision(in, r, 1.0, fmt::format("schedule: {} replicas from epoch {}", r, in.epoch));
   }
 
  private:
@@ -57,9 +57,9 @@ class AdaBatch final : public ScalingPolicy {
       r *= 2;
       ++doublings;
     }
-    return {static_cast<int>(r), std::pow(decay_, doublings),
-            fmt::format("adabatch: {} replicas from epoch {} (learning rate x{:.4g})", r, in.epoch,
-                        std::pow(decay_, doublings))};
+    return decision(in, static_cast<int>(r), std::pow(decay_, doublings),
+                    fmt::format("adabatch: {} replicas from epoch {} (learning rate x{:.4g})", r, in.epoch,
+                                std::pow(decay_, doublings)));
   }
 
  private:
@@ -144,7 +144,8 @@ class Rule final : public ScalingPolicy {
                                             in.replicas)};
     }
     const int r = clampReplicas(value, lo_, hi_);
-    return {r, 1.0, fmt::format("rule: \"{}\" = {:.4g} -> {} replicas from epoch {}", rule_, value, r, in.epoch)};
+    return decision(in, r, 1.0,
+                    fmt::format("rule: \"{}\" = {:.4g} -> {} replicas from epoch {}", rule_, value, r, in.epoch));
   }
 
  private:
@@ -183,13 +184,18 @@ Result<std::unique_ptr<ScalingPolicy>> ScalingPolicy::make(const ScalingSpec& s,
   HZ_RETURN_IF_ERROR(validateScalingSpec(s, "the job"));
   if (planReplicas < 1) return invalidArgument("the plan has no data-parallel replicas");
   const int hi = s.max_replicas > 0 ? s.max_replicas : std::max(planReplicas, s.min_replicas);
-  if (s.policy == "fixed") return std::unique_ptr<ScalingPolicy>(new Fixed(planReplicas));
-  if (s.policy == "schedule") return std::unique_ptr<ScalingPolicy>(new Schedule(s.schedule, planReplicas));
-  if (s.policy == "adabatch") {
-    return std::unique_ptr<ScalingPolicy>(new AdaBatch(s.min_replicas, hi, s.every_epochs, s.lr_decay));
+  std::unique_ptr<ScalingPolicy> p;
+  if (s.policy == "fixed") {
+    p.reset(new Fixed(planReplicas));
+  } else if (s.policy == "schedule") {
+    p.reset(new Schedule(s.schedule, planReplicas));
+  } else if (s.policy == "adabatch") {
+    p.reset(new AdaBatch(s.min_replicas, hi, s.every_epochs, s.lr_decay));
+  } else {
+    p.reset(new Rule(s.rule, s.min_replicas, hi, std::clamp(planReplicas, s.min_replicas, hi)));
   }
-  return std::unique_ptr<ScalingPolicy>(
-      new Rule(s.rule, s.min_replicas, hi, std::clamp(planReplicas, s.min_replicas, hi)));
+  p->replan_ = s.replan;
+  return p;
 }
 
 }  // namespace hydrozoa::cluster

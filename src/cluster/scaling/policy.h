@@ -33,6 +33,7 @@ struct ScalingSpec {
   std::map<std::int64_t, int> schedule;   // schedule: from epoch (1-based) on, this many replicas
   std::string rule;                       // rule: replicas as an expression
   std::int64_t every_steps = 0;           // also decide every this many steps (0: epoch ends only)
+  bool replan = false;                    // re-plan the pipeline for the new replicas at each change
 };
 
 // What a policy sees at a boundary.
@@ -51,6 +52,7 @@ struct ScalingDecision {
   int replicas = 1;
   double lr_factor = 1;  // times the job's learning rate (cumulative)
   std::string why;       // "adabatch: epoch 3 doubles to 4 replicas"
+  bool replan = false;   // plan the pipeline again for `replicas` (stages, split, microbatches)
 };
 
 class ScalingPolicy {
@@ -68,6 +70,16 @@ class ScalingPolicy {
   // Whether decide() depends on more than the epoch (the coordinator must
   // then ask at every boundary instead of computing the changes ahead).
   virtual bool usesMetrics() const { return false; }
+
+ protected:
+  // The decision for `replicas` at `in`: a re-plan is asked for when the
+  // spec says so and the replicas change.
+  ScalingDecision decision(const ScalingInputs& in, int replicas, double lrFactor, std::string why) const {
+    return {replicas, lrFactor, std::move(why), replan_ && replicas != in.replicas};
+  }
+
+ private:
+  bool replan_ = false;
 };
 
 // Checks a spec on its own (no plan yet): ranges, names, the rule's syntax.
