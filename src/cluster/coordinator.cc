@@ -130,6 +130,10 @@ class Job {
   Status useGenerationPlan(std::int64_t step);
   std::int64_t generationStop() const;
   void maybePrestart();
+  // Every worker holds at the epoch end `step` (a rule): go on, or end the
+  // generation there for rescale().
+  void onBoundary(std::int64_t step);
+  ScalingDecision decideNow();
   Status rescale();
   // Stops `ws` (asks, then forces after `grace`) and bills them no more.
   void retire(std::vector<WorkerState>& ws, Seconds grace);
@@ -236,6 +240,8 @@ class Job {
   double epochStartedAt_ = 0, lastEpochSeconds_ = 0;
   Json scalingEvents_ = Json::array();
   double scalingSince_ = -1;           // now() at the boundary, until training again
+  std::map<std::int64_t, int> boundaries_;       // epoch-end step -> workers holding there
+  std::optional<ScalingDecision> decided_;       // a rule's decision, taken at the boundary
 };
 
 // NOTE [Cores for compute threads]
@@ -378,8 +384,9 @@ Status Job::useGenerationPlan(std::int64_t step) {
 }
 
 std::int64_t Job::generationStop() const {
-  std::int64_t stop = stopStep_;
-  if (policy_->usesMetrics()) return std::min(stop, epochs_.epochStart(epochs_.epochOf(resumeStep_) + 1));
+  // A rule's changes are not known ahead: its workers hold at each epoch end
+  // instead (onBoundary()).
+  const std::int64_t stop = stopStep_;
   for (const Segment& s : epochs_.segments()) {
     if (s.first_step > resumeStep_) return std::min(stop, s.first_step);
   }
@@ -597,6 +604,7 @@ void Job::sendAssign(const WorkerState& w) {
                  {"first_epoch", firstEpoch},
                  {"global_batch", A_ * epochs_.perReplicaBatch()},
                  {"lr_factor", seg.lr_factor},
+                 {"hold_at_epoch_end", policy_->usesMetrics()},
                  {"store_path", run_.rendezvous(generation_)},
                  {"listen_host", launcher_->workerHost(w.id)},
                  {"run_dir", run_.root()},
@@ -689,6 +697,12 @@ void Job::handle(int rank, const Json& m) {
       stepSamples_.erase(stepSamples_.begin(), stepSamples_.lower_bound(step));  // never rolled back past it
       lastStepAt_ = Clock::now();
       checkpoints_.erase(step);
+    }
+  } else if (type == "boundary") {
+    const std::int64_t step = m.value("step", std::int64_t{0});
+    if (++boundaries_[step] == W_) {
+      boundaries_.erase(step);
+      onBoundary(step);
     }
   } else if (type == "halted") {
     halted_[rank] = m.value("can_save", std::vector<std::int64_t>{});
@@ -1061,11 +1075,13 @@ Status Job::recover() {
   }
   reached_ = resumeStep_ = maxStarted_ = restore;
   if (Status s = useGenerationPlan(restore); !s.ok()) return failure(s.message());
+  decided_.reset();  // a rule decides again at the next epoch end
   A_ = epochs_.atStep(restore).replicas;
   W_ = A_ * B_;
   makeSampler();
   genStop_ = generationStop();
   steps_.clear();
+  boundaries_.clear();
   evals_.clear();
   checkpoints_.clear();
   failure_.clear();
@@ -1138,22 +1154,39 @@ void Job::maybePrestart() {
                              next_.size(), replicas, genStop_, formatSeconds(eta), formatSeconds(delay)));
 }
 
+ScalingDecision Job::decideNow() {
+  ScalingInputs in;
+  in.epoch = epochs_.epochOf(reached_) + 1;
+  in.step = reached_;
+  in.replicas = A_;
+  in.test_accuracy = finalAccuracy_;
+  in.loss = lastLoss_;
+  in.epoch_seconds = lastEpochSeconds_;
+  in.samples_per_s = rateEma_;
+  in.cost_usd = cost();
+  return policy_->decide(in);
+}
+
+void Job::onBoundary(std::int64_t step) {
+  // Each worker's evaluation and checkpoint messages came before its
+  // "boundary", so the epoch's accuracy is in and its state saved.
+  const ScalingDecision d = decideNow();
+  if (d.replicas == A_) {
+    for (const auto& w : workers_) control_->send(from(w.id), {{"type", "continue"}, {"step", step}});
+    return;
+  }
+  decided_ = d;
+  for (const auto& w : workers_) control_->send(from(w.id), {{"type", "stop"}, {"at_step", step}});
+}
+
 Status Job::rescale() {
   const double boundary = now();
   const std::int64_t epoch = epochs_.epochOf(reached_);  // 0-based, about to begin
   const int before = A_, workersBefore = W_, stagesBefore = B_;
   retire(workers_, 5.0);  // they have said done; released, no longer billed
   if (policy_->usesMetrics()) {
-    ScalingInputs in;
-    in.epoch = epoch + 1;
-    in.step = reached_;
-    in.replicas = A_;
-    in.test_accuracy = finalAccuracy_;
-    in.loss = lastLoss_;
-    in.epoch_seconds = lastEpochSeconds_;
-    in.samples_per_s = rateEma_;
-    in.cost_usd = cost();
-    const ScalingDecision d = policy_->decide(in);
+    const ScalingDecision d = decided_ ? *decided_ : decideNow();
+    decided_.reset();
     if (d.replicas != A_) {
       Json plan;
       if (d.replan) {
@@ -1181,6 +1214,7 @@ Status Job::rescale() {
   genStop_ = generationStop();
   ++generation_;
   steps_.clear();
+  boundaries_.clear();
   evals_.clear();
   checkpoints_.clear();
   training_ = false;

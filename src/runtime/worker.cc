@@ -62,6 +62,7 @@ struct Role {
   // global_batch; the learning rate is the schedule's times lr_factor.
   std::int64_t epoch_start_step = 0, first_epoch = 0, global_batch = 0;
   double lr_factor = 1;
+  bool hold_at_epoch_end = false;  // NOTE [Holding at an epoch's end]
   std::string store_path, listen_host, run_dir, trace_path, checkpoint, schedule = "gpipe";
   std::vector<int> cpus;  // cores for the compute thread; empty: any
   cluster::JobSpec job;
@@ -90,6 +91,7 @@ Result<Role> parseRole(const Json& a) {
   r.first_epoch = o.integer("first_epoch", 0);
   r.global_batch = o.integer("global_batch", 1);
   r.lr_factor = o.positive("lr_factor");
+  r.hold_at_epoch_end = o.boolean("hold_at_epoch_end");
   r.store_path = o.string("store_path");
   r.listen_host = o.string("listen_host");
   r.run_dir = o.string("run_dir");
@@ -137,6 +139,8 @@ class Worker {
   void evaluate(std::int64_t epoch);
   void synchronizeBuffers();
   void checkpoint(std::int64_t globalStep);
+  // False when told to stop there (NOTE [Holding at an epoch's end]).
+  bool holdAtEpochEnd(std::int64_t global);
   // False once told to stop (at this step or now).
   bool pollControl();
   // NOTE [The control thread]
@@ -212,6 +216,7 @@ class Worker {
   std::atomic<bool> haltSeen_{false};
   std::atomic<std::int64_t> checkpointAt_{-1};  // on-request checkpoint after this global step
   std::atomic<std::int64_t> stopAt_{-1};        // stop before this global step (all workers alike)
+  std::atomic<std::int64_t> continueAt_{-1};    // go on past the epoch end at this global step
   std::atomic<bool> stopCheckpoint_{false};     // and checkpoint there first
   bool stopRequested_ = false;
 };
@@ -403,6 +408,8 @@ void Worker::onControl(const Json& m) {
     stopAt_ = m.value("at_step", std::int64_t{0});
   } else if (type == "checkpoint") {
     checkpointAt_ = m.value("step", std::int64_t{-1});
+  } else if (type == "continue") {
+    continueAt_ = m.value("step", std::int64_t{-1});
   } else if (type == "done_ack") {
     doneAcked_ = true;
   } else if (type == "halt") {
@@ -731,9 +738,12 @@ void Worker::train() {
       synchronizeBuffers();
       if (job.eval) evaluate(epoch);
       const std::int64_t completed = epoch + 1;
-      if (job.checkpoint_every_epochs > 0 && completed % job.checkpoint_every_epochs == 0 && global < role_.stop_step) {
+      const bool hold = role_.hold_at_epoch_end && global < role_.stop_step;
+      if ((job.checkpoint_every_epochs > 0 && completed % job.checkpoint_every_epochs == 0 && global < role_.stop_step) ||
+          hold) {
         checkpoint(global);
       }
+      if (hold && !holdAtEpochEnd(global)) stopRequested_ = true;
     } else if (global == role_.stop_step && job.eval) {
       synchronizeBuffers();
       evaluate(epoch);  // stopped mid-epoch (max_steps): still report accuracy
@@ -741,6 +751,22 @@ void Worker::train() {
     (void)trace_.flush(role_.trace_path);
   }
   if (!stopRequested_) checkpoint(global);  // the final weights
+}
+
+// NOTE [Holding at an epoch's end]
+// A scaling rule reads the epoch's test accuracy, so its decision comes
+// after the epoch's evaluation. With hold_at_epoch_end the workers say
+// "boundary" once the epoch is evaluated and saved, and wait: "continue"
+// (the same replicas) goes on at once; "stop" ends this generation there,
+// and the coordinator starts the next one from that checkpoint.
+bool Worker::holdAtEpochEnd(std::int64_t global) {
+  post({{"type", "boundary"}, {"step", global}});
+  for (;;) {
+    if (haltSeen_) throw Halted();
+    if (continueAt_.load() == global) return true;
+    if (stopAt_.load() >= 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 void Worker::report(const std::string& kind, const std::string& message) {

@@ -307,8 +307,10 @@ TEST(Scaling, ReplanningChangesTheStagesAtABoundaryAndKeepsTheResult) {
   expectLikeTheScaledReference(dir, 20);
 }
 
-// A rule reads each epoch's metrics, so it is decided at every epoch end and
-// its workers start then (not ahead); scaling down releases workers.
+// A rule reads each epoch's metrics, so the workers hold at every epoch end
+// for its decision (NOTE [Holding at an epoch's end]): the same replicas go
+// on in the same generation; a change starts the next one then (not ahead).
+// Scaling down releases workers.
 TEST(Scaling, ARuleIsDecidedAtEachEpochEndAndCanScaleDown) {
   ScratchDir dir;
   std::ofstream(dir / "job.yaml")
@@ -320,13 +322,14 @@ TEST(Scaling, ARuleIsDecidedAtEachEpochEndAndCanScaleDown) {
   auto summary = readJsonFile(dir / "run/summary.json");
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ((*summary)["steps"]["done"], 20);  // 5 + 5 + 10
+  EXPECT_EQ((*summary)["generations"], 2);  // epochs 1-2 with 2 replicas, epoch 3 with 1
   const Json& events = (*summary)["scaling"]["events"];
-  ASSERT_EQ(events.size(), 2u) << events.dump();
-  EXPECT_EQ(events[0]["replicas"], 2);
-  EXPECT_EQ(events[1]["replicas_before"], 2);
-  EXPECT_EQ(events[1]["replicas"], 1);
-  EXPECT_EQ(events[1]["workers_released"], 4);
-  EXPECT_FALSE(events[1]["prestarted"].get<bool>());
+  ASSERT_EQ(events.size(), 1u) << events.dump();
+  EXPECT_EQ(events[0]["epoch"], 3);
+  EXPECT_EQ(events[0]["replicas_before"], 2);
+  EXPECT_EQ(events[0]["replicas"], 1);
+  EXPECT_EQ(events[0]["workers_released"], 4);
+  EXPECT_FALSE(events[0]["prestarted"].get<bool>());
   expectEverySampleOncePerEpoch(dir / "run", 3, 120);
   EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
 }
