@@ -259,6 +259,33 @@ TEST(Scaling, AdaBatchChangesTheReplicasAtAnEpochBoundaryLikeOneProcessWould) {
   expectLikeTheScaledReference(dir, 20);
 }
 
+// Issue 4's command as written (stopped 3 steps into the third epoch, after
+// both changes): Fashion-MNIST, the example's 2-stage pipeline at 1, 2 and
+// then 4 replicas (2, 4 and 8 workers), each next generation pre-started.
+TEST(Scaling, TheIssueCommandAsWritten) {
+  ScratchDir dir;
+  const std::string example = std::string(HYDROZOA_SOURCE_DIR) + "/examples/fashion_mnist_cnn.yaml";
+  const auto r = runHydrozoa(dir.path().string(),
+                             {"train", example, "--scaling", "adabatch", "--min-replicas", "1", "--max-replicas", "4",
+                              "--every-epochs", "1", "--max-steps", "1410", "--no-progress", "--out", "run"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["status"], "completed");
+  EXPECT_EQ((*summary)["steps"]["done"], 1410);  // 938 at 64 samples, 469 at 128, then 3 at 256
+  const Json& events = (*summary)["scaling"]["events"];
+  ASSERT_EQ(events.size(), 2u) << events.dump();
+  EXPECT_EQ(events[0]["step"], 938);
+  EXPECT_EQ(events[0]["workers"], 4);
+  EXPECT_EQ(events[1]["step"], 1407);
+  EXPECT_EQ(events[1]["replicas"], 4);
+  EXPECT_EQ(events[1]["workers"], 8);
+  for (const Json& e : events) EXPECT_TRUE(e["prestarted"].get<bool>()) << e.dump();
+  int evaluations = 0;
+  for (const Json& l : testing::metrics(dir / "run")) evaluations += l.contains("test_accuracy");
+  EXPECT_GE(evaluations, 2);
+}
+
 // Stopped after the change and resumed: the checkpoint's record of the
 // replicas carries the schedule over, and the run ends as if never stopped.
 TEST(Scaling, AScaledRunStoppedAndResumedEndsTheSame) {
