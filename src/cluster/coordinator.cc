@@ -139,6 +139,11 @@ class Job {
   void retire(std::vector<WorkerState>& ws, Seconds grace);
   // An exit of a worker that is not in this generation (a pre-started one).
   void onOtherExit(const WorkerExit& e);
+  // This generation's workers that ended since the last call, billed no
+  // more; other workers' exits go to onOtherExit().
+  std::vector<std::pair<WorkerExit, WorkerState*>> endedWorkers();
+  // `w` registered: running, billed from now at its stage of `plan`.
+  void onRegistered(WorkerState& w, const plan::Plan& plan);
   WorkerState* current(int id);
   static UsdPerHour rateOf(const plan::Plan& plan, int stage);
   void sendAssign(const WorkerState& w);
@@ -519,15 +524,8 @@ Status Job::waitFor(const char* what, const std::function<bool(const WorkerState
     if (std::all_of(workers_.begin(), workers_.end(), reached)) return Status();
     receiveOne(100);
     if (!failure_.empty()) return unavailable(failure_);
-    for (const WorkerExit& e : launcher_->poll()) {
-      const WorkerState* cw = current(e.id);
-      if (!cw) {
-        onOtherExit(e);
-        continue;
-      }
-      ledger_.stop(e.id, now());
-      const WorkerState& w = *cw;
-      failure_ = fmt::format("{} {} before it was {} (pid {}); its log {} ends: {}", w.name(), e.how, what, e.pid,
+    for (const auto& [e, w] : endedWorkers()) {
+      failure_ = fmt::format("{} {} before it was {} (pid {}); its log {} ends: {}", w->name(), e.how, what, e.pid,
                              run_.workerLog(e.id), lastLogLine(run_.workerLog(e.id)));
       // One that could not start at all would fail the same way again; one
       // killed while starting (out of memory, a preempted host) may not.
@@ -564,15 +562,19 @@ bool Job::receiveOne(int timeoutMs) {
     if (w.id != id) continue;
     const std::string type = m.value("type", "");
     if (type == "register" && !w.registered) {
-      w.registered = true;
-      w.registered_at = now();
-      startDelays_.push_back(w.registered_at - w.launched_at);
-      ledger_.start(w.id, now(), rateOf(nextPlan_, w.stage));
+      onRegistered(w, nextPlan_);
     } else if (type == "error") {
       spdlog::warn("{}, started ahead of the next generation, failed: {}", w.name(), m.value("message", ""));
     }
   }
   return true;
+}
+
+void Job::onRegistered(WorkerState& w, const plan::Plan& plan) {
+  w.registered = true;
+  w.registered_at = now();
+  startDelays_.push_back(w.registered_at - w.launched_at);
+  ledger_.start(w.id, now(), rateOf(plan, w.stage));
 }
 
 UsdPerHour Job::rateOf(const plan::Plan& plan, int stage) {
@@ -622,12 +624,7 @@ void Job::handle(int rank, const Json& m) {
   w.last_seen = Clock::now();
   const std::string type = m.value("type", "");
   if (type == "register") {
-    if (!w.registered) {
-      w.registered_at = now();
-      startDelays_.push_back(w.registered_at - w.launched_at);
-      ledger_.start(id, now(), rateOf(gen_, w.stage));
-    }
-    w.registered = true;
+    if (!w.registered) onRegistered(w, gen_);
     sendAssign(w);
     noteReadyIfScaling();
   } else if (type == "ready") {
@@ -800,14 +797,8 @@ Status Job::watch() {
     }
     // A worker that ended before saying it was done has failed.
     maybePrestart();
-    for (const WorkerExit& e : launcher_->poll()) {
-      WorkerState* cw = current(e.id);
-      if (!cw) {
-        onOtherExit(e);
-        continue;
-      }
+    for (const auto& [e, cw] : endedWorkers()) {
       WorkerState& w = *cw;
-      ledger_.stop(e.id, now());
       exits_.emplace_back(w.name(), e.how);
       // A worker that ended well may have said "done" just after the drain.
       const auto grace = Clock::now() + std::chrono::seconds(1);
@@ -824,13 +815,7 @@ Status Job::watch() {
       // Give a dying peer a moment to be seen, so the message names the cause.
       const auto grace = Clock::now() + std::chrono::milliseconds(500);
       while (Clock::now() < grace) {
-        for (const WorkerExit& e : launcher_->poll()) {
-          const WorkerState* cw = current(e.id);
-          if (!cw) {
-            onOtherExit(e);
-            continue;
-          }
-          ledger_.stop(e.id, now());
+        for (const auto& [e, cw] : endedWorkers()) {
           if (!cw->done) {
             failure_ = fmt::format("{} (pid {}) {}; its log {} ends: {}", cw->name(), e.pid, e.how,
                                    run_.workerLog(e.id), lastLogLine(run_.workerLog(e.id)));
@@ -919,6 +904,20 @@ void Job::retire(std::vector<WorkerState>& ws, Seconds grace) {
   for (const auto& w : ws) ledger_.stop(w.id, now());
 }
 
+std::vector<std::pair<WorkerExit, WorkerState*>> Job::endedWorkers() {
+  std::vector<std::pair<WorkerExit, WorkerState*>> ended;
+  for (const WorkerExit& e : launcher_->poll()) {
+    WorkerState* w = current(e.id);
+    if (!w) {
+      onOtherExit(e);
+      continue;
+    }
+    ledger_.stop(e.id, now());
+    ended.emplace_back(e, w);
+  }
+  return ended;
+}
+
 void Job::onOtherExit(const WorkerExit& e) {
   ledger_.stop(e.id, now());
   for (WorkerState& w : next_) {
@@ -995,15 +994,7 @@ Status Job::recover() {
   auto serve = [this](const Clock::time_point until, const std::function<bool()>& enough) {
     while (!enough() && Clock::now() < until) {
       receiveOne(20);
-      for (const WorkerExit& e : launcher_->poll()) {
-        const WorkerState* w = current(e.id);
-        if (!w) {
-          onOtherExit(e);
-          continue;
-        }
-        ledger_.stop(e.id, now());
-        exits_.emplace_back(w->name(), e.how);
-      }
+      for (const auto& [e, w] : endedWorkers()) exits_.emplace_back(w->name(), e.how);
     }
   };
   const auto answerBy = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -1233,21 +1224,15 @@ Status Job::rescale() {
   }
   next_.clear();
   control_->newGeneration(token_);
-  double lastRegistered = -1;
-  bool allRegistered = true;
   for (WorkerState& w : workers_) {
     if (w.launched_at < 0) {
       if (Status s = launch(w, token_, generation_, gen_.stages[w.stage], stageMemory_[w.stage]); !s.ok()) {
         return failure(s.message());
       }
     }
-    if (w.registered) {
-      sendAssign(w);
-      lastRegistered = std::max(lastRegistered, w.registered_at);
-    } else {
-      allRegistered = false;
-    }
+    if (w.registered) sendAssign(w);
   }
+  const std::string why = seg.why.empty() ? spec_.scaling.policy : seg.why;
   Json event = {{"t", priorSeconds_ + since(trainingStart_)},
                 {"event", "scaled"},
                 {"generation", generation_},
@@ -1263,27 +1248,29 @@ Status Job::rescale() {
                 {"global_batch", A_ * epochs_.perReplicaBatch()},
                 {"steps_per_epoch", perEpoch_},
                 {"lr_factor", seg.lr_factor},
-                {"why", seg.why.empty() ? spec_.scaling.policy : seg.why},
+                {"why", why},
                 {"prestarted", prestarted}};
   if (prestarted) {
     event["prestarted_s_before_boundary"] = boundary - prestartedAt_;
     event["boundary_predicted_error_s"] = boundary - predictedBoundary_;
   }
-  // Positive: the new workers were running (and billed) this long before
-  // the boundary; negative: the boundary waited this long for them.
-  if (allRegistered && lastRegistered >= 0) event["ready_before_boundary_s"] = boundary - lastRegistered;
   scalingEvents_.push_back(event);
   scalingSince_ = boundary;
+  noteReadyIfScaling();  // the pre-started workers may all be running already
+  const Json& recorded = scalingEvents_.back();
+  const auto ready = recorded.find("ready_before_boundary_s");
   progress_.note(fmt::format(
-      "Epoch {}: {} → {} replicas ({}), global batch {}, {} steps per epoch; {}", epoch + 1, before, A_,
-      seg.why.empty() ? spec_.scaling.policy : seg.why, A_ * epochs_.perReplicaBatch(), perEpoch_,
-      !prestarted ? std::string("starting the workers now")
-      : allRegistered
-          ? fmt::format("the pre-started workers were ready {} before the boundary", formatSeconds(boundary - lastRegistered))
-          : std::string("waiting for pre-started workers still starting")));
+      "Epoch {}: {} → {} replicas ({}), global batch {}, {} steps per epoch; {}", epoch + 1, before, A_, why,
+      A_ * epochs_.perReplicaBatch(), perEpoch_,
+      !prestarted               ? std::string("starting the workers now")
+      : ready == recorded.end() ? std::string("waiting for pre-started workers still starting")
+                                : fmt::format("the pre-started workers were ready {} before the boundary",
+                                              formatSeconds(ready->get<double>()))));
   return Status();
 }
 
+// Positive: the new workers were running (and billed) this long before the
+// boundary; negative: the boundary waited this long for them.
 void Job::noteReadyIfScaling() {
   if (scalingSince_ < 0 || scalingEvents_.empty()) return;
   Json& e = scalingEvents_.back();
