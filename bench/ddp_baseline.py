@@ -5,7 +5,12 @@ as hydrozoa's zoo model `cnn`, Fashion-MNIST from Debian's package held in
 memory, the same global batch, SGD with momentum, one compute thread per
 process. Prints {"samples_per_s": ...} over the steps after the warm-up.
 
-  /usr/bin/python3 bench/ddp_baseline.py [--procs 2] [--batch 128] [--steps 300] [--warmup 20]
+  /usr/bin/python3 bench/ddp_baseline.py [--procs 2] [--batch 128] [--steps 300] [--warmup 20] [--pin]
+
+--pin puts rank r on core r (as hydrozoa pins its workers' compute threads
+when each has a core of its own). glibc's allocator thresholds come from the
+environment (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_), which bench/
+train_bench.sh sets to hydrozoa's own for the fair variant.
 """
 import argparse, gzip, json, os, socket, struct, time
 
@@ -33,7 +38,9 @@ def cnn():  # hydrozoa's zoo model "cnn"
         nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
-def worker(rank, procs, port, batch, steps, warmup, out):
+def worker(rank, procs, port, batch, steps, warmup, out, pin):
+    if pin:
+        os.sched_setaffinity(0, {rank % os.cpu_count()})
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=procs)
     torch.manual_seed(0)
@@ -69,12 +76,13 @@ def main():
     a.add_argument("--batch", type=int, default=128)
     a.add_argument("--steps", type=int, default=300)
     a.add_argument("--warmup", type=int, default=20)
+    a.add_argument("--pin", action="store_true", help="rank r runs on core r")
     args = a.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = f"/tmp/ddp_baseline.{os.getpid()}.json"
-    mp.spawn(worker, args=(args.procs, port, args.batch, args.steps, args.warmup, out), nprocs=args.procs)
+    mp.spawn(worker, args=(args.procs, port, args.batch, args.steps, args.warmup, out, args.pin), nprocs=args.procs)
     with open(out) as f:
         print(f.read())
     os.remove(out)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Model fidelity (issue 3 §7): the measured iteration time of planned 2-, 3-
-# and 4-stage pipelines against the planner's prediction (its R, DESIGN §4).
+# and 4-stage pipelines against the planner's prediction (its R, docs/plan.md).
 #
 # Each run is `hydrozoa train` with the strategy pinned (1 replica, B stages,
 # 8 microbatches of 32): the coordinator measures the profile in a worker

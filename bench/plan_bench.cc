@@ -1,5 +1,5 @@
 // Planner benchmark: our exact partitioner against Hydrozoa's own V=1000
-// bounded DP (seed 000 appendix A.2) on the same inputs, in one run.
+// bounded DP (Hydrozoa appendix A.2) on the same inputs, in one run.
 //
 // Prints, per case: wall time of each, the speed ratio, how many inner DPs
 // each solved, and the quality difference (how much longer the paper's best

@@ -27,17 +27,11 @@ struct PlanArgs {
   bool all_strategies = false;
 };
 
-Result<std::optional<std::int64_t>> optionalInt(const std::string& text, const std::string& flag) {
-  if (text.empty()) return std::optional<std::int64_t>();
-  HZ_ASSIGN_OR_RETURN(std::int64_t v, parsePositiveInt(text, flag));
-  return std::optional<std::int64_t>(v);
-}
-
-Result<double> nonNegativeNumber(const std::string& text, const std::string& flag) {
+Result<double> nonNegativeNumber(const std::string& text, const std::string& flag, double most) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !std::isfinite(v) || v < 0) {
-    return invalidArgument(fmt::format("{}: \"{}\" must be a non-negative number of seconds", flag, text));
+  if (text.empty() || *end != '\0' || !std::isfinite(v) || v < 0 || v > most) {
+    return invalidArgument(fmt::format("{}: \"{}\" must be a number of seconds from 0 to {}", flag, text, most));
   }
   return v;
 }
@@ -52,7 +46,8 @@ Result<plan::Partition> parsePartition(const std::string& text) {
     const std::string range = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     int first = -1, last = -1;
     char extra = 0;
-    if (std::sscanf(range.c_str(), "%d-%d%c", &first, &last, &extra) != 2 || first != expected || last < first) {
+    if (std::sscanf(range.c_str(), "%d-%d%c", &first, &last, &extra) != 2 || first != expected || last < first ||
+        last >= kLayersRange.max) {
       return invalidArgument(fmt::format("--partition: \"{}\" is not a layer range continuing at layer {}; write "
                                          "consecutive ranges such as 0-3,4-9,10-17",
                                          range, expected));
@@ -76,7 +71,7 @@ std::vector<std::int64_t> powersOfTwo(std::int64_t limit) {
 Result<profile::Profile> obtainProfile(const PlanArgs& a, const std::optional<std::int64_t>& globalBatch) {
   if (!a.profile.empty()) {
     if (!a.model.empty()) return invalidArgument("give either --profile or --model, not both");
-    HZ_ASSIGN_OR_RETURN(std::int64_t graphBatch, parsePositiveInt(a.graph_batch_size, "--graph-batch-size"));
+    HZ_ASSIGN_OR_RETURN(std::int64_t graphBatch, parseCount(a.graph_batch_size, "--graph-batch-size", kSamplesRange));
     return profile::loadProfile(a.profile, graphBatch);
   }
   if (a.model.empty()) {
@@ -108,30 +103,59 @@ Result<profile::Profile> obtainProfile(const PlanArgs& a, const std::optional<st
   return profile::predictProfile(arch, device, sizes, a.optimizer);
 }
 
-Status runPlan(const PlanArgs& a) {
-  HZ_ASSIGN_OR_RETURN(auto globalBatch, optionalInt(a.global_batch, "--global-batch"));
+// When --memory asks for more than the platform's largest worker, the search
+// plans with that worker's memory: say so, and which platform lifts it.
+std::string memoryCapNote(const plan::Catalog& catalog, const plan::SearchOptions& o) {
+  if (!o.memory_limit) return "";
+  const auto cap = plan::platformMemoryLimit(catalog, o.accelerator);
+  if (!cap || *cap >= *o.memory_limit) return "";
+  std::string others;
+  for (const char* name : {"aci", "lambda", "azure-vm", "aws-vm"}) {
+    if (name == catalog.name) continue;
+    auto other = plan::loadCatalog(name);
+    if (!other.ok()) continue;
+    const auto limit = plan::platformMemoryLimit(*other, "");
+    if (limit && *limit >= *o.memory_limit) {  // a platform whose CPU workers are that large
+      others += fmt::format("{}--platform {}{}", others.empty() ? "" : ", ", name,
+                            limit ? fmt::format(" (up to {})", formatBytes(*limit)) : "");
+    }
+  }
+  return fmt::format("--memory {} is more than the largest {} worker without an accelerator holds ({}); planning "
+                     "with {} per worker. {}{}--accelerator (a GPU's own memory) or a catalog of your own "
+                     "(--platform FILE, docs/formats.md) lifts it",
+                     formatBytes(*o.memory_limit), catalog.name, formatBytes(*cap), formatBytes(*cap), others,
+                     others.empty() ? "" : ", or ");
+}
+
+Status runPlan(const PlanArgs& a, bool json) {
+  HZ_ASSIGN_OR_RETURN(auto globalBatch, optionalCount(a.global_batch, "--global-batch", kSamplesRange));
   HZ_ASSIGN_OR_RETURN(profile::Profile prof, obtainProfile(a, globalBatch));
   HZ_ASSIGN_OR_RETURN(plan::Catalog catalog, plan::loadCatalog(a.platform));
 
   plan::SearchOptions o;
   o.global_batch = globalBatch;
-  HZ_ASSIGN_OR_RETURN(auto dataParallel, optionalInt(a.data_parallel, "--data-parallel"));
-  HZ_ASSIGN_OR_RETURN(auto stages, optionalInt(a.stages, "--stages"));
-  HZ_ASSIGN_OR_RETURN(o.microbatch_size, optionalInt(a.microbatch_size, "--microbatch-size"));
-  HZ_ASSIGN_OR_RETURN(o.microbatches, optionalInt(a.microbatches, "--microbatches"));
-  HZ_ASSIGN_OR_RETURN(o.max_microbatches, parsePositiveInt(a.max_microbatches, "--max-microbatches"));
+  HZ_ASSIGN_OR_RETURN(auto dataParallel, optionalCount(a.data_parallel, "--data-parallel", kWorkersRange));
+  HZ_ASSIGN_OR_RETURN(auto stages, optionalCount(a.stages, "--stages", kWorkersRange));
+  HZ_ASSIGN_OR_RETURN(o.microbatch_size, optionalCount(a.microbatch_size, "--microbatch-size", kSamplesRange));
+  HZ_ASSIGN_OR_RETURN(o.microbatches, optionalCount(a.microbatches, "--microbatches", kMicrobatchesRange));
+  HZ_ASSIGN_OR_RETURN(o.max_microbatches, parseCount(a.max_microbatches, "--max-microbatches", kMicrobatchesRange));
   if (dataParallel) o.data_parallel = static_cast<int>(*dataParallel);
   if (stages) o.stages = static_cast<int>(*stages);
   if (!a.partition.empty()) {
     HZ_ASSIGN_OR_RETURN(plan::Partition p, parsePartition(a.partition));
     o.partition = p;
   }
-  HZ_ASSIGN_OR_RETURN(auto workers, optionalInt(a.workers, "--workers"));
+  HZ_ASSIGN_OR_RETURN(auto workers, optionalCount(a.workers, "--workers", kWorkersRange));
   if (workers) {
     o.workers = static_cast<int>(*workers);
   } else if (o.stages || o.partition) {
-    const int B = o.partition ? o.partition->numStages() : *o.stages;
-    o.workers = o.data_parallel.value_or(1) * B;
+    const std::int64_t B = o.partition ? o.partition->numStages() : *o.stages;
+    const std::int64_t needed = o.data_parallel.value_or(1) * B;  // both at most 65,536
+    if (!inRange(needed, kWorkersRange)) {
+      return invalidArgument(fmt::format("--data-parallel {} × {} stages needs {} workers; at most {} are supported",
+                                         o.data_parallel.value_or(1), B, needed, kWorkersRange.max));
+    }
+    o.workers = static_cast<int>(needed);
   } else {
     return invalidArgument("--workers is required (how many workers the plan may use), unless --stages pins it");
   }
@@ -166,19 +190,31 @@ Status runPlan(const PlanArgs& a) {
     o.allreduce_beta = prof.network->beta;
   }
   if (!a.alpha.empty()) {
-    HZ_ASSIGN_OR_RETURN(o.allreduce_alpha, nonNegativeNumber(a.alpha, "--allreduce-alpha"));
+    HZ_ASSIGN_OR_RETURN(o.allreduce_alpha, nonNegativeNumber(a.alpha, "--allreduce-alpha", 1.0));
   }
   if (!a.beta.empty()) {
-    HZ_ASSIGN_OR_RETURN(o.allreduce_beta, nonNegativeNumber(a.beta, "--allreduce-beta"));
+    HZ_ASSIGN_OR_RETURN(o.allreduce_beta, nonNegativeNumber(a.beta, "--allreduce-beta", 3600.0));
   }
 
+  const std::string capped = memoryCapNote(catalog, o);
+  if (!capped.empty()) spdlog::warn("{}", capped);
   HZ_ASSIGN_OR_RETURN(plan::SearchResult result, plan::searchPlan(prof, catalog, o));
   const plan::Plan chosen = plan::makePlan(result, prof, o, catalog.name);
-  std::cout << plan::renderPlanTable(chosen);
-  if (a.output != "-") {
-    HZ_RETURN_IF_ERROR(plan::savePlan(chosen, a.output));
-    std::cout << "Wrote " << a.output << "\n";
+  if (!json && !capped.empty()) std::cout << "Note: " << capped << "\n";
+  if (!json && !globalBatch) {
+    // Without a global batch, the largest batch that fits wins on throughput;
+    // a user who did not expect that many samples per step should hear it.
+    std::cout << fmt::format("Note: no --global-batch, so the planner chose {} samples per iteration (the most "
+                             "microbatches that fit, up to --max-microbatches {}); pass --global-batch to fix it\n",
+                             formatCount(static_cast<double>(chosen.globalBatch())), o.max_microbatches);
   }
+  if (a.output != "-") HZ_RETURN_IF_ERROR(plan::savePlan(chosen, a.output));
+  if (json) {  // stdout holds only the plan, as plan.json has it
+    std::cout << plan::planToJson(chosen).dump(2) << "\n";
+    return Status();
+  }
+  std::cout << plan::renderPlanTable(chosen);
+  if (a.output != "-") std::cout << "Wrote " << a.output << "\n";
   return Status();
 }
 
@@ -191,7 +227,8 @@ void addPlanCommand(CLI::App& app, Status* status) {
       "Examples:\n"
       "  hydrozoa plan --profile p.json --workers 16 --memory 12GB --bandwidth 10Gbit/s --global-batch 256 -o plan.json\n"
       "  hydrozoa plan --model bert12 --device k80 --workers 16 --global-batch 256\n"
-      "  hydrozoa plan --profile graph.txt --data-parallel 1 --stages 4 --microbatches 8 --bandwidth 100MB/s\n");
+      "  hydrozoa plan --profile graph.txt --graph-batch-size 128 --data-parallel 1 --stages 4 --microbatches 2 "
+      "--bandwidth 100MB/s\n");
   cmd->add_option("--profile", args->profile, "Profile to plan from: hydrozoa JSON or PipeDream graph.txt");
   cmd->add_option("--model", args->model, "Zoo model to predict costs for (with --device)");
   cmd->add_option("-O,--model-option", args->model_options, "Model size option key=value (repeatable)");
@@ -221,7 +258,9 @@ void addPlanCommand(CLI::App& app, Status* status) {
   cmd->add_flag("--all-strategies", args->all_strategies,
                 "Consider every stage count (Algorithm 1), also those that leave workers idle");
   cmd->add_option("-o,--output", args->output, "Where to write the plan ('-' for nowhere)")->capture_default_str();
-  cmd->callback([args, status] { *status = runPlan(*args); });
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json, "Print the chosen plan and its alternatives as JSON (plan.json's form) on stdout");
+  cmd->callback([args, json, status] { *status = runPlan(*args, *json); });
 }
 
 }  // namespace hydrozoa::cli

@@ -81,17 +81,23 @@ void addProfileCommand(CLI::App& app, Status* status) {
   cmd->add_option("--model", a->model, "Zoo model name or TorchScript file");
   cmd->add_option("-O,--model-option", a->model_options, "Model size option key=value (repeatable)");
   cmd->add_option("--microbatch-sizes", a->sizes, "Comma-separated microbatch sizes")->capture_default_str();
-  cmd->add_option("--repeats", a->repeats, "Timed runs per layer (the median is kept)")->capture_default_str();
-  cmd->add_option("--warmup", a->warmup, "Untimed runs first")->capture_default_str();
+  cmd->add_option("--repeats", a->repeats, "Timed runs per layer (the median is kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--warmup", a->warmup, "Untimed runs first")->capture_default_str()->check(CLI::Range(0, 1000));
   cmd->add_option("--min-time", a->min_time, "Keep measuring at least this long (more runs for small models)")
       ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "Compute threads, as one worker will use")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Compute threads, as one worker will use")
+      ->capture_default_str()
+      ->check(CLI::Range(1, static_cast<int>(kThreadsRange.max)));
   cmd->add_option("--optimizer", a->optimizer, "sgd, sgd_momentum or adam (optimizer-state memory)")
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed for weights and inputs")->capture_default_str();
   cmd->add_option("--device", a->device, "Predict for k80, v100, a100, h100, cpu (calibrated) or a YAML file");
   cmd->add_flag("--network", a->network, "Also measure bandwidth, latency and allreduce between local workers");
-  cmd->add_option("--network-workers", a->network_workers, "Workers in the allreduce fit")->capture_default_str();
+  cmd->add_option("--network-workers", a->network_workers, "Workers in the allreduce fit")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 64));
   cmd->add_option("-o,--output", a->output, "Where to write the profile")->capture_default_str();
   cmd->callback([a, status] { *status = runProfile(*a); });
 }

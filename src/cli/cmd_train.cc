@@ -2,13 +2,18 @@
 // the process the coordinator starts for each (replica, stage).
 #include <fmt/format.h>
 
+#include <sys/prctl.h>
 #include <sys/stat.h>
+
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/common.h"
 #include "cluster/coordinator.h"
 #include "cluster/job_spec.h"
 #include "core/units.h"
@@ -20,12 +25,29 @@ namespace {
 std::atomic<int> gInterrupt{0};
 std::atomic<int> gCheckpoint{0};
 
+// NOTE [Stopping on signals]
+// Ctrl-C, SIGTERM and a closed terminal (SIGHUP) stop the job cleanly: every
+// worker finishes the same step and checkpoints it, the containers are
+// removed and summary.json says "interrupted". A second one stops at once
+// (no checkpoint of the last steps) but still removes every worker and
+// container and writes the summary; later ones only say that teardown is
+// under way. A closed pipe (`hydrozoa train ... | head`) is a clean stop too,
+// and never kills the coordinator. The handlers only count and write(2).
+void say(const char* text) { (void)!::write(2, text, std::strlen(text)); }
+
 extern "C" void onInterrupt(int) {
-  gInterrupt.store(1);
-  // A second Ctrl-C ends the coordinator at once; the kernel then ends the
-  // workers (PR_SET_PDEATHSIG), so nothing is left running either way.
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  const int n = gInterrupt.fetch_add(1) + 1;
+  if (n == 2) {
+    say("\nhydrozoa: stopping now: removing the workers and their containers...\n");
+  } else if (n > 2) {
+    say("\nhydrozoa: still removing the workers; if this hangs, kill -9 the coordinator and run `hydrozoa "
+        "cleanup`\n");
+  }
+}
+
+extern "C" void onBrokenPipe(int) {
+  int none = 0;
+  gInterrupt.compare_exchange_strong(none, 1);  // a clean stop, however many writes fail after it
 }
 
 extern "C" void onCheckpoint(int) { gCheckpoint.fetch_add(1); }
@@ -35,43 +57,34 @@ struct TrainArgs {
   std::string data_parallel, stages, microbatches, microbatch_size, max_steps, epochs, seed, workers, global_batch;
   std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
   std::string scaling, min_replicas, max_replicas, every_epochs;
-  bool no_progress = false, replan = false;
+  bool no_progress = false, replan = false, refresh_profile = false;
 };
 
-Status optionalInt(const std::string& text, const char* flag, std::optional<std::int64_t>* out) {
-  if (text.empty()) return Status();
-  HZ_ASSIGN_OR_RETURN(std::int64_t v, parsePositiveInt(text, flag));
-  *out = v;
+// Every range given below fits the field it fills, so narrowing is safe.
+template <class T>
+void assignCount(T* out, std::int64_t v) { *out = static_cast<T>(v); }
+template <class T>
+void assignCount(std::optional<T>* out, std::int64_t v) { *out = static_cast<T>(v); }
+
+// `*out` = the flag's value within `range`, when the flag was given.
+template <class T>
+Status overrideCount(const std::string& text, const char* flag, Range range, T* out) {
+  HZ_ASSIGN_OR_RETURN(std::optional<std::int64_t> v, optionalCount(text, flag, range));
+  if (v) assignCount(out, *v);
   return Status();
 }
 
 Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
-  std::optional<std::int64_t> v;
-  HZ_RETURN_IF_ERROR(optionalInt(a.data_parallel, "--data-parallel", &v));
-  if (v) s->data_parallel = static_cast<int>(*v);
-  v.reset();
-  HZ_RETURN_IF_ERROR(optionalInt(a.stages, "--stages", &v));
-  if (v) s->stages = static_cast<int>(*v);
-  v.reset();
-  HZ_RETURN_IF_ERROR(optionalInt(a.microbatches, "--microbatches", &v));
-  if (v) s->microbatches = *v;
-  v.reset();
-  HZ_RETURN_IF_ERROR(optionalInt(a.microbatch_size, "--microbatch-size", &v));
-  if (v) s->microbatch_size = *v;
-  v.reset();
-  HZ_RETURN_IF_ERROR(optionalInt(a.epochs, "--epochs", &v));
-  if (v) s->epochs = *v;
-  v.reset();
-  HZ_RETURN_IF_ERROR(optionalInt(a.workers, "--workers", &v));
-  if (v) s->workers = static_cast<int>(*v);
-  v.reset();
-  HZ_RETURN_IF_ERROR(optionalInt(a.global_batch, "--global-batch", &v));
-  if (v) s->global_batch = *v;
+  HZ_RETURN_IF_ERROR(overrideCount(a.data_parallel, "--data-parallel", kWorkersRange, &s->data_parallel));
+  HZ_RETURN_IF_ERROR(overrideCount(a.stages, "--stages", kWorkersRange, &s->stages));
+  HZ_RETURN_IF_ERROR(overrideCount(a.microbatches, "--microbatches", kMicrobatchesRange, &s->microbatches));
+  HZ_RETURN_IF_ERROR(overrideCount(a.microbatch_size, "--microbatch-size", kSamplesRange, &s->microbatch_size));
+  HZ_RETURN_IF_ERROR(overrideCount(a.epochs, "--epochs", kStepsRange, &s->epochs));
+  HZ_RETURN_IF_ERROR(overrideCount(a.workers, "--workers", kWorkersRange, &s->workers));
+  HZ_RETURN_IF_ERROR(overrideCount(a.global_batch, "--global-batch", kSamplesRange, &s->global_batch));
   if (!a.seed.empty()) {
-    char* end = nullptr;
-    const unsigned long long seed = std::strtoull(a.seed.c_str(), &end, 10);
-    if (*end != '\0') return invalidArgument("--seed: \"" + a.seed + "\" is not a whole number");
-    s->seed = seed;
+    HZ_ASSIGN_OR_RETURN(std::int64_t seed, parseCount(a.seed, "--seed", {0, INT64_MAX}));
+    s->seed = static_cast<std::uint64_t>(seed);
   }
   if (!a.launcher.empty()) s->launcher = a.launcher;
   if (!a.bandwidth.empty()) {
@@ -85,28 +98,19 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
   }
   if (!a.memory_limit.empty()) {
     HZ_ASSIGN_OR_RETURN(s->memory_limit, parseBytes(a.memory_limit, "--memory-limit"));
+    if (*s->memory_limit < 16 * kMB) return invalidArgument("--memory-limit: " + a.memory_limit + " is less than 16MB");
   }
   if (!a.cpu_limit.empty()) {
     char* end = nullptr;
     const double v = std::strtod(a.cpu_limit.c_str(), &end);
-    if (*end != '\0' || !(v > 0)) return invalidArgument("--cpu-limit: \"" + a.cpu_limit + "\" is not a positive number of vCPUs");
+    if (*end != '\0' || !(v > 0) || !(v <= 4096)) return invalidArgument("--cpu-limit: \"" + a.cpu_limit + "\" is not a positive number of vCPUs");
     s->cpu_limit = v;
   }
-  if (!a.max_recoveries.empty()) {
-    char* end = nullptr;
-    const long v = std::strtol(a.max_recoveries.c_str(), &end, 10);
-    if (*end != '\0' || v < 0 || v > 1000) {
-      return invalidArgument("--max-recoveries: \"" + a.max_recoveries + "\" is not a number from 0 to 1000");
-    }
-    s->max_recoveries = static_cast<int>(v);
-  }
+  HZ_RETURN_IF_ERROR(overrideCount(a.max_recoveries, "--max-recoveries", {0, 1000}, &s->max_recoveries));
   if (!a.scaling.empty()) s->scaling.policy = a.scaling;
-  HZ_RETURN_IF_ERROR(optionalInt(a.min_replicas, "--min-replicas", &v));
-  if (v) s->scaling.min_replicas = static_cast<int>(*v);
-  HZ_RETURN_IF_ERROR(optionalInt(a.max_replicas, "--max-replicas", &v));
-  if (v) s->scaling.max_replicas = static_cast<int>(*v);
-  HZ_RETURN_IF_ERROR(optionalInt(a.every_epochs, "--every-epochs", &v));
-  if (v) s->scaling.every_epochs = *v;
+  HZ_RETURN_IF_ERROR(overrideCount(a.min_replicas, "--min-replicas", kWorkersRange, &s->scaling.min_replicas));
+  HZ_RETURN_IF_ERROR(overrideCount(a.max_replicas, "--max-replicas", kWorkersRange, &s->scaling.max_replicas));
+  HZ_RETURN_IF_ERROR(overrideCount(a.every_epochs, "--every-epochs", kStepsRange, &s->scaling.every_epochs));
   if (a.replan) s->scaling.replan = true;
   if (!a.out.empty()) s->out_dir = a.out;
   if (!a.plan.empty()) s->plan_file = a.plan;
@@ -136,19 +140,18 @@ Status runTrain(const TrainArgs& a) {
   }
   HZ_RETURN_IF_ERROR(applyOverrides(a, &o.spec));
   HZ_RETURN_IF_ERROR(cluster::validateJobSpec(o.spec, a.job.empty() ? a.resume + "/job.yaml" : a.job));
-  std::optional<std::int64_t> stopAfter;
-  HZ_RETURN_IF_ERROR(optionalInt(a.max_steps, "--max-steps", &stopAfter));
-  o.stop_after = stopAfter;
+  HZ_ASSIGN_OR_RETURN(o.stop_after, optionalCount(a.max_steps, "--max-steps", kStepsRange));
   o.executable = a.worker_binary;
   o.progress = !a.no_progress;
+  o.refresh_profile = a.refresh_profile;
   o.interrupt = &gInterrupt;
   o.checkpoint_request = &gCheckpoint;
-  std::signal(SIGINT, onInterrupt);
-  std::signal(SIGTERM, onInterrupt);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, onInterrupt);
+  std::signal(SIGPIPE, onBrokenPipe);
   std::signal(SIGUSR1, onCheckpoint);
   auto result = cluster::runTraining(o);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
+  std::signal(SIGPIPE, SIG_IGN);  // what is printed below may go to a closed pipe
   if (!result.ok()) return result.status();
   const std::string& dir = result->run_dir;
   if (result->interrupted) {
@@ -159,7 +162,12 @@ Status runTrain(const TrainArgs& a) {
   auto summary = readJsonFile(dir + "/summary.json");
   if (summary.ok()) {
     const Json& j = *summary;
-    std::cout << "Finished " << j["steps"]["done"] << " steps";
+    if (j.value("status", "") == "stopped") {
+      std::cout << fmt::format("Stopped at step {} of {}; continue with: hydrozoa train --resume {}\n",
+                               j["steps"]["done"].dump(), j["steps"]["total"].dump(), dir);
+    } else {
+      std::cout << "Finished " << j["steps"]["done"] << " steps";
+    }
     if (j["final_test_accuracy"].is_number()) {
       std::cout << fmt::format(": test accuracy {:.2f}%", 100 * j["final_test_accuracy"].get<double>());
     }
@@ -219,6 +227,7 @@ void addTrainCommand(CLI::App& app, Status* status) {
                   "Lost workers to recover from per run (default 3); 0 stops the job on the first loss");
   cmd->add_option("--worker-binary", a->worker_binary, "Run workers from this hydrozoa binary");
   cmd->add_flag("--no-progress", a->no_progress, "No live progress line");
+  cmd->add_flag("--refresh-profile", a->refresh_profile, "Profile the model again instead of using the cached profile");
   cmd->callback([a, status] { *status = runTrain(*a); });
 }
 
@@ -232,6 +241,9 @@ void addWorkerCommand(CLI::App& app, Status* status) {
   cmd->add_option("--token", *token, "The job token (default: $HYDROZOA_TOKEN)");
   cmd->callback([a, token, status] {
     ::umask(077);
+    // `pgrep hydrozoa` finds workers by this name (15 characters at most); the
+    // launcher's argv[0] says which one it is ("hydrozoa-worker r0s1").
+    ::prctl(PR_SET_NAME, "hydrozoa-worker", 0, 0, 0);
     if (!token->empty()) {
       a->token = *token;
     } else if (const char* env = std::getenv("HYDROZOA_TOKEN")) {

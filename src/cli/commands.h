@@ -13,6 +13,7 @@ void addModelsCommand(CLI::App& app, Status* status);
 void addProfileCommand(CLI::App& app, Status* status);
 void addPlanCommand(CLI::App& app, Status* status);
 void addShowCommand(CLI::App& app, Status* status);
+void addReportCommand(CLI::App& app, Status* status);
 void addNetprobeWorkerCommand(CLI::App& app, Status* status);
 void addTrainCommand(CLI::App& app, Status* status);
 void addWorkerCommand(CLI::App& app, Status* status);

@@ -7,13 +7,19 @@
 
 namespace hydrozoa::cli {
 
+Result<std::optional<std::int64_t>> optionalCount(const std::string& text, const std::string& flag, Range range) {
+  if (text.empty()) return std::optional<std::int64_t>();
+  HZ_ASSIGN_OR_RETURN(std::int64_t v, parseCount(text, flag, range));
+  return std::optional<std::int64_t>(v);
+}
+
 Result<std::vector<std::int64_t>> parseSizeList(const std::string& text, const std::string& flag) {
   std::vector<std::int64_t> out;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = text.find(',', start);
     const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    HZ_ASSIGN_OR_RETURN(std::int64_t v, parsePositiveInt(item, flag));
+    HZ_ASSIGN_OR_RETURN(std::int64_t v, parseCount(item, flag, kSamplesRange));
     out.push_back(v);
     if (comma == std::string::npos) break;
     start = comma + 1;

@@ -6,10 +6,17 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "core/limits.h"
 #include "core/status.h"
 #include "model/zoo.h"
 
 namespace hydrozoa::cli {
+
+// A flag's whole number within `range`, or nullopt when the flag was not
+// given (empty text); the error names the flag, the value and the range.
+Result<std::optional<std::int64_t>> optionalCount(const std::string& text, const std::string& flag, Range range);
 
 // "1,2,4,8" -> {1, 2, 4, 8}; every entry a positive whole number.
 Result<std::vector<std::int64_t>> parseSizeList(const std::string& text, const std::string& flag);

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <random>
 #include <zmq.hpp>
 
@@ -23,7 +25,28 @@ namespace {
 // 2 s, so its last "done" reaches the coordinator even on a loaded machine
 // (with no linger, a worker that exited right after sending it was now and
 // then taken for a worker that died).
-void configure(zmq::socket_t& s, int lingerMs = 0) { s.set(zmq::sockopt::linger, lingerMs); }
+void configure(zmq::socket_t& s, std::int64_t maxMessage, int lingerMs = 0) {
+  s.set(zmq::sockopt::linger, lingerMs);
+  s.set(zmq::sockopt::maxmsgsize, maxMessage);
+}
+
+// `v` is the string `token`, compared in time that does not depend on where
+// they differ (a peer learns nothing from how long a refusal takes).
+bool sameToken(const Json& v, const std::string& token) {
+  if (!v.is_string() || token.empty()) return false;
+  const std::string& s = v.get_ref<const std::string&>();
+  if (s.size() != token.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < s.size(); ++i) diff |= static_cast<unsigned char>(s[i] ^ token[i]);
+  return diff == 0;
+}
+
+// A worker's name as the coordinator uses it: "w" and digits.
+bool validName(const Json& j) {
+  if (!j.is_string()) return false;
+  const std::string& s = j.get_ref<const std::string&>();
+  return s.size() >= 2 && s.size() <= 12 && s[0] == 'w' && s.find_first_not_of("0123456789", 1) == std::string::npos;
+}
 
 // zmq::poll, where a signal (Ctrl-C) ends the wait as "nothing yet" instead
 // of throwing: the caller checks its flags and polls again.
@@ -38,6 +61,53 @@ int pollOnce(zmq::pollitem_t* item, int timeoutMs) {
 
 }  // namespace
 
+Status checkWorkerMessage(const Json& m) {
+  if (!m.is_object()) return invalidArgument("the message is not a JSON object");
+  enum Kind { kText, kCount, kFigure, kFlag, kCounts };
+  static const std::map<std::string, Kind> kFields = {
+      {"type", kText},          {"kind", kText},        {"message", kText},      {"step", kCount},
+      {"epoch", kCount},        {"stage", kCount},      {"worker", kCount},      {"pid", kCount},
+      {"completed", kCount},    {"peak_memory", kCount}, {"loss", kFigure},      {"samples", kFigure},
+      {"compute_s", kFigure},   {"wait_s", kFigure},    {"allreduce_s", kFigure}, {"iteration_s", kFigure},
+      {"loss_sum", kFigure},    {"correct", kFigure},   {"count", kFigure},      {"stopped", kFlag},
+      {"can_save", kCounts}};
+  auto isCount = [](const Json& v) {
+    if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= (std::uint64_t{1} << 40);
+    return v.is_number_integer() && v.get<std::int64_t>() >= 0 && v.get<std::int64_t>() <= (std::int64_t{1} << 40);
+  };
+  if (!m.contains("type") || !m["type"].is_string()) return invalidArgument("field \"type\": missing or not a string");
+  for (const auto& item : m.items()) {
+    const auto known = kFields.find(item.key());
+    if (known == kFields.end()) continue;
+    const Json& v = item.value();
+    const char* expected = nullptr;
+    switch (known->second) {
+      case kText:
+        if (!v.is_string()) expected = "a string";
+        break;
+      case kCount:
+        if (!isCount(v)) expected = "a whole number from 0 to 2^40";
+        break;
+      case kFigure:
+        if (!v.is_number() || !std::isfinite(v.get<double>())) expected = "a finite number";
+        break;
+      case kFlag:
+        if (!v.is_boolean()) expected = "true or false";
+        break;
+      case kCounts:
+        if (!v.is_array() || v.size() > 4096 || !std::all_of(v.begin(), v.end(), isCount)) {
+          expected = "an array of at most 4096 whole numbers";
+        }
+        break;
+    }
+    if (expected) {
+      return invalidArgument(fmt::format("field \"{}\" of a \"{}\" message is {}, expected {}", item.key(),
+                                         m["type"].get<std::string>().substr(0, 40), describeJson(v), expected));
+    }
+  }
+  return Status();
+}
+
 ControlServer::~ControlServer() = default;
 
 Result<std::unique_ptr<ControlServer>> ControlServer::bind(const std::string& host, int port, std::string token) {
@@ -45,11 +115,11 @@ Result<std::unique_ptr<ControlServer>> ControlServer::bind(const std::string& ho
   s->token_ = std::move(token);
   s->context_ = std::make_unique<zmq::context_t>(1);
   s->socket_ = std::make_unique<zmq::socket_t>(*s->context_, zmq::socket_type::router);
-  configure(*s->socket_);
+  configure(*s->socket_, kMaxWorkerMessage);
   s->socket_->set(zmq::sockopt::router_mandatory, 0);
-  // A new generation's worker takes over its identity ("w3") even while the
-  // connection of the one it replaces is not yet seen to be gone (a cut link).
-  s->socket_->set(zmq::sockopt::router_handover, 1);
+  // No handover: a connection never takes over another's routing id (NOTE
+  // [Routes are bound by the token] in control.h says how routes move).
+  s->socket_->set(zmq::sockopt::router_handover, 0);
   const std::string address = port == 0 ? fmt::format("tcp://{}:*", host) : fmt::format("tcp://{}:{}", host, port);
   try {
     s->socket_->bind(address);
@@ -74,22 +144,36 @@ bool ControlServer::receive(std::string* from, Json* message, int timeoutMs) {
     while (socket_->get(zmq::sockopt::rcvmore)) {  // keep the last frame as the body
       if (!socket_->recv(body, zmq::recv_flags::none)) return false;
     }
-    const std::string sender = id.to_string();
+    const std::string route = id.to_string();
     Json j = Json::parse(body.to_string(), nullptr, /*allow_exceptions=*/false);
-    const bool current = j.is_object() && j.contains("token") &&
-                         (j["token"] == token_ || (!next_.empty() && j["token"] == next_));
-    if (!current) {
+    const bool hasToken = j.is_object() && j.contains("token") && j["token"].is_string();
+    const bool current = hasToken && (sameToken(j["token"], token_) || sameToken(j["token"], next_));
+    const std::string claimed = j.is_object() && j.contains("sender") && j["sender"].is_string()
+                                    ? j["sender"].get<std::string>().substr(0, 40)
+                                    : "";
+    // Names for the log: what the peer claims, else its routing id in hex.
+    auto who = [&] {
+      if (!claimed.empty()) return fmt::format("\"{}\"", claimed);
+      std::string hex;
+      for (unsigned char c : route.substr(0, 16)) hex += fmt::format("{:02x}", c);
+      return fmt::format("connection {}", hex);
+    };
+    if (!current || !validName(j["sender"])) {
       ++refused_;
-      const bool old = j.is_object() && j.contains("token") && j["token"].is_string() &&
-                       std::find(retired_.begin(), retired_.end(), j["token"].get<std::string>()) != retired_.end();
-      spdlog::warn("refused a control message from \"{}\": {}", sender,
+      const bool old = hasToken && std::find(retired_.begin(), retired_.end(), j["token"].get<std::string>()) !=
+                                       retired_.end();
+      spdlog::warn("refused a control message from {}: {}", who(),
                    old ? "the token of an earlier generation of this job's workers"
-                       : j.is_object() && j.contains("token") ? "wrong job token" : "no job token");
+                   : current ? "no valid sender name"
+                   : hasToken ? "wrong job token"
+                              : "no job token");
       timeoutMs = 0;  // look once more without waiting
       continue;
     }
+    routes_[claimed] = route;  // authenticated: this connection is the worker's route now
     j.erase("token");
-    *from = sender;
+    j.erase("sender");
+    *from = claimed;
     *message = std::move(j);
     return true;
   }
@@ -101,23 +185,31 @@ void ControlServer::newGeneration(std::string token) {
   token_ = std::move(token);
 }
 
-void ControlServer::send(const std::string& to, Json message) {
+bool ControlServer::send(const std::string& to, Json message) {
+  const auto route = routes_.find(to);
+  if (route == routes_.end()) {
+    spdlog::debug("no authenticated connection from {} yet: dropped a {} message", to, message.value("type", "?"));
+    return false;
+  }
   message["token"] = token_;
   const std::string body = message.dump();
-  socket_->send(zmq::buffer(to), zmq::send_flags::sndmore);
+  HZ_CHECK_MSG(static_cast<std::int64_t>(body.size()) <= kMaxCoordinatorMessage,
+               fmt::format("a {} byte control message exceeds kMaxCoordinatorMessage", body.size()));
+  socket_->send(zmq::buffer(route->second), zmq::send_flags::sndmore);
   socket_->send(zmq::buffer(body), zmq::send_flags::dontwait);
+  return true;
 }
 
 ControlClient::~ControlClient() = default;
 
-Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string& endpoint, const std::string& identity,
+Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string& endpoint, const std::string& name,
                                                               std::string token) {
   std::unique_ptr<ControlClient> c(new ControlClient());
   c->token_ = std::move(token);
+  c->name_ = name;
   c->context_ = std::make_unique<zmq::context_t>(1);
   c->socket_ = std::make_unique<zmq::socket_t>(*c->context_, zmq::socket_type::dealer);
-  configure(*c->socket_, 2000);
-  c->socket_->set(zmq::sockopt::routing_id, identity);
+  configure(*c->socket_, kMaxCoordinatorMessage, 2000);
   try {
     c->socket_->connect(endpoint);
   } catch (const zmq::error_t& e) {
@@ -128,6 +220,7 @@ Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string&
 
 void ControlClient::send(Json message) {
   message["token"] = token_;
+  message["sender"] = name_;
   const std::string body = message.dump();
   std::lock_guard<std::mutex> lock(mu_);
   socket_->send(zmq::buffer(body), zmq::send_flags::none);
@@ -141,7 +234,7 @@ bool ControlClient::receive(Json* message, int timeoutMs) {
     zmq::message_t body;
     if (!socket_->recv(body, zmq::recv_flags::none)) return false;
     Json j = Json::parse(body.to_string(), nullptr, false);
-    if (!j.is_object() || !j.contains("token") || j["token"] != token_) {
+    if (!j.is_object() || !j.contains("token") || !sameToken(j["token"], token_)) {
       spdlog::warn("ignored a control message without this job's token");
       timeoutMs = 0;
       continue;

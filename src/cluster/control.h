@@ -1,10 +1,28 @@
-// The control plane between the coordinator and its workers (DESIGN §5):
+// The control plane between the coordinator and its workers (docs/train.md, "What happens"):
 // ZeroMQ ROUTER (coordinator) and DEALER (workers) sockets carrying JSON
 // objects, each with a "type" and the job's "token".
 //
 // A message with a missing or wrong token is refused: not delivered, logged
 // with its sender, and counted. Workers likewise drop messages that do not
 // carry the token they were started with.
+//
+// NOTE [Routes are bound by the token]
+// A worker's socket has no identity of its own choosing: ZeroMQ gives each
+// connection an unguessable routing id, and the worker names itself ("w3")
+// in a "sender" field of every message. The coordinator binds the name to the
+// connection a message came from only when that message carries the token,
+// and sends only along bound connections. So a peer that connects with a
+// worker's name (or any identity) and no token receives nothing — in
+// particular never the token, which every coordinator message carries — and
+// cannot take a worker's route over; its messages are refused and counted.
+// A new generation's worker binds its name to its own new connection with
+// the new token, which is how a route moves away from a connection that is
+// cut but not yet seen to be gone.
+//
+// Sizes: frames past kMaxWorkerMessage (to the coordinator) or
+// kMaxCoordinatorMessage (to a worker) are dropped by ZeroMQ before they are
+// allocated in full or parsed (ZMQ_MAXMSGSIZE), so an unauthenticated peer
+// cannot make either side hold or parse an arbitrary frame.
 //
 // Messages (fields beyond type and token):
 //   worker -> coordinator   register {worker, pid}; ready; heartbeat {step};
@@ -19,6 +37,8 @@
 // coordinator's single thread.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,6 +57,19 @@ namespace hydrozoa::cluster {
 // 32 hex digits from the OS's randomness.
 std::string newToken();
 
+// The largest legitimate messages, with room to spare: a worker's reports
+// are a few hundred bytes; an assignment carries the resolved job spec.
+constexpr std::int64_t kMaxWorkerMessage = 64 * 1024;
+constexpr std::int64_t kMaxCoordinatorMessage = 4 * 1024 * 1024;
+
+// Checks the fields a worker's message may carry (NOTE [Routes are bound by
+// the token] authenticates the sender; this checks what it sent): "type" a
+// string, counts (step, epoch, stage, ...) whole numbers from 0 to 2^40,
+// figures (loss, seconds, ...) finite numbers, "can_save" an array of
+// counts, "message"/"kind" strings. The error names the field, what it got
+// and what was expected; unknown fields are allowed (newer workers).
+Status checkWorkerMessage(const Json& message);
+
 class ControlServer {
  public:
   // Binds to tcp://host:port; port 0 picks a free one. A port in use is an
@@ -46,8 +79,11 @@ class ControlServer {
 
   std::string endpoint() const { return endpoint_; }  // "tcp://127.0.0.1:41234"
   // The next accepted message, within `timeoutMs`; false on timeout.
+  // `from` is the worker's name ("w3") from an authenticated message.
   bool receive(std::string* from, Json* message, int timeoutMs);
-  void send(const std::string& to, Json message);
+  // Sends to the connection that last sent an authenticated message as `to`;
+  // dropped (and false) when no such connection exists yet.
+  bool send(const std::string& to, Json message);
   int refused() const { return refused_; }
   // A new generation of workers: messages carry `token` from now on, and
   // the earlier generations' tokens are refused (and named so in the log).
@@ -62,12 +98,14 @@ class ControlServer {
   std::unique_ptr<zmq::socket_t> socket_;
   std::string endpoint_, token_, next_;
   std::vector<std::string> retired_;  // earlier generations' tokens
+  std::map<std::string, std::string> routes_;  // worker name -> routing id (NOTE above)
   int refused_ = 0;
 };
 
 class ControlClient {
  public:
-  static Result<std::unique_ptr<ControlClient>> connect(const std::string& endpoint, const std::string& identity,
+  // `name` ("w3") is sent in every message (NOTE [Routes are bound by the token]).
+  static Result<std::unique_ptr<ControlClient>> connect(const std::string& endpoint, const std::string& name,
                                                         std::string token);
   ~ControlClient();
 
@@ -79,7 +117,7 @@ class ControlClient {
   std::mutex mu_;
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<zmq::socket_t> socket_;
-  std::string token_;
+  std::string token_, name_;
 };
 
 }  // namespace hydrozoa::cluster

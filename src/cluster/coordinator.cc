@@ -28,6 +28,7 @@
 #include "core/paths.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
+#include "model/zoo.h"
 
 namespace hydrozoa::cluster {
 namespace {
@@ -201,6 +202,9 @@ class Job {
   std::int64_t stepsDone_ = 0, maxStarted_ = 0;
   double samples_ = 0, lastLoss_ = 0, rateEma_ = 0;
   std::vector<double> stepSeconds_, bubbles_;
+  void checkPrediction(double stepSeconds);
+  int predictionGeneration_ = -1;
+  std::vector<double> predictionSteps_;  // this generation's first step times
   Clock::time_point launched_, trainingStart_, lastStepAt_;
   std::int64_t originUs_ = 0;
   double finalAccuracy_ = -1, finalTestLoss_ = -1;
@@ -454,6 +458,7 @@ Status Job::launch(WorkerState& w, const std::string& token, int generation, con
   l.args = {"--log-level", "info", "worker", "--join", control_->endpoint(), "--id", std::to_string(w.id)};
   l.env = {{"HYDROZOA_TOKEN", token}};
   l.log_path = run_.workerLog(w.id);
+  l.process_name = fmt::format("hydrozoa-worker r{}s{}", w.replica, w.stage);
   l.cpus = spec_.cpu_limit.value_or(st.vcpus);
   l.memory = spec_.memory_limit.value_or(memory);
   l.start_delay = drawStartDelay(spec_.start_delay,
@@ -487,6 +492,10 @@ Status Job::makeLauncher() {
     const std::string why = containerSupport();
     kind = why.empty() ? "container" : "local";
     if (!why.empty()) progress_.note(fmt::format("Workers run as plain processes: {}", why));
+    if (!why.empty() && spec_.latency > 0) {
+      progress_.note(fmt::format("Note: cluster.latency {} is not applied: plain processes have no shaped links",
+                                 formatSeconds(spec_.latency)));
+    }
   }
   if (kind == "local") {
     launcher_ = std::make_unique<LocalLauncher>(exe);
@@ -551,6 +560,14 @@ bool Job::receiveOne(int timeoutMs) {
   std::string sender;
   Json m;
   if (!control_->receive(&sender, &m, timeoutMs)) return false;
+  if (Status s = checkWorkerMessage(m); !s.ok()) {
+    // Authenticated but malformed: a broken worker, which the job cannot trust.
+    const int rank = workerOf(sender);
+    const std::string who = rank >= 0 ? workers_[rank].name() : sender;
+    if (failure_.empty()) failure_ = fmt::format("{} sent a malformed control message: {}", who, s.message());
+    fatal_ = true;
+    return true;
+  }
   if (const int rank = workerOf(sender); rank >= 0) {
     handle(rank, m);
     return true;
@@ -724,6 +741,25 @@ void Job::handle(int rank, const Json& m) {
   }
 }
 
+// The plan is only as good as its prediction: after 20 steps of a generation
+// the measured median step time is held against the plan's, once, and a gap
+// past 25% is said (the summary records both for every run).
+void Job::checkPrediction(double stepSeconds) {
+  if (predictionGeneration_ != generation_) {
+    predictionGeneration_ = generation_;
+    predictionSteps_.clear();
+  }
+  predictionSteps_.push_back(stepSeconds);
+  if (predictionSteps_.size() != 20 || gen_.iteration_seconds <= 0) return;
+  const double measured = median(predictionSteps_);
+  const double error = measured / gen_.iteration_seconds - 1;
+  if (std::fabs(error) <= 0.25) return;
+  progress_.note(fmt::format("Note: steps take {} (median of 20), the plan predicted {} ({:+.0f}%); the planner's "
+                             "choice may not be the fastest here (summary.json records both; docs/plan.md, "
+                             "\"How far predictions are off\")",
+                             formatSeconds(measured), formatSeconds(gen_.iteration_seconds), 100 * error));
+}
+
 void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
   const auto now = Clock::now();
   const double dt = std::chrono::duration<double>(now - lastStepAt_).count();
@@ -753,8 +789,12 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
   const double span = std::max(dt, a.iteration);
   const double rate = span > 0 ? a.samples / span : 0;
   rateEma_ = rateEma_ == 0 ? rate : 0.9 * rateEma_ + 0.1 * rate;
-  stepSeconds_.push_back(dt);
+  // The step times that estimate the pace (the agreed stop step, the
+  // prediction check, the summary's median) use the span too: a burst of
+  // reports must not make steps look 30 us long.
+  stepSeconds_.push_back(span);
   stepTime_ += dt;
+  checkPrediction(span);
   if (a.iteration > 0) bubbles_.push_back(std::max(0.0, 1.0 - a.compute_replica0 / (B_ * a.iteration)));
   (void)run_.appendMetrics({{"t", priorSeconds_ + since(trainingStart_)},
                             {"epoch", a.epoch + 1},
@@ -844,6 +884,10 @@ Status Job::watch() {
         control_->send(from(w.id), {{"type", "stop"}, {"at_step", at}, {"checkpoint", true}});
       }
       stopSent = Clock::now();
+    }
+    if (stopping_ && o_.interrupt && o_.interrupt->load() >= 2) {
+      // NOTE [Stopping on signals] in cli/cmd_train.cc: a second interrupt stops now.
+      return failure("stopped at once by a second interrupt (the steps since the last checkpoint are not saved)");
     }
     if (stopping_ && std::chrono::duration<double>(Clock::now() - stopSent).count() > 60) {
       return failure("the workers did not stop within 60 s of being asked; they were killed");
@@ -1313,6 +1357,8 @@ void Job::finish(const std::string& status, const std::string& reason) {
                        {"log", run_.workerLog(w.id)},
                        {"exit", how},
                        {"planned_memory", stageMemory_.empty() ? 0 : stageMemory_[w.stage]},
+                       // What the worker really ran with: cluster.memory_limit when given (containers).
+                       {"memory_limit", spec_.memory_limit ? Json(*spec_.memory_limit) : Json(nullptr)},
                        {"peak_memory", w.peak_memory}});
   }
   Json summary = {
@@ -1388,6 +1434,12 @@ Result<TrainResult> Job::run() {
     finish("interrupted", "stopped by the user");
     return TrainResult{run_.root(), true};
   }
+  if (reached_ < totalSteps_) {
+    // Stopped by --max-steps (or training.max_steps): resumable, not done.
+    finish("stopped", fmt::format("stopped at step {} of {} (max_steps); continue with hydrozoa train --resume {}",
+                                  reached_, totalSteps_, run_.root()));
+    return TrainResult{run_.root(), false};
+  }
   finish("completed", "");
   return TrainResult{run_.root(), false};
 }
@@ -1401,9 +1453,14 @@ Status Job::train() {
   }
   std::string split;
   for (const auto& st : gen_.stages) split += fmt::format("{}{}-{}", split.empty() ? "" : " | ", st.first_layer, st.last_layer);
-  progress_.note(fmt::format("Training {} with {}×{} on {} {} workers (layers {}; {} microbatches of {}; predicted "
+  const std::string data =
+      spec_.dataset == "synthetic"
+          ? fmt::format("synthetic data ({} random samples; data.dataset names a real one)", formatCount(trainSize_))
+          : fmt::format("{} ({} samples)", spec_.dataset, formatCount(trainSize_));
+  progress_.note(fmt::format("Training {} on {} with {}×{} on {} {} workers (layers {}; {} of {}; predicted "
                              "{} per step): steps {}..{} of {}; run directory {}",
-                             model_.name, A_, B_, W_, launcher_->name(), split, gen_.num_microbatches,
+                             model_.name, data, A_, B_, W_, launcher_->name(), split,
+                             countOf(gen_.num_microbatches, "microbatch", "microbatches"),
                              gen_.microbatch_size, formatSeconds(gen_.iteration_seconds), resumeStep_ + 1, stopStep_,
                              totalSteps_, run_.root()));
   return watch();
@@ -1426,12 +1483,31 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
                            "against a CUDA libtorch (docs/train.md)");
   }
   const bool resuming = !o.resume_dir.empty();
+  if (!resuming) {
+    // The run directory's job.yaml must work from anywhere (--resume from
+    // another directory): files the spec names are kept as absolute paths.
+    auto absolute = [](std::string* path) {
+      if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
+    };
+    if (model::isTorchScriptPath(spec.model)) absolute(&spec.model);
+    absolute(&spec.data_path);
+    absolute(&spec.plan_file);
+  }
   std::optional<RunDir> run;
   if (resuming) {
     HZ_ASSIGN_OR_RETURN(run, RunDir::open(o.resume_dir));
   } else {
     HZ_ASSIGN_OR_RETURN(run, RunDir::create(spec.out_dir.empty() ? defaultRunDir(spec) : spec.out_dir));
   }
+  // A new run that fails before it trains leaves nothing behind, so the same
+  // --out works once the problem is fixed.
+  struct DiscardUnlessStarted {
+    const RunDir* run;
+    bool armed;
+    ~DiscardUnlessStarted() {
+      if (armed) run->discard();
+    }
+  } discardUnlessStarted{&*run, !resuming};
   HZ_ASSIGN_OR_RETURN(ModelInfo model, inspectModel(spec));
 
   // The data must be there before any worker starts.
@@ -1480,15 +1556,18 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
     HZ_RETURN_IF_ERROR(run->writeText("job.yaml", toYaml(jobSpecToJson(spec))));
     HZ_RETURN_IF_ERROR(run->writeText("metrics.jsonl", ""));
     auto planned =
-        planJob(spec, model, dataBytes, *run, o.executable.empty() ? "/proc/self/exe" : o.executable, planning);
+        planJob(spec, model, dataBytes, *run, o.executable.empty() ? "/proc/self/exe" : o.executable,
+                o.refresh_profile, planning, o.interrupt);
     if (!planned.ok()) return planned.status();
     p = std::move(*planned);
   }
   if (resuming) HZ_RETURN_IF_ERROR(run->writeText("job.yaml", toYaml(jobSpecToJson(spec))));
-  Json resumedFrom = Json::object();
+  Json resumedFrom = Json::object();  // the latest checkpoint's checked manifest
   if (resuming && !checkpoint.empty()) {
-    if (auto m = readJsonFile(checkpoint + "/manifest.json"); m.ok()) resumedFrom = *m;
+    HZ_ASSIGN_OR_RETURN(auto latest, run->latestCheckpoint());
+    if (latest) resumedFrom = latest->manifest;
   }
+  discardUnlessStarted.armed = false;
   Job job(o, *run, spec, p, model, train->size(), testSize, dataBytes, startStep, checkpoint, resumedFrom);
   return job.run();
 }

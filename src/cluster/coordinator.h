@@ -1,4 +1,4 @@
-// The coordinator (`hydrozoa train`; Hydrozoa §4.3, DESIGN §5): runs one
+// The coordinator (`hydrozoa train`; Hydrozoa §4.3; docs/train.md): runs one
 // training job from its spec to its summary.
 //
 // It creates (or, resuming, reopens) the run directory, checks the model and
@@ -36,6 +36,7 @@ struct TrainOptions {
   // run continues to the job's end.
   std::optional<std::int64_t> stop_after;
   bool progress = true;     // the live progress line
+  bool refresh_profile = false;  // profile the model again even when a cached profile matches
   // Set asynchronously (signal handlers): stop cleanly / checkpoint now.
   const std::atomic<int>* interrupt = nullptr;
   const std::atomic<int>* checkpoint_request = nullptr;

@@ -106,7 +106,8 @@ std::string lastLines(const std::string& path, int n) {
 
 // Measures the profile by running `hydrozoa profile` in a worker process.
 Status profileInWorker(const JobSpec& spec, const std::vector<std::int64_t>& sizes, bool network, const RunDir& run,
-                       const std::string& executable, const std::string& out) {
+                       const std::string& executable, const std::string& out, Progress& progress,
+                       const std::atomic<int>* interrupt) {
   WorkerLaunch w;
   w.id = 0;
   w.log_path = run.file("workers/profile.log");
@@ -119,11 +120,22 @@ Status profileInWorker(const JobSpec& spec, const std::vector<std::int64_t>& siz
   if (network) w.args.push_back("--network");
   LocalLauncher launcher(executable);
   HZ_RETURN_IF_ERROR(launcher.launch(w));
+  const auto started = std::chrono::steady_clock::now();
+  auto lastNote = started;
   for (;;) {
     for (const WorkerExit& e : launcher.poll()) {
       if (e.success) return Status();
       return unavailable(fmt::format("profiling the model in a worker failed ({}): {} (log: {})", e.how,
                                      lastLines(w.log_path, 2), w.log_path));
+    }
+    if (interrupt && interrupt->load()) {
+      return unavailable("interrupted while profiling the model (nothing was trained)");  // ~launcher ends it
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now - lastNote >= std::chrono::seconds(10)) {
+      lastNote = now;
+      progress.note(fmt::format("  still profiling ({:.0f} s; each size is measured until its median is steady)",
+                                std::chrono::duration<double>(now - started).count()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -153,7 +165,8 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
 }  // namespace
 
 Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes dataBytes, const RunDir& run,
-                           const std::string& executable, Progress& progress) {
+                           const std::string& executable, bool refreshProfile, Progress& progress,
+                           const std::atomic<int>* interrupt) {
   if (!spec.plan_file.empty()) {
     HZ_ASSIGN_OR_RETURN(plan::Plan p, plan::loadPlan(spec.plan_file));
     HZ_RETURN_IF_ERROR(checkPlan(p, model, spec, spec.plan_file));
@@ -174,7 +187,7 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
   const std::string here = run.file("profile.json");
   std::error_code ec;
   bool reused = false;
-  if (!cached.empty() && fs::exists(cached, ec)) {
+  if (!cached.empty() && !refreshProfile && fs::exists(cached, ec)) {
     auto p = profile::loadProfile(cached);
     if (p.ok() && p->numLayers() == model.layer_names.size()) {
       fs::copy_file(cached, here, fs::copy_options::overwrite_existing, ec);
@@ -182,11 +195,12 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
     }
   }
   if (reused) {
-    progress.note(fmt::format("Using the cached profile of {} ({})", model.name, cached));
+    progress.note(fmt::format("Using the cached profile of {} ({}; --refresh-profile measures it again)", model.name,
+                              cached));
   } else {
     progress.note(fmt::format("Profiling {} in a worker process (microbatch sizes {}..{}{})...", model.name,
                               sizes.front(), sizes.back(), network ? ", and the network" : ""));
-    HZ_RETURN_IF_ERROR(profileInWorker(spec, sizes, network, run, executable, here));
+    HZ_RETURN_IF_ERROR(profileInWorker(spec, sizes, network, run, executable, here, progress, interrupt));
     if (!cached.empty()) {
       fs::create_directories(cacheDir(), ec);
       fs::copy_file(here, cached, fs::copy_options::overwrite_existing, ec);
@@ -195,6 +209,11 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
   HZ_ASSIGN_OR_RETURN(profile::Profile prof, profile::loadProfile(here));
   HZ_ASSIGN_OR_RETURN(plan::Catalog catalog, plan::loadCatalog(spec.platform));
   HZ_ASSIGN_OR_RETURN(plan::SearchOptions o, searchOptions(spec, prof, catalog, dataBytes));
+  progress.note(fmt::format("Planning with {} between workers ({})", formatBandwidth(o.bandwidth),
+                            spec.bandwidth  ? "cluster.bandwidth"
+                            : prof.network ? "measured here between two worker processes; set cluster.bandwidth to "
+                                             "plan and shape for another network"
+                                           : fmt::format("the {} catalog's figure", catalog.name)));
   HZ_ASSIGN_OR_RETURN(plan::SearchResult result, plan::searchPlan(prof, catalog, o));
   plan::Plan p = plan::makePlan(result, prof, o, catalog.name);
   HZ_RETURN_IF_ERROR(run.writeJson("plan.json", plan::planToJson(p)));

@@ -10,6 +10,7 @@
 // the run directory.
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -39,9 +40,12 @@ Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spe
 
 // The job's plan: from spec.plan_file, or planned here (see above).
 // `dataBytes`: the datasets in memory, held by the first and last stages'
-// workers; `executable` is the hydrozoa binary that profiles.
+// workers; `executable` is the hydrozoa binary that profiles;
+// `refreshProfile`: measure even when a cached profile matches; a set
+// `interrupt` ends the profiling worker and returns an error.
 Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes dataBytes, const RunDir& run,
-                           const std::string& executable, Progress& progress);
+                           const std::string& executable, bool refreshProfile, Progress& progress,
+                           const std::atomic<int>* interrupt = nullptr);
 
 // A plan for `replicas` replicas (scaling.replan): the run's profile.json
 // searched again with the same workers and samples per replica as

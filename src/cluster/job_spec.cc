@@ -44,7 +44,7 @@ void readModel(ObjectReader& top, JobSpec* s) {
     }
   }
   r.rejectUnknownKeys();
-  if (!r.ok()) top.fail(r.status().message());
+  top.adopt(r.status());
 }
 
 void readData(ObjectReader& top, JobSpec* s) {
@@ -55,10 +55,10 @@ void readData(ObjectReader& top, JobSpec* s) {
   s->data_path = r.optString("path").value_or("");
   if (r.has("shuffle")) s->shuffle = r.boolean("shuffle");
   if (r.has("drop_last")) s->drop_last = r.boolean("drop_last");
-  s->synthetic_train = r.optInteger("synthetic_train", 1).value_or(s->synthetic_train);
-  s->synthetic_test = r.optInteger("synthetic_test", 1).value_or(s->synthetic_test);
+  s->synthetic_train = r.optCount("synthetic_train", kSamplesRange).value_or(s->synthetic_train);
+  s->synthetic_test = r.optCount("synthetic_test", kSamplesRange).value_or(s->synthetic_test);
   r.rejectUnknownKeys();
-  if (!r.ok()) top.fail(r.status().message());
+  top.adopt(r.status());
 }
 
 void readOptimizer(ObjectReader& parent, OptimizerSpec* o) {
@@ -78,7 +78,7 @@ void readOptimizer(ObjectReader& parent, OptimizerSpec* o) {
   if (r.has("beta2")) o->beta2 = r.nonNegative("beta2");
   if (r.has("eps")) o->eps = r.positive("eps");
   r.rejectUnknownKeys();
-  if (!r.ok()) parent.fail(r.status().message());
+  parent.adopt(r.status());
 }
 
 void readSchedule(ObjectReader& parent, LrScheduleSpec* l) {
@@ -90,36 +90,36 @@ void readSchedule(ObjectReader& parent, LrScheduleSpec* l) {
   }
   ObjectReader r(*raw, parent.child("lr_schedule"));
   l->name = r.optString("name").value_or(l->name);
-  l->warmup_steps = r.optInteger("warmup_steps", 0).value_or(l->warmup_steps);
-  l->step_epochs = r.optInteger("step_epochs", 1).value_or(l->step_epochs);
+  l->warmup_steps = r.optCount("warmup_steps", {0, kStepsRange.max}).value_or(l->warmup_steps);
+  l->step_epochs = r.optCount("step_epochs", kStepsRange).value_or(l->step_epochs);
   if (r.has("gamma")) l->gamma = r.positive("gamma");
   if (r.has("min_lr")) l->min_lr = r.nonNegative("min_lr");
   r.rejectUnknownKeys();
-  if (!r.ok()) parent.fail(r.status().message());
+  parent.adopt(r.status());
 }
 
 void readTraining(ObjectReader& top, JobSpec* s) {
   const Json* raw = top.raw("training");
   if (!raw) return;
   ObjectReader r(*raw, top.child("training"));
-  s->epochs = r.optInteger("epochs", 1).value_or(s->epochs);
-  s->max_steps = r.optInteger("max_steps", 1);
-  s->global_batch = r.optInteger("global_batch", 1).value_or(s->global_batch);
+  s->epochs = r.optCount("epochs", kStepsRange).value_or(s->epochs);
+  s->max_steps = r.optCount("max_steps", kStepsRange);
+  s->global_batch = r.optCount("global_batch", kSamplesRange).value_or(s->global_batch);
   readOptimizer(r, &s->optimizer);
   readSchedule(r, &s->lr_schedule);
   s->seed = static_cast<std::uint64_t>(r.optInteger("seed", 0).value_or(0));
   if (r.has("eval")) s->eval = r.boolean("eval");
-  s->threads = static_cast<int>(r.optInteger("threads", 1).value_or(s->threads));
+  s->threads = static_cast<int>(r.optCount("threads", kThreadsRange).value_or(s->threads));
   s->device = r.optString("device").value_or(s->device);
   r.rejectUnknownKeys();
-  if (!r.ok()) top.fail(r.status().message());
+  top.adopt(r.status());
 }
 
 void readCluster(ObjectReader& top, JobSpec* s) {
   const Json* raw = top.raw("cluster");
   if (!raw) return;
   ObjectReader r(*raw, top.child("cluster"));
-  s->workers = static_cast<int>(r.optInteger("workers", 1).value_or(s->workers));
+  s->workers = static_cast<int>(r.optCount("workers", kWorkersRange).value_or(s->workers));
   s->launcher = r.optString("launcher").value_or(s->launcher);
   if (r.has("bandwidth")) s->bandwidth = r.bandwidth("bandwidth");
   if (r.has("memory")) s->memory = r.bytes("memory");
@@ -129,7 +129,7 @@ void readCluster(ObjectReader& top, JobSpec* s) {
     if (parsed.ok()) {
       s->start_delay = *parsed;
     } else {
-      r.fail(parsed.status().message());
+      r.adopt(parsed.status());
     }
   }
   if (r.has("memory_limit")) s->memory_limit = r.bytes("memory_limit");
@@ -138,10 +138,10 @@ void readCluster(ObjectReader& top, JobSpec* s) {
   if (r.has("heartbeat_interval")) s->heartbeat_interval = r.seconds("heartbeat_interval");
   if (r.has("heartbeat_timeout")) s->heartbeat_timeout = r.seconds("heartbeat_timeout");
   if (r.has("start_timeout")) s->start_timeout = r.seconds("start_timeout");
-  s->max_recoveries = static_cast<int>(r.optInteger("max_recoveries", 0).value_or(s->max_recoveries));
-  s->control_port = static_cast<int>(r.optInteger("control_port", 0).value_or(0));
+  s->max_recoveries = static_cast<int>(r.optCount("max_recoveries", {0, 1000}).value_or(s->max_recoveries));
+  s->control_port = static_cast<int>(r.optCount("control_port", {0, 65535}).value_or(0));
   r.rejectUnknownKeys();
-  if (!r.ok()) top.fail(r.status().message());
+  top.adopt(r.status());
 }
 
 void readPlan(ObjectReader& top, JobSpec* s) {
@@ -153,13 +153,13 @@ void readPlan(ObjectReader& top, JobSpec* s) {
   }
   ObjectReader r(*raw, top.child("plan"));
   s->plan_file = r.optString("file").value_or("");
-  if (auto v = r.optInteger("data_parallel", 1)) s->data_parallel = static_cast<int>(*v);
-  if (auto v = r.optInteger("stages", 1)) s->stages = static_cast<int>(*v);
-  s->microbatches = r.optInteger("microbatches", 1);
-  s->microbatch_size = r.optInteger("microbatch_size", 1);
+  if (auto v = r.optCount("data_parallel", kWorkersRange)) s->data_parallel = static_cast<int>(*v);
+  if (auto v = r.optCount("stages", kWorkersRange)) s->stages = static_cast<int>(*v);
+  s->microbatches = r.optCount("microbatches", kMicrobatchesRange);
+  s->microbatch_size = r.optCount("microbatch_size", kSamplesRange);
   s->objective = r.optString("objective").value_or(s->objective);
   r.rejectUnknownKeys();
-  if (!r.ok()) top.fail(r.status().message());
+  top.adopt(r.status());
 }
 
 void readScaling(ObjectReader& top, JobSpec* s) {
@@ -172,10 +172,10 @@ void readScaling(ObjectReader& top, JobSpec* s) {
   ObjectReader r(*raw, top.child("scaling"));
   ScalingSpec& sc = s->scaling;
   sc.policy = r.optString("policy").value_or(sc.policy);
-  sc.min_replicas = static_cast<int>(r.optInteger("min_replicas", 1).value_or(sc.min_replicas));
-  sc.max_replicas = static_cast<int>(r.optInteger("max_replicas", 0).value_or(sc.max_replicas));  // 0: the plan's
-  sc.every_epochs = r.optInteger("every_epochs", 1).value_or(sc.every_epochs);
-  sc.every_steps = r.optInteger("every_steps", 0).value_or(sc.every_steps);
+  sc.min_replicas = static_cast<int>(r.optCount("min_replicas", kWorkersRange).value_or(sc.min_replicas));
+  sc.max_replicas = static_cast<int>(r.optCount("max_replicas", {0, kWorkersRange.max}).value_or(sc.max_replicas));  // 0: the plan's
+  sc.every_epochs = r.optCount("every_epochs", kStepsRange).value_or(sc.every_epochs);
+  sc.every_steps = r.optCount("every_steps", {0, kStepsRange.max}).value_or(sc.every_steps);
   if (r.has("lr_decay")) sc.lr_decay = r.positive("lr_decay");
   if (r.has("replan")) sc.replan = r.boolean("replan");
   sc.rule = r.optString("rule").value_or("");
@@ -184,18 +184,24 @@ void readScaling(ObjectReader& top, JobSpec* s) {
       r.fail("schedule", "expected a table of epoch: replicas, e.g. {1: 1, 3: 2, 5: 4}");
     } else {
       for (const auto& [epoch, replicas] : table->items()) {
-        char* end = nullptr;
-        const long long e = std::strtoll(epoch.c_str(), &end, 10);
-        if (*end != '\0' || !replicas.is_number_integer()) {
-          r.fail("schedule", fmt::format("\"{}: {}\" is not epoch: replicas", epoch, replicas.dump()));
+        auto e = parseCount(epoch, "epoch", kStepsRange);
+        // JSON reads positive numbers as unsigned: compare before any narrowing.
+        const bool replicasOk =
+            replicas.is_number_unsigned()
+                ? replicas.get<std::uint64_t>() <= static_cast<std::uint64_t>(kWorkersRange.max) &&
+                      replicas.get<std::uint64_t>() >= static_cast<std::uint64_t>(kWorkersRange.min)
+                : replicas.is_number_integer() && inRange(replicas.get<std::int64_t>(), kWorkersRange);
+        if (!e.ok() || !replicasOk) {
+          r.fail("schedule", fmt::format("\"{}: {}\" is not epoch: replicas (epochs from 1, replicas {})", epoch,
+                                         replicas.dump(), describeRange(kWorkersRange)));
           break;
         }
-        sc.schedule[e] = replicas.get<int>();
+        sc.schedule[*e] = static_cast<int>(replicas.get<std::int64_t>());
       }
     }
   }
   r.rejectUnknownKeys();
-  if (!r.ok()) top.fail(r.status().message());
+  top.adopt(r.status());
 }
 
 void readOutput(ObjectReader& top, JobSpec* s) {
@@ -203,10 +209,10 @@ void readOutput(ObjectReader& top, JobSpec* s) {
   if (!raw) return;
   ObjectReader r(*raw, top.child("output"));
   s->out_dir = r.optString("dir").value_or("");
-  s->checkpoint_every_epochs = r.optInteger("checkpoint_every_epochs", 0).value_or(s->checkpoint_every_epochs);
-  s->trace_steps = r.optInteger("trace_steps", 0).value_or(s->trace_steps);
+  s->checkpoint_every_epochs = r.optCount("checkpoint_every_epochs", {0, kStepsRange.max}).value_or(s->checkpoint_every_epochs);
+  s->trace_steps = r.optCount("trace_steps", {0, kStepsRange.max}).value_or(s->trace_steps);
   r.rejectUnknownKeys();
-  if (!r.ok()) top.fail(r.status().message());
+  top.adopt(r.status());
 }
 
 }  // namespace
@@ -302,18 +308,28 @@ Status validateJobSpec(const JobSpec& s, const std::string& origin) {
     return bad("cluster.launcher",
                fmt::format("unknown launcher \"{}\"; use auto, local or container", s.launcher));
   }
-  if (s.latency < 0) return bad("cluster.latency", "must not be negative");
+  if (s.latency < 0 || s.latency > 10) return bad("cluster.latency", "must be from 0 to 10s");
+  if (s.latency > 0 && s.launcher == "local") {
+    return bad("cluster.latency", "is added by containers' network shaping; plain processes (launcher local) would "
+                                  "ignore it: drop the latency or use launcher container (as root)");
+  }
   if (s.memory_limit && *s.memory_limit < 16 * kMB) return bad("cluster.memory_limit", "must be at least 16MB");
+  if (s.memory && *s.memory < 16 * kMB) return bad("cluster.memory", "must be at least 16MB");
+  if (s.bandwidth && !(*s.bandwidth > 0)) return bad("cluster.bandwidth", "must be positive, e.g. 1Gbit/s");
+  if (s.cpu_limit && !(*s.cpu_limit <= 4096)) return bad("cluster.cpu_limit", "must be at most 4096 vCPUs");
+  if (!(s.start_timeout > 0)) return bad("cluster.start_timeout", "must be positive, e.g. 120s");
   if (s.epochs < 1) return bad("training.epochs", "must be at least 1");
   if (s.global_batch < 1) return bad("training.global_batch", "must be at least 1");
   if (s.workers < 1) return bad("cluster.workers", "must be at least 1");
   if (s.threads < 1) return bad("training.threads", "must be at least 1");
-  if (!(s.heartbeat_interval > 0) || !(s.heartbeat_timeout > s.heartbeat_interval)) {
-    return bad("cluster.heartbeat_timeout", "must be longer than heartbeat_interval, and both positive");
+  if (!(s.heartbeat_interval > 0)) return bad("cluster.heartbeat_interval", "must be positive, e.g. 1s");
+  if (!(s.heartbeat_timeout > s.heartbeat_interval)) {
+    return bad("cluster.heartbeat_timeout", "must be longer than heartbeat_interval");
   }
   if (s.max_recoveries < 0 || s.max_recoveries > 1000) return bad("cluster.max_recoveries", "must be 0 to 1000");
   if (s.control_port < 0 || s.control_port > 65535) return bad("cluster.control_port", "must be 0 to 65535");
-  const int A = s.data_parallel.value_or(1), B = s.stages.value_or(1);
+  // Both at most kWorkersRange.max, so the product fits in 64 bits.
+  const std::int64_t A = s.data_parallel.value_or(1), B = s.stages.value_or(1);
   if (s.data_parallel && s.stages && A * B > s.workers) {
     return bad("plan", fmt::format("data_parallel {} × stages {} needs {} workers but cluster.workers is {}", A, B,
                                    A * B, s.workers));

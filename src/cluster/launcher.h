@@ -1,4 +1,4 @@
-// Launcher: starts and stops worker processes somewhere (DESIGN §6). A
+// Launcher: starts and stops worker processes somewhere (docs/containers.md). A
 // worker is `hydrozoa worker --join <coordinator> --id N` with the job token
 // in its environment. LocalLauncher runs them as processes on this machine;
 // containers (issue 4) and other engines implement the same interface.
@@ -20,6 +20,8 @@ namespace hydrozoa::cluster {
 struct WorkerLaunch {
   int id = 0;
   std::vector<std::string> args;              // after the executable
+  // argv[0] as `ps` and `pgrep -f` show it ("hydrozoa-worker r0s1"); "" : the executable's path.
+  std::string process_name;
   std::map<std::string, std::string> env;     // added to the environment
   std::string log_path;                       // stdout and stderr go here
   // The right-sized worker (containers; a plain process ignores these).

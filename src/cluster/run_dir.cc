@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "runtime/checkpoint_manifest.h"
 
 namespace hydrozoa::cluster {
 namespace fs = std::filesystem;
@@ -20,7 +23,16 @@ Status makePrivateDir(const std::string& path) {
   std::error_code ec;
   fs::create_directories(path, ec);
   if (ec) return ioError(fmt::format("{}: cannot create the directory: {}", path, ec.message()));
+  // The run directory holds the job's logs and checkpoints (and workers
+  // read their token from nowhere else but their environment): it must be
+  // the user's alone, or the run does not start.
   fs::permissions(path, fs::perms::owner_all, fs::perm_options::replace, ec);
+  struct stat st {};
+  if (ec || ::stat(path.c_str(), &st) != 0 || (st.st_mode & 077) != 0 || st.st_uid != ::getuid()) {
+    return ioError(fmt::format("{}: cannot make the directory private to this user (mode {:04o}, owner {}){}{}; "
+                               "choose an output directory on a filesystem with permissions (--out)",
+                               path, st.st_mode & 07777, st.st_uid, ec ? ": " : "", ec ? ec.message() : ""));
+  }
   return Status();
 }
 
@@ -35,10 +47,30 @@ Result<RunDir> RunDir::create(const std::string& path) {
                                        "choose another output directory (--out)",
                                        path, path));
   }
-  HZ_RETURN_IF_ERROR(makePrivateDir(path));
-  HZ_RETURN_IF_ERROR(makePrivateDir(path + "/workers"));
-  HZ_RETURN_IF_ERROR(makePrivateDir(path + "/checkpoints"));
-  return RunDir(fs::absolute(path).lexically_normal().string());
+  RunDir run(fs::absolute(path).lexically_normal().string());
+  run.made_ = !fs::exists(path, ec);
+  if (!run.made_) {
+    for (const auto& e : fs::directory_iterator(path, ec)) run.existing_.insert(e.path().filename().string());
+  }
+  Status made = makePrivateDir(path);
+  if (made.ok()) made = makePrivateDir(path + "/workers");
+  if (made.ok()) made = makePrivateDir(path + "/checkpoints");
+  if (!made.ok()) {
+    run.discard();
+    return made;
+  }
+  return run;
+}
+
+void RunDir::discard() const {
+  std::error_code ec;
+  if (made_) {
+    fs::remove_all(root_, ec);
+    return;
+  }
+  for (const auto& e : fs::directory_iterator(root_, ec)) {
+    if (!existing_.count(e.path().filename().string())) fs::remove_all(e.path(), ec);
+  }
 }
 
 Result<RunDir> RunDir::open(const std::string& path) {
@@ -147,10 +179,13 @@ Result<std::optional<CheckpointInfo>> RunDir::latestCheckpoint() const {
   name.erase(name.find_last_not_of(" \n\r\t") + 1);
   CheckpointInfo info;
   info.dir = checkpointsDir() + "/" + name;
-  HZ_ASSIGN_OR_RETURN(info.manifest, readJsonFile(info.dir + "/manifest.json"));
-  ObjectReader r(info.manifest, info.dir + "/manifest.json");
-  info.step = r.integer("step", 0);
-  HZ_RETURN_IF_ERROR(r.status());
+  // Every field checked (runtime/checkpoint_manifest.h); what the resumed
+  // run reads from it is the checked form.
+  const std::string path = info.dir + "/manifest.json";
+  HZ_ASSIGN_OR_RETURN(Json raw, readJsonFile(path));
+  HZ_ASSIGN_OR_RETURN(runtime::CheckpointManifest manifest, runtime::checkpointManifestFromJson(raw, path));
+  info.step = manifest.step;
+  info.manifest = runtime::checkpointManifestToJson(manifest);
   return std::optional<CheckpointInfo>(info);
 }
 

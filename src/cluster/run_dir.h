@@ -1,4 +1,4 @@
-// The run directory (DESIGN §1): everything a training run leaves behind.
+// The run directory (docs/train.md, "The run directory"): everything a training run leaves behind.
 //
 //   job.yaml         the resolved job spec        profile.json, plan.json
 //   metrics.jsonl    one line per step and per evaluation
@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,11 @@ class RunDir {
   static Result<RunDir> create(const std::string& path);
   // An existing run, to resume.
   static Result<RunDir> open(const std::string& path);
+
+  // Removes what create() and the run made since: the directory itself when
+  // create() made it, else only the entries that were not there before. For
+  // a run that fails before training starts, so that --out can be used again.
+  void discard() const;
 
   const std::string& root() const { return root_; }
   std::string file(const std::string& name) const { return root_ + "/" + name; }
@@ -76,6 +82,8 @@ class RunDir {
  private:
   explicit RunDir(std::string root) : root_(std::move(root)) {}
   std::string root_;
+  bool made_ = false;                // create() made the directory
+  std::set<std::string> existing_;   // entries it held before create()
 };
 
 }  // namespace hydrozoa::cluster

@@ -7,6 +7,8 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -61,6 +63,12 @@ Status writeFileAtomically(const std::string& path, const std::string& content) 
 Result<Json> parseJson(const std::string& text, const std::string& origin) {
   try {
     return Json::parse(text);
+  } catch (const Json::out_of_range& e) {
+    // 1e400: "[json.exception.out_of_range.406] number overflow parsing '1e400'".
+    const std::string what = e.what();
+    const auto bracket = what.find("] ");
+    return parseError(fmt::format("{}: not valid JSON: {}", origin,
+                                  bracket == std::string::npos ? what : what.substr(bracket + 2)));
   } catch (const Json::parse_error& e) {
     // Turn the byte offset into line:column, which is what editors show.
     const size_t at = std::min<size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
@@ -169,12 +177,40 @@ std::string toYaml(const Json& value) {
   return std::string(out.c_str()) + "\n";
 }
 
+namespace {
+
+// The byte offset of the first byte that is not valid UTF-8, or npos.
+size_t invalidUtf8At(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return i;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return i;
+    }
+    i += n;
+  }
+  return std::string::npos;
+}
+
+}  // namespace
+
 Result<Json> parseYaml(const std::string& text, const std::string& origin) {
+  // Checked once here, so every string from a YAML file can be dumped and printed.
+  if (const size_t bad = invalidUtf8At(text); bad != std::string::npos) {
+    return parseError(fmt::format("{}: not valid UTF-8 text at byte {}; is it a YAML file?", origin, bad));
+  }
   try {
     return yamlToJson(YAML::Load(text));
   } catch (const YAML::Exception& e) {
+    // yaml-cpp quotes the offending character, which may be a newline.
+    std::string msg = e.msg;
+    for (char& c : msg) {
+      if (static_cast<unsigned char>(c) < 0x20) c = '?';
+    }
     return parseError(fmt::format("{}: not valid YAML at line {}, column {}: {}", origin, e.mark.line + 1,
-                                  e.mark.column + 1, e.msg));
+                                  e.mark.column + 1, msg));
   }
 }
 
@@ -183,8 +219,40 @@ Result<Json> readYamlFile(const std::string& path) {
   return parseYaml(text, path);
 }
 
+std::string closestName(const std::string& word, const std::set<std::string>& names) {
+  // Levenshtein distance, case-insensitive; a close name is at most a third
+  // of the word's letters away (at least one).
+  auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  const std::string w = lower(word);
+  std::string best;
+  size_t bestDistance = std::max<size_t>(1, w.size() / 3) + 1;
+  for (const auto& name : names) {
+    const std::string n = lower(name);
+    std::vector<size_t> row(n.size() + 1);
+    for (size_t j = 0; j <= n.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= w.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= n.size(); ++j) {
+        const size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (w[i - 1] == n[j - 1] ? 0 : 1)});
+        diagonal = up;
+      }
+    }
+    if (row[n.size()] < bestDistance) {
+      bestDistance = row[n.size()];
+      best = name;
+    }
+  }
+  return best;
+}
+
 std::string describeJson(const Json& v) {
-  std::string dumped = v.dump();
+  // YAML strings may hold any bytes; dump() would throw on invalid UTF-8.
+  std::string dumped = v.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (dumped.size() > 40) dumped = dumped.substr(0, 37) + "...";
   switch (v.type()) {
     case Json::value_t::null: return "null";
@@ -205,6 +273,7 @@ ObjectReader::ObjectReader(const Json& j, std::string where) : j_(j), where_(std
 }
 
 bool ObjectReader::has(const char* key) const {
+  seen_.insert(key);  // a key the reader asks about is a known key
   return j_.is_object() && j_.contains(key) && !j_.at(key).is_null();
 }
 
@@ -222,6 +291,10 @@ std::string ObjectReader::element(const char* key, size_t index) const {
 
 void ObjectReader::fail(const char* key, const std::string& message) {
   if (status_.ok()) status_ = parseError(fmt::format("{}.{}: {}", where_, key, message));
+}
+
+void ObjectReader::adopt(const Status& status) {
+  if (status_.ok() && !status.ok()) status_ = status;
 }
 
 void ObjectReader::fail(const std::string& message) {
@@ -263,19 +336,41 @@ double ObjectReader::positive(const char* key) {
 std::int64_t ObjectReader::integer(const char* key, std::int64_t min, std::int64_t max) {
   const Json* v = require(key, "a whole number");
   if (!v) return 0;
-  if (!v->is_number_integer()) {
-    if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() &&
-        std::fabs(v->get<double>()) < 9e15) {
-      // 4.0 is a fine way to write 4.
+  const Range range{min, max};
+  auto outOfRange = [&] {
+    if (min == INT64_MIN && max == INT64_MAX) {
+      fail(key, fmt::format("{} does not fit in a 64-bit whole number", v->dump()));
     } else {
-      fail(key, "expected a whole number, got " + describeJson(*v));
-      return 0;
+      fail(key, fmt::format("{} is out of range; expected {}", v->dump(), describeRange(range)));
     }
+    return std::int64_t{0};
+  };
+  std::int64_t i = 0;
+  if (v->is_number_unsigned()) {
+    if (v->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) return outOfRange();
+    i = static_cast<std::int64_t>(v->get<std::uint64_t>());
+  } else if (v->is_number_integer()) {
+    i = v->get<std::int64_t>();
+  } else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
+             std::floor(v->get<double>()) == v->get<double>()) {
+    // 4.0 is a fine way to write 4; 1e30 is a whole number out of range.
+    const double d = v->get<double>();
+    if (!(d >= -9e18 && d <= 9e18)) return outOfRange();
+    i = static_cast<std::int64_t>(d);
+  } else {
+    fail(key, "expected a whole number, got " + describeJson(*v));
+    return 0;
   }
-  const auto i = v->is_number_integer() ? v->get<std::int64_t>() : static_cast<std::int64_t>(v->get<double>());
-  if (i < min) fail(key, fmt::format("must be at least {} (got {})", min, i));
-  if (i > max) fail(key, fmt::format("must be at most {} (got {})", max, i));
+  if (i < min || i > max) return outOfRange();
   return i;
+}
+
+std::int64_t ObjectReader::count(const char* key, Range range) { return integer(key, range.min, range.max); }
+
+std::optional<std::int64_t> ObjectReader::optCount(const char* key, Range range) {
+  seen_.insert(key);
+  if (!has(key)) return std::nullopt;
+  return integer(key, range.min, range.max);
 }
 
 std::string ObjectReader::string(const char* key) {
@@ -331,8 +426,16 @@ template <class T, class Parse>
 T quantity(ObjectReader& r, const char* key, const Json* v, Parse parse) {
   if (!v) return T{};
   if (v->is_number()) {
-    if (v->get<double>() < 0) r.fail(key, "must not be negative");
-    return static_cast<T>(v->get<double>());
+    const double d = v->get<double>();
+    if (d < 0) {
+      r.fail(key, fmt::format("{} is out of range; expected at least 0", v->dump()));
+      return T{};
+    }
+    if (!(d <= static_cast<double>(kMaxBytes))) {  // also NaN
+      r.fail(key, fmt::format("{} is out of range; expected at most {}", v->dump(), kMaxBytes));
+      return T{};
+    }
+    return static_cast<T>(d);
   }
   if (!v->is_string()) {
     r.fail(key, "expected a number or a string with a unit, got " + describeJson(*v));
@@ -341,9 +444,14 @@ T quantity(ObjectReader& r, const char* key, const Json* v, Parse parse) {
   auto parsed = parse(v->get<std::string>(), key);
   if (!parsed.ok()) {
     // The parser's message starts with the key; keep only its explanation.
-    const std::string& m = parsed.status().message();
+    std::string m = parsed.status().message();
     const auto colon = m.find(": ");
-    r.fail(key, colon == std::string::npos ? m : m.substr(colon + 2));
+    if (colon != std::string::npos) m = m.substr(colon + 2);
+    // It quotes the text, which may hold a newline from the file.
+    for (char& c : m) {
+      if (static_cast<unsigned char>(c) < 0x20) c = '?';
+    }
+    r.fail(key, m);
     return T{};
   }
   return static_cast<T>(*parsed);
@@ -360,7 +468,13 @@ double ObjectReader::bandwidth(const char* key) {
 }
 
 double ObjectReader::seconds(const char* key) {
-  return quantity<double>(*this, key, require(key, "a duration such as 30us"), parseSeconds);
+  const double s = quantity<double>(*this, key, require(key, "a duration such as 30us"), parseSeconds);
+  // As parseSeconds: thirty years is longer than anything a duration means here.
+  if (s > 1e9) {
+    fail(key, fmt::format("{} s is out of range; expected a duration of at most 1e9 s", s));
+    return 0;
+  }
+  return s;
 }
 
 double ObjectReader::fraction(const char* key) {
@@ -393,10 +507,10 @@ std::optional<double> ObjectReader::optNumber(const char* key) {
   return number(key);
 }
 
-std::optional<std::int64_t> ObjectReader::optInteger(const char* key, std::int64_t min) {
+std::optional<std::int64_t> ObjectReader::optInteger(const char* key, std::int64_t min, std::int64_t max) {
   seen_.insert(key);
   if (!has(key)) return std::nullopt;
-  return integer(key, min);
+  return integer(key, min, max);
 }
 
 std::optional<std::string> ObjectReader::optString(const char* key) {
@@ -409,10 +523,14 @@ void ObjectReader::rejectUnknownKeys(const std::set<std::string>& alsoAllowed) {
   if (!status_.ok() || !j_.is_object()) return;
   for (const auto& item : j_.items()) {
     if (seen_.count(item.key()) || alsoAllowed.count(item.key())) continue;
-    std::string known;
-    for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
-    for (const auto& k : alsoAllowed) known += (known.empty() ? "" : ", ") + k;
-    fail(fmt::format("unknown key \"{}\" (known keys: {})", item.key(), known));
+    std::set<std::string> known(seen_.begin(), seen_.end());
+    known.insert(alsoAllowed.begin(), alsoAllowed.end());
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    const std::string guess = closestName(item.key(), known);
+    fail(fmt::format("unknown key {}{} (known keys: {})",
+                     Json(item.key()).dump(-1, ' ', false, Json::error_handler_t::replace),
+                     guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess), list));
     return;
   }
 }

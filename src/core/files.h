@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/limits.h"
 #include "core/status.h"
 
 namespace hydrozoa {
@@ -55,13 +56,18 @@ class ObjectReader {
   // `where` names the object for messages. A non-object `j` records an error.
   ObjectReader(const Json& j, std::string where);
 
+  // Present and not null. Asking makes `key` a known key (rejectUnknownKeys).
   bool has(const char* key) const;
   const Json* raw(const char* key);  // nullptr when absent (no error)
 
   double number(const char* key);
   double nonNegative(const char* key);
   double positive(const char* key);
+  // A whole number in [min, max]; 4.0 reads as 4; anything else (1e30, "abc",
+  // 2^64) fails with "... is out of range; expected a whole number from ...".
   std::int64_t integer(const char* key, std::int64_t min = INT64_MIN, std::int64_t max = INT64_MAX);
+  std::int64_t count(const char* key, Range range);
+  std::optional<std::int64_t> optCount(const char* key, Range range);
   std::string string(const char* key);
   bool boolean(const char* key);
   // REQUIRED array / object; an empty array is allowed unless nonEmpty.
@@ -78,7 +84,8 @@ class ObjectReader {
 
   // Optional variants: std::nullopt when the key is absent or null.
   std::optional<double> optNumber(const char* key);
-  std::optional<std::int64_t> optInteger(const char* key, std::int64_t min = INT64_MIN);
+  std::optional<std::int64_t> optInteger(const char* key, std::int64_t min = INT64_MIN,
+                                         std::int64_t max = INT64_MAX);
   std::optional<std::string> optString(const char* key);
 
   // Records an error for every key not read through this reader (or listed in
@@ -88,6 +95,9 @@ class ObjectReader {
   // Records a custom failure for `key` (message is appended after the path).
   void fail(const char* key, const std::string& message);
   void fail(const std::string& message);
+  // Records the failure of a nested reader (or a parser given child(key) as
+  // its name), whose message names its place already. OK is ignored.
+  void adopt(const Status& status);
 
   // Where a child of this object is, for nested readers: "p.json: layers[3]".
   std::string child(const char* key) const;
@@ -102,8 +112,12 @@ class ObjectReader {
   const Json& j_;
   std::string where_;
   Status status_;
-  std::set<std::string> seen_;
+  mutable std::set<std::string> seen_;  // keys asked about: the known keys
 };
+
+// The name in `names` closest to `word` (a typo's likely intent), or "" when
+// none is close: for "did you mean" hints.
+std::string closestName(const std::string& word, const std::set<std::string>& names);
 
 // Short description of a JSON value's kind for messages: "a string \"x\"".
 std::string describeJson(const Json& value);

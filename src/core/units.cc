@@ -58,7 +58,12 @@ Result<Bytes> parseBytes(const std::string& text, const std::string& what) {
   };
   const std::string u = lower(unit);
   for (const auto& [name, scale] : kUnits) {
-    if (u == name) return static_cast<Bytes>(std::llround(number * scale));
+    if (u != name) continue;
+    if (!(number * scale <= static_cast<double>(kMaxBytes))) {
+      return invalidArgument(fmt::format("{}: size {} is out of range; the largest accepted is {}", what, text,
+                                         formatBytes(kMaxBytes)));
+    }
+    return static_cast<Bytes>(std::llround(number * scale));
   }
   return invalidArgument(fmt::format("{}: unknown size unit \"{}\" in \"{}\"; {}", what, unit, text, hint));
 }
@@ -99,7 +104,12 @@ Result<BytesPerSecond> parseBandwidth(const std::string& text, const std::string
   } else {
     return unknown();
   }
-  return number * scale * bytesPerUnit;
+  const double bandwidth = number * scale * bytesPerUnit;
+  if (!(bandwidth <= static_cast<double>(kMaxBytes))) {
+    return invalidArgument(fmt::format("{}: bandwidth {} is out of range; the largest accepted is {}", what, text,
+                                       formatBandwidth(static_cast<double>(kMaxBytes))));
+  }
+  return bandwidth;
 }
 
 Result<Seconds> parseSeconds(const std::string& text, const std::string& what) {
@@ -110,6 +120,10 @@ Result<Seconds> parseSeconds(const std::string& text, const std::string& what) {
     return invalidArgument(fmt::format("{}: \"{}\" is not a duration; {}", what, text, hint));
   }
   if (number < 0) return invalidArgument(fmt::format("{}: duration {} is negative; {}", what, text, hint));
+  // 1e9 s (thirty years) is longer than any job, timeout or delay anyone means.
+  if (number > 1e9) {
+    return invalidArgument(fmt::format("{}: duration {} is out of range; {}", what, text, hint));
+  }
   const std::string u = lower(unit);
   if (u.empty() || u == "s" || u == "sec") return number;
   if (u == "ms") return number * 1e-3;
@@ -127,6 +141,39 @@ Result<std::int64_t> parsePositiveInt(const std::string& text, const std::string
     return invalidArgument(fmt::format("{}: \"{}\" is not a whole number", what, text));
   }
   if (v <= 0) return invalidArgument(fmt::format("{}: {} must be at least 1", what, text));
+  return static_cast<std::int64_t>(v);
+}
+
+namespace {
+// 1234567 -> "1,234,567", exactly (formatCount goes through a double).
+std::string groupDigits(std::int64_t v) {
+  std::string digits = std::to_string(v);
+  const bool negative = v < 0;
+  if (negative) digits.erase(0, 1);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return negative ? "-" + out : out;
+}
+}  // namespace
+
+std::string describeRange(Range range) {
+  return fmt::format("a whole number from {} to {}", groupDigits(range.min), groupDigits(range.max));
+}
+
+Result<std::int64_t> parseCount(const std::string& text, const std::string& what, Range range) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  const std::string shown = text.size() > 40 ? text.substr(0, 37) + "..." : text;
+  if (text.empty() || *end != '\0' || (errno != 0 && errno != ERANGE)) {
+    return invalidArgument(fmt::format("{}: \"{}\" is not {}", what, shown, describeRange(range)));
+  }
+  if (errno == ERANGE || v < range.min || v > range.max) {
+    return invalidArgument(fmt::format("{}: {} is out of range; expected {}", what, shown, describeRange(range)));
+  }
   return static_cast<std::int64_t>(v);
 }
 
@@ -171,6 +218,10 @@ std::string formatCount(double value) {
     out += digits[i];
   }
   return value < 0 ? "-" + out : out;
+}
+
+std::string countOf(std::int64_t n, const char* one, const char* many) {
+  return formatCount(static_cast<double>(n)) + " " + (n == 1 ? one : many);
 }
 
 std::string formatUsd(Usd usd) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/limits.h"
 #include "core/status.h"
 
 namespace hydrozoa {
@@ -45,6 +46,15 @@ Result<Seconds> parseSeconds(const std::string& text, const std::string& what);
 // Parses a strictly positive integer ("16"), naming `what` in errors.
 Result<std::int64_t> parsePositiveInt(const std::string& text, const std::string& what);
 
+// Parses a whole number within `range`; anything else (0 or less when the
+// range starts at 1, past the range, "1e30", "nan", "abc") is one error that
+// names `what`, the value and the range: "--data-parallel: 4294967296 is out of
+// range; expected a whole number from 1 to 65,536".
+Result<std::int64_t> parseCount(const std::string& text, const std::string& what, Range range);
+
+// "a whole number from 1 to 65,536", for messages.
+std::string describeRange(Range range);
+
 // "12.0 GB", "512 MB", "3 B": decimal units, three significant digits.
 std::string formatBytes(Bytes bytes);
 // "1.25 GB/s" (bytes per second).
@@ -55,5 +65,7 @@ std::string formatSeconds(Seconds seconds);
 std::string formatUsd(Usd usd);
 // A count with thousands separators: "1,234,567".
 std::string formatCount(double value);
+// "1 microbatch", "4 microbatches": the count and the noun that agrees with it.
+std::string countOf(std::int64_t n, const char* one, const char* many);
 
 }  // namespace hydrozoa

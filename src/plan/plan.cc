@@ -4,9 +4,35 @@
 
 #include <algorithm>
 
+#include "core/limits.h"
 #include "core/table.h"
+#include "profile/field_checks.h"
 
 namespace hydrozoa::plan {
+namespace {
+
+using profile::bytesIn;
+using profile::kUsdPerHourRange;
+using profile::NumberRange;
+using profile::numberIn;
+using profile::optBytesIn;
+using profile::optNumberIn;
+
+// Samples per second and per dollar: a thousand times more than the largest
+// global batch every microsecond is more than any prediction.
+constexpr NumberRange kRateRange{0, 1e15, "samples"};
+constexpr NumberRange kBubbleRange{0, 1, "a fraction"};
+// The allreduce fit's seconds per byte (profile/profile.cc reads the same).
+constexpr NumberRange kAlphaRange{-1, 1, "seconds per byte"};
+constexpr NumberRange kPlannedBandwidthRange{0, static_cast<double>(kMaxBytes), "bytes per second"};
+// vCPUs of one worker: a share of an instance, or none given (0).
+constexpr NumberRange kWorkerVcpusRange{0, profile::kVcpusRange.max, "vCPUs"};
+
+double optSeconds(ObjectReader& r, const char* key) {
+  return optNumberIn(r, key, profile::kSecondsRange).value_or(0);
+}
+
+}  // namespace
 
 Plan makePlan(const SearchResult& result, const profile::Profile& profile, const SearchOptions& o,
               const std::string& platform) {
@@ -141,7 +167,8 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
   ObjectReader top(j, origin);
   const std::string schema = top.string("schema");
   if (top.ok() && schema != kPlanSchema) {
-    top.fail("schema", fmt::format("is \"{}\", this hydrozoa reads \"{}\" (re-run `hydrozoa plan`)", schema, kPlanSchema));
+    top.fail("schema", fmt::format("is \"{}\", this hydrozoa reads \"{}\" (re-run `hydrozoa plan`)",
+                                   profile::printable(schema), kPlanSchema));
   }
   HZ_RETURN_IF_ERROR(top.status());
   {
@@ -166,38 +193,59 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
   }
   {
     ObjectReader s(top.object("strategy"), top.child("strategy"));
-    p.data_parallel = static_cast<int>(s.integer("data_parallel", 1, 1 << 20));
-    p.pipeline_stages = static_cast<int>(s.integer("pipeline_stages", 1, 1 << 20));
+    p.data_parallel = static_cast<int>(s.count("data_parallel", kWorkersRange));
+    p.pipeline_stages = static_cast<int>(s.count("pipeline_stages", kWorkersRange));
     HZ_RETURN_IF_ERROR(s.status());
   }
-  p.microbatch_size = top.integer("microbatch_size", 1);
-  p.num_microbatches = top.integer("num_microbatches", 1);
+  p.microbatch_size = top.count("microbatch_size", kSamplesRange);
+  p.num_microbatches = top.count("num_microbatches", kMicrobatchesRange);
   const Json& stages = top.array("stages", /*nonEmpty=*/true);
   HZ_RETURN_IF_ERROR(top.status());
+  // The global batch A·M·m is what every worker's loop runs over: one range.
+  const std::int64_t globalBatch =
+      saturatingMul(saturatingMul(p.data_parallel, p.microbatch_size), p.num_microbatches);
+  if (!inRange(globalBatch, kSamplesRange)) {
+    return parseError(fmt::format("{}: strategy.data_parallel {} × num_microbatches {} × microbatch_size {} is a global "
+                                  "batch of {} samples, out of range; expected {}",
+                                  origin, p.data_parallel, p.num_microbatches, p.microbatch_size, globalBatch,
+                                  describeRange(kSamplesRange)));
+  }
+  // Written for people and tools; when there, it must agree.
+  if (const auto written = top.optCount("global_batch", kSamplesRange); written && *written != globalBatch) {
+    top.fail("global_batch", fmt::format("is {} but data_parallel × num_microbatches × microbatch_size is {}", *written,
+                                         globalBatch));
+  }
+  HZ_RETURN_IF_ERROR(top.status());
+  if (const std::int64_t workers = std::int64_t{p.data_parallel} * p.pipeline_stages; workers > kWorkersRange.max) {
+    return parseError(fmt::format("{}: strategy.data_parallel {} × pipeline_stages {} is {} workers, out of range; "
+                                  "expected {}",
+                                  origin, p.data_parallel, p.pipeline_stages, workers, describeRange(kWorkersRange)));
+  }
+  p.workers = p.data_parallel * p.pipeline_stages;  // unless inputs.workers says more
   for (size_t i = 0; i < stages.size(); ++i) {
     ObjectReader r(stages[i], top.element("stages", i));
     PlanStage s;
-    s.first_layer = static_cast<int>(r.integer("first_layer", 0));
-    s.last_layer = static_cast<int>(r.integer("last_layer", 0));
-    s.memory_bytes = r.integer("memory_bytes", 0);
-    s.parameter_bytes = r.optInteger("parameter_bytes", 0).value_or(0);
-    s.forward_seconds = r.optNumber("forward_seconds").value_or(0);
-    s.backward_seconds = r.optNumber("backward_seconds").value_or(0);
-    s.allreduce_seconds = r.optNumber("allreduce_seconds").value_or(0);
+    s.first_layer = static_cast<int>(r.integer("first_layer", 0, kLayersRange.max - 1));
+    s.last_layer = static_cast<int>(r.integer("last_layer", 0, kLayersRange.max - 1));
+    s.memory_bytes = bytesIn(r, "memory_bytes");
+    s.parameter_bytes = optBytesIn(r, "parameter_bytes").value_or(0);
+    s.forward_seconds = optSeconds(r, "forward_seconds");
+    s.backward_seconds = optSeconds(r, "backward_seconds");
+    s.allreduce_seconds = optSeconds(r, "allreduce_seconds");
     if (const Json* w = r.raw("worker")) {
       ObjectReader wr(*w, r.child("worker"));
       s.worker = wr.optString("description").value_or("");
-      s.vcpus = wr.optNumber("vcpus").value_or(0);
-      s.worker_memory_bytes = wr.optInteger("memory_bytes", 0).value_or(0);
+      s.vcpus = optNumberIn(wr, "vcpus", kWorkerVcpusRange).value_or(0);
+      s.worker_memory_bytes = optBytesIn(wr, "memory_bytes").value_or(0);
       s.accelerator = wr.optString("accelerator").value_or("");
-      s.cost_per_hour = wr.optNumber("cost_per_hour").value_or(0);
+      s.cost_per_hour = optNumberIn(wr, "cost_per_hour", kUsdPerHourRange).value_or(0);
       HZ_RETURN_IF_ERROR(wr.status());
     }
     HZ_RETURN_IF_ERROR(r.status());
     const int expectedFirst = i == 0 ? 0 : p.stages.back().last_layer + 1;
     if (s.first_layer != expectedFirst || s.last_layer < s.first_layer) {
-      return parseError(fmt::format("{}: stages[{}] covers layers {}-{}; stages must be consecutive, non-empty ranges "
-                                    "starting at layer 0 (expected it to start at {})",
+      return parseError(fmt::format("{}: stages[{}]: first_layer {} and last_layer {}: stages must be consecutive, "
+                                    "non-empty ranges starting at layer 0 (expected first_layer {})",
                                     origin, i, s.first_layer, s.last_layer, expectedFirst));
     }
     p.stages.push_back(s);
@@ -207,29 +255,31 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
                                   p.stages.size()));
   }
   if (!p.layer_names.empty() && p.stages.back().last_layer + 1 != static_cast<int>(p.layer_names.size())) {
-    return parseError(fmt::format("{}: the stages end at layer {} but the model has {} layers", origin,
-                                  p.stages.back().last_layer, p.layer_names.size()));
+    return parseError(fmt::format("{}: stages[{}].last_layer is {} but the model has {} layers (the last stage ends at "
+                                  "the last layer)",
+                                  origin, p.stages.size() - 1, p.stages.back().last_layer, p.layer_names.size()));
   }
   if (const Json* pred = top.raw("predicted")) {
     ObjectReader r(*pred, top.child("predicted"));
-    p.iteration_seconds = r.nonNegative("iteration_seconds");
-    p.samples_per_second = r.nonNegative("samples_per_second");
-    p.cost_per_hour = r.nonNegative("cost_per_hour");
-    p.samples_per_dollar = r.nonNegative("samples_per_dollar");
-    p.pipeline_seconds = r.optNumber("pipeline_seconds").value_or(p.iteration_seconds);
-    p.allreduce_seconds = r.optNumber("allreduce_seconds").value_or(0);
-    p.bubble_fraction = r.optNumber("bubble_fraction").value_or(0);
-    p.partition_gap_seconds = r.optNumber("partition_gap_seconds").value_or(0);
+    p.iteration_seconds = numberIn(r, "iteration_seconds", profile::kSecondsRange);
+    p.samples_per_second = numberIn(r, "samples_per_second", kRateRange);
+    p.cost_per_hour = numberIn(r, "cost_per_hour", kUsdPerHourRange);
+    p.samples_per_dollar = numberIn(r, "samples_per_dollar", kRateRange);
+    p.pipeline_seconds = optNumberIn(r, "pipeline_seconds", profile::kSecondsRange).value_or(p.iteration_seconds);
+    p.allreduce_seconds = optSeconds(r, "allreduce_seconds");
+    p.bubble_fraction = optNumberIn(r, "bubble_fraction", kBubbleRange).value_or(0);
+    p.partition_gap_seconds = optSeconds(r, "partition_gap_seconds");
     HZ_RETURN_IF_ERROR(r.status());
   }
   if (const Json* in = top.raw("inputs")) {
     ObjectReader r(*in, top.child("inputs"));
-    p.workers = static_cast<int>(r.optInteger("workers", 1).value_or(p.data_parallel * p.pipeline_stages));
-    p.memory_limit = r.optInteger("memory_limit_bytes", 1);
-    p.bandwidth = r.optNumber("bandwidth_bytes_per_s").value_or(0);
-    p.allreduce_alpha = r.optNumber("allreduce_alpha_s_per_byte").value_or(0);
-    p.allreduce_beta = r.optNumber("allreduce_beta_s").value_or(0);
-    p.global_batch_requested = r.optInteger("global_batch", 1);
+    p.workers = static_cast<int>(r.optCount("workers", kWorkersRange).value_or(p.workers));
+    p.memory_limit = optBytesIn(r, "memory_limit_bytes", /*min=*/1);
+    // 0: planned without a bandwidth.
+    p.bandwidth = optNumberIn(r, "bandwidth_bytes_per_s", kPlannedBandwidthRange).value_or(0);
+    p.allreduce_alpha = optNumberIn(r, "allreduce_alpha_s_per_byte", kAlphaRange).value_or(0);
+    p.allreduce_beta = optSeconds(r, "allreduce_beta_s");
+    p.global_batch_requested = r.optCount("global_batch", kSamplesRange);
     p.objective = r.optString("objective").value_or("");
     p.platform = r.optString("platform").value_or("");
     HZ_RETURN_IF_ERROR(r.status());
@@ -238,18 +288,19 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     for (size_t i = 0; i < alts->size(); ++i) {
       ObjectReader r((*alts)[i], top.element("alternatives", i));
       PlanAlternative a;
-      a.data_parallel = static_cast<int>(r.integer("data_parallel", 1));
-      a.pipeline_stages = static_cast<int>(r.integer("pipeline_stages", 1));
-      a.microbatch_size = r.optInteger("microbatch_size", 0).value_or(0);
-      a.num_microbatches = r.optInteger("num_microbatches", 0).value_or(0);
+      a.data_parallel = static_cast<int>(r.count("data_parallel", kWorkersRange));
+      a.pipeline_stages = static_cast<int>(r.count("pipeline_stages", kWorkersRange));
+      // 0: none (an infeasible strategy has no microbatches).
+      a.microbatch_size = r.optInteger("microbatch_size", 0, kSamplesRange.max).value_or(0);
+      a.num_microbatches = r.optInteger("num_microbatches", 0, kMicrobatchesRange.max).value_or(0);
       a.feasible = r.boolean("feasible");
       a.chosen = r.has("chosen") && r.boolean("chosen");
       a.note = r.optString("note").value_or("");
-      a.iteration_seconds = r.optNumber("iteration_seconds").value_or(0);
-      a.samples_per_second = r.optNumber("samples_per_second").value_or(0);
-      a.cost_per_hour = r.optNumber("cost_per_hour").value_or(0);
-      a.samples_per_dollar = r.optNumber("samples_per_dollar").value_or(0);
-      a.max_worker_memory = r.optInteger("max_worker_memory_bytes", 0).value_or(0);
+      a.iteration_seconds = optSeconds(r, "iteration_seconds");
+      a.samples_per_second = optNumberIn(r, "samples_per_second", kRateRange).value_or(0);
+      a.cost_per_hour = optNumberIn(r, "cost_per_hour", kUsdPerHourRange).value_or(0);
+      a.samples_per_dollar = optNumberIn(r, "samples_per_dollar", kRateRange).value_or(0);
+      a.max_worker_memory = optBytesIn(r, "max_worker_memory_bytes").value_or(0);
       HZ_RETURN_IF_ERROR(r.status());
       p.alternatives.push_back(a);
     }
@@ -257,13 +308,20 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
   return p;
 }
 
+Result<Plan> parsePlan(const std::string& text, const std::string& origin) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return parseError(origin + ": the file is empty");
+  HZ_ASSIGN_OR_RETURN(Json j, parseJson(text, origin));
+  return planFromJson(j, origin);
+}
+
 Result<Plan> loadPlan(const std::string& path) {
-  HZ_ASSIGN_OR_RETURN(Json j, readJsonFile(path));
-  return planFromJson(j, path);
+  HZ_ASSIGN_OR_RETURN(std::string text, readTextFile(path));
+  return parsePlan(text, path);
 }
 
 Status savePlan(const Plan& plan, const std::string& path) {
-  return writeFileAtomically(path, planToJson(plan).dump(1) + "\n");
+  // Names from YAML files (a job's model options) may hold bytes that are not UTF-8.
+  return writeFileAtomically(path, planToJson(plan).dump(1, ' ', false, Json::error_handler_t::replace) + "\n");
 }
 
 std::string renderPlanTable(const Plan& p) {
@@ -301,9 +359,15 @@ std::string renderPlanTable(const Plan& p) {
     const PlanStage& st = p.stages[s];
     std::string layers = fmt::format("{}-{}", st.first_layer, st.last_layer);
     if (static_cast<size_t>(st.last_layer) < p.layer_names.size()) {
+      // Imported names can be whole module descriptions ("node2 Conv2d(3, 64,
+      // kernel_size=..."): keep the column readable; plan.json has them whole.
+      auto shortName = [](const std::string& name) {
+        return name.size() <= 24 ? name : name.substr(0, 23) + "…";
+      };
       layers += st.first_layer == st.last_layer
-                    ? fmt::format(" ({})", p.layer_names[st.first_layer])
-                    : fmt::format(" ({}..{})", p.layer_names[st.first_layer], p.layer_names[st.last_layer]);
+                    ? fmt::format(" ({})", shortName(p.layer_names[st.first_layer]))
+                    : fmt::format(" ({}..{})", shortName(p.layer_names[st.first_layer]),
+                                  shortName(p.layer_names[st.last_layer]));
     }
     stages.addRow({std::to_string(s), layers, formatSeconds(st.forward_seconds), formatSeconds(st.backward_seconds),
                    formatBytes(st.parameter_bytes), formatBytes(st.memory_bytes), formatSeconds(st.allreduce_seconds),

@@ -84,7 +84,14 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
 
 Json planToJson(const Plan& plan);
 Result<Plan> planFromJson(const Json& j, const std::string& origin);
+// Every count has its range (core/limits.h: strategy in kWorkersRange, their
+// product too; microbatch_size and the global batch in kSamplesRange;
+// num_microbatches in kMicrobatchesRange; layer indices in kLayersRange),
+// sizes are 0 to kMaxBytes and times and prices finite; anything else is an
+// error naming the field, the value and the range.
 Result<Plan> loadPlan(const std::string& path);
+// The same for plan.json's text; errors name `origin`.
+Result<Plan> parsePlan(const std::string& text, const std::string& origin);
 Status savePlan(const Plan& plan, const std::string& path);
 
 // The table `hydrozoa plan` prints: every alternative, the chosen one marked,

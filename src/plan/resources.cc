@@ -4,43 +4,73 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "core/files.h"
 #include "core/paths.h"
+#include "profile/field_checks.h"
 
 namespace hydrozoa::plan {
 namespace {
 
+using profile::NumberRange;
+using profile::numberIn;
+
+// Up to a multiple of `increment`; past 2^62 (no worker has that) saturates
+// instead of overflowing the conversion.
 Bytes roundUp(double bytes, Bytes increment) {
+  constexpr double kLarge = static_cast<double>(std::int64_t{1} << 62);
+  if (!(bytes < kLarge)) return std::numeric_limits<Bytes>::max();
   if (increment <= 0) return static_cast<Bytes>(std::ceil(bytes));
-  return static_cast<Bytes>(std::ceil(bytes / static_cast<double>(increment) - 1e-9)) * increment;
+  return saturatingMul(static_cast<Bytes>(std::ceil(bytes / static_cast<double>(increment) - 1e-9)), increment);
+}
+
+// A margin of 10 (1000%) is already far more headroom than anyone plans.
+constexpr NumberRange kMarginRange{0, 10, "a fraction"};
+constexpr NumberRange kVcpusPerGbRange{0, 1024, "vCPUs per GB", /*exclusive_min=*/true};
+constexpr NumberRange kInstancePriceRange{0, profile::kUsdPerHourRange.max, "dollars per hour",
+                                          /*exclusive_min=*/true};
+// Accelerators (GPUs) in one VM instance.
+constexpr Range kAcceleratorsRange{1, 1024};
+
+// A size from `min` to kMaxBytes, with a unit or without ("16GB", 2e9).
+Bytes sizeIn(ObjectReader& r, const char* key, Bytes min) {
+  const Bytes v = r.bytes(key);
+  if (r.ok() && v < min) {
+    r.fail(key, fmt::format("{} is out of range; expected a size from {} to {} bytes", v, min, kMaxBytes));
+  }
+  return v;
 }
 
 double gb(Bytes b) { return static_cast<double>(b) / 1e9; }
 
-std::optional<ContainerTier> readTier(ObjectReader& parent, const char* key) {
+// The tier at `key`, std::nullopt when absent; errors name the tier's field.
+Result<std::optional<ContainerTier>> readTier(ObjectReader& parent, const char* key) {
   const Json* raw = parent.raw(key);
-  if (!raw) return std::nullopt;
+  if (!raw) return std::optional<ContainerTier>();
   ObjectReader r(*raw, parent.child(key));
   ContainerTier t;
-  t.vcpus = r.positive("vcpus");
-  t.max_memory = r.bytes("max_memory");
-  if (r.has("host_memory")) t.host_memory = r.bytes("host_memory");
-  t.vcpu_per_hour = r.nonNegative("vcpu_per_hour");
-  t.memory_gb_per_hour = r.nonNegative("memory_gb_per_hour");
+  t.vcpus = numberIn(r, "vcpus", profile::kVcpusRange);
+  t.max_memory = sizeIn(r, "max_memory", 1);
+  if (r.has("host_memory")) t.host_memory = sizeIn(r, "host_memory", 0);
+  t.vcpu_per_hour = numberIn(r, "vcpu_per_hour", profile::kUsdPerHourRange);
+  t.memory_gb_per_hour = numberIn(r, "memory_gb_per_hour", profile::kUsdPerHourRange);
   if (const Json* acc = r.raw("accelerators")) {
     if (!acc->is_object()) {
       r.fail("accelerators", "expected a map of accelerator name to $/hour");
     } else {
       ObjectReader a(*acc, r.child("accelerators"));
-      for (const auto& item : acc->items()) t.accelerators.emplace_back(item.key(), a.nonNegative(item.key().c_str()));
-      if (!a.ok()) r.fail(a.status().message());
+      for (const auto& item : acc->items()) {
+        t.accelerators.emplace_back(item.key(), numberIn(a, item.key().c_str(), profile::kUsdPerHourRange));
+      }
+      HZ_RETURN_IF_ERROR(r.status());
+      HZ_RETURN_IF_ERROR(a.status());
     }
   }
   r.rejectUnknownKeys();
-  if (!r.ok()) parent.fail(r.status().message());
-  return t;
+  HZ_RETURN_IF_ERROR(r.status());
+  return std::optional<ContainerTier>(t);
 }
 
 std::string available(const std::vector<std::string>& names) {
@@ -53,36 +83,54 @@ std::string available(const std::vector<std::string>& names) {
 
 Result<Catalog> loadCatalog(const std::string& nameOrPath) {
   const std::string path = dataFile("pricing", nameOrPath, ".yaml");
-  auto yaml = readYamlFile(path);
-  if (!yaml.ok()) {
-    if (yaml.status().code() == ErrorCode::kNotFound && path != nameOrPath) {
+  auto text = readTextFile(path);
+  if (!text.ok()) {
+    if (text.status().code() == ErrorCode::kNotFound && path != nameOrPath) {
       return notFound(fmt::format("unknown platform \"{}\": no {} (built in: aci, lambda, azure-vm, aws-vm; or give a "
                                   "catalog file path)",
                                   nameOrPath, path));
     }
-    return yaml.status();
+    return text.status();
   }
-  ObjectReader r(*yaml, path);
+  return catalogFromYaml(*text, path);
+}
+
+Result<Catalog> catalogFromYaml(const std::string& text, const std::string& origin) {
+  HZ_ASSIGN_OR_RETURN(Json yaml, parseYaml(text, origin));
+  ObjectReader r(yaml, origin);
   Catalog c;
   c.name = r.string("name");
   c.description = r.optString("description").value_or("");
   const std::string kind = r.string("kind");
   c.billing = r.string("billing");
   c.network_bandwidth = r.bandwidth("network_bandwidth");
-  if (r.has("memory_increment")) c.memory_increment = r.bytes("memory_increment");
-  if (r.has("memory_margin")) c.memory_margin = r.fraction("memory_margin");
+  if (r.ok() && !(c.network_bandwidth > 0)) {
+    r.fail("network_bandwidth", fmt::format("{} is out of range; expected bytes per second above 0 to {}",
+                                            c.network_bandwidth, kMaxBytes));
+  }
+  if (r.has("memory_increment")) c.memory_increment = sizeIn(r, "memory_increment", 1);
+  if (r.has("memory_margin")) {
+    c.memory_margin = r.fraction("memory_margin");
+    if (r.ok() && !profile::inNumberRange(c.memory_margin, kMarginRange)) {
+      r.fail("memory_margin", fmt::format("{} is out of range; expected {}", c.memory_margin,
+                                          profile::describeNumberRange(kMarginRange)));
+    }
+  }
   HZ_RETURN_IF_ERROR(r.status());
   if (kind == "container") {
     c.kind = PlatformKind::kContainer;
-    c.cpu = readTier(r, "cpu");
-    c.gpu = readTier(r, "gpu");
+    HZ_ASSIGN_OR_RETURN(c.cpu, readTier(r, "cpu"));
+    HZ_ASSIGN_OR_RETURN(c.gpu, readTier(r, "gpu"));
     if (r.ok() && !c.cpu && !c.gpu) r.fail("a container catalog needs a cpu: or gpu: section");
   } else if (kind == "function") {
     c.kind = PlatformKind::kFunction;
-    c.min_memory = r.bytes("min_memory");
-    c.max_memory = r.bytes("max_memory");
-    c.memory_gb_per_hour = r.nonNegative("memory_gb_per_hour");
-    c.vcpus_per_gb = r.positive("vcpus_per_gb");
+    c.min_memory = sizeIn(r, "min_memory", 0);
+    c.max_memory = sizeIn(r, "max_memory", 1);
+    c.memory_gb_per_hour = numberIn(r, "memory_gb_per_hour", profile::kUsdPerHourRange);
+    c.vcpus_per_gb = numberIn(r, "vcpus_per_gb", kVcpusPerGbRange);
+    if (r.ok() && c.min_memory > c.max_memory) {
+      r.fail("min_memory", fmt::format("{} is above max_memory; expected at most {}", c.min_memory, c.max_memory));
+    }
   } else if (kind == "vm") {
     c.kind = PlatformKind::kVm;
     const Json& list = r.array("instances", /*nonEmpty=*/true);
@@ -91,16 +139,17 @@ Result<Catalog> loadCatalog(const std::string& nameOrPath) {
       VmInstance vm;
       vm.name = v.string("name");
       vm.accelerator = v.optString("accelerator").value_or("");
-      vm.accelerators = static_cast<int>(v.optInteger("accelerators", 1).value_or(vm.accelerator.empty() ? 0 : 1));
-      vm.vcpus = v.positive("vcpus");
-      vm.memory = v.bytes("memory");
-      vm.per_hour = v.positive("per_hour");
+      const std::int64_t defaultAccelerators = vm.accelerator.empty() ? 0 : 1;
+      vm.accelerators = static_cast<int>(v.optCount("accelerators", kAcceleratorsRange).value_or(defaultAccelerators));
+      vm.vcpus = numberIn(v, "vcpus", profile::kVcpusRange);
+      vm.memory = sizeIn(v, "memory", 1);
+      vm.per_hour = numberIn(v, "per_hour", kInstancePriceRange);
       v.rejectUnknownKeys();
       HZ_RETURN_IF_ERROR(v.status());
       c.instances.push_back(vm);
     }
   } else if (r.ok()) {
-    r.fail("kind", fmt::format("is \"{}\"; use container, function or vm", kind));
+    r.fail("kind", fmt::format("is \"{}\"; use container, function or vm", profile::printable(kind)));
   }
   r.rejectUnknownKeys();
   HZ_RETURN_IF_ERROR(r.status());

@@ -1,4 +1,4 @@
-// Pricing catalogs and right-sizing (Hydrozoa §3.1, §4.3; DESIGN §4).
+// Pricing catalogs and right-sizing (Hydrozoa §3.1, §4.3; docs/plan.md).
 //
 // A catalog is a YAML data file (data/pricing/*.yaml, or a user's own) that
 // describes one platform: serverless containers priced per vCPU, GB and
@@ -56,6 +56,10 @@ struct Catalog {
 
 // Loads a catalog: a bare name ("aci") from the data directory, or a path.
 Result<Catalog> loadCatalog(const std::string& nameOrPath);
+// The same for a catalog's YAML text; errors name `origin`. Every count,
+// size and price has a range (a price at most $1e9 per hour, vCPUs above 0 to
+// 65,536, sizes to kMaxBytes); a value outside it is refused naming the field.
+Result<Catalog> catalogFromYaml(const std::string& text, const std::string& origin);
 
 // What one worker needs.
 struct WorkerNeeds {

@@ -59,7 +59,7 @@ MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurem
 Seconds ringAllreduceTime(Bytes bytes, int replicas, BytesPerSecond bandwidth, double alpha, Seconds beta) {
   if (replicas <= 1 || bytes <= 0) return 0;
   const double A = replicas, p = static_cast<double>(bytes);
-  // Hydrozoa §3.4 with the group size A (see DESIGN §4): 2(A−1) rounds.
+  // Hydrozoa §3.4 with the group size A (see docs/plan.md): 2(A−1) rounds.
   return 2.0 * (A - 1) * (p / (A * bandwidth) + alpha * p / A + beta);
 }
 
@@ -113,8 +113,8 @@ class Searcher {
     } else {
       const PartitionResult r = partitioner_.partitionInto(problem, B);
       if (!r.feasible) {
-        c.reason = fmt::format("no {}-stage split fits in {} with {} microbatches of {}", B, limitText(limit_), M,
-                               meas.microbatch_size);
+        c.reason = fmt::format("no {}-stage split fits in {} with {} of {}", B, limitText(limit_),
+                               countOf(M, "microbatch", "microbatches"), meas.microbatch_size);
         c.memory_bound = true;
         return c;
       }
@@ -248,6 +248,41 @@ Bytes leastMemory(const MemoryCosts& mem, std::int64_t M, int stages) {
   return hi;
 }
 
+// The least per-worker memory over `strategies` at the smallest microbatch
+// each allows, and which plan needs it. `pinned`: keep the user's pinned
+// microbatch count and size; otherwise only the global batch constrains.
+struct LeastPlan {
+  Bytes memory = -1;
+  std::string how;
+};
+LeastPlan leastPlan(const profile::Profile& profile, const SearchOptions& o,
+                    const std::vector<std::pair<int, int>>& strategies, bool pinned) {
+  LeastPlan least;
+  const int L = static_cast<int>(profile.numLayers());
+  for (const auto& [A, B] : strategies) {
+    for (const auto& meas : profile.measurements) {
+      if (pinned && o.microbatch_size && meas.microbatch_size != *o.microbatch_size) continue;
+      std::int64_t M = 1;
+      if (o.global_batch) {
+        if ((*o.global_batch / A) % meas.microbatch_size != 0) continue;
+        M = *o.global_batch / A / meas.microbatch_size;
+      }
+      if (pinned && o.microbatches) {
+        if (o.global_batch && M != *o.microbatches) continue;
+        M = *o.microbatches;
+      }
+      const MemoryCosts mem = memoryCosts(profile, meas, o.recovery_copies && A > 1 && B > 1, o.data_bytes);
+      const Bytes need = leastMemory(mem, M, std::min(B, L));
+      if (least.memory < 0 || need < least.memory) {
+        least.memory = need;
+        least.how = fmt::format("{}×{} with {} microbatch{} of {}", A, B, M, M == 1 ? "" : "es", meas.microbatch_size);
+      }
+      break;  // the smallest size that applies
+    }
+  }
+  return least;
+}
+
 Status nothingFits(const profile::Profile& profile, const SearchOptions& o, const std::optional<Bytes>& limit,
                    const std::vector<Candidate>& rows, const std::vector<std::pair<int, int>>& strategies) {
   // Memory is the obstacle only if some row ran out of it; otherwise say what was.
@@ -256,29 +291,31 @@ Status nothingFits(const profile::Profile& profile, const SearchOptions& o, cons
     const Candidate& first = rows.front();
     return infeasible(fmt::format("no strategy is feasible; {}×{}: {}", first.data_parallel, first.stages, first.reason));
   }
-  // Least memory over the strategies considered, at the smallest microbatch
-  // each allows, and the workers that would fit in the current limit.
-  Bytes least = -1;
-  std::string how;
   const int L = static_cast<int>(profile.numLayers());
-  for (const auto& [A, B] : strategies) {
-    for (const auto& meas : profile.measurements) {
-      std::int64_t M = 1;
-      if (o.global_batch) {
-        if ((*o.global_batch / A) % meas.microbatch_size != 0) continue;
-        M = *o.global_batch / A / meas.microbatch_size;
-      }
-      const MemoryCosts mem = memoryCosts(profile, meas, o.recovery_copies && A > 1 && B > 1, o.data_bytes);
-      const Bytes need = leastMemory(mem, M, std::min(B, L));
-      if (least < 0 || need < least) {
-        least = need;
-        how = fmt::format("{}×{} with {} microbatch{} of {}", A, B, M, M == 1 ? "" : "es", meas.microbatch_size);
-      }
-      break;  // the smallest size that applies
+  const LeastPlan least = leastPlan(profile, o, strategies, true);
+  const std::string within =
+      fmt::format("in {} per worker{}", formatBytes(*limit),
+                  o.global_batch ? fmt::format(" with global batch {}", *o.global_batch) : "");
+  // A pinned microbatch count or size that is what makes nothing fit says so.
+  if (o.microbatches || o.microbatch_size) {
+    const LeastPlan free = leastPlan(profile, o, strategies, false);
+    if (free.memory >= 0 && free.memory <= *limit) {
+      std::string pins;
+      if (o.microbatches) pins += fmt::format("--microbatches {}", *o.microbatches);
+      if (o.microbatch_size) pins += fmt::format("{}--microbatch-size {}", pins.empty() ? "" : " and ", *o.microbatch_size);
+      return infeasible(fmt::format(
+          "nothing fits {} with {}: the smallest plan with {} ({}) needs {} per worker. Fix: pin fewer or smaller "
+          "microbatches or drop the pin ({} fits, needing {}), or give each worker at least {} (--memory {}MB)",
+          within, pins, pins.find(" and ") == std::string::npos ? "it" : "them", least.how,
+          least.memory >= 0 ? formatBytes(least.memory) : "?", free.how, formatBytes(free.memory),
+          least.memory >= 0 ? formatBytes(least.memory) : "?", (least.memory + 999999) / 1000000));
     }
   }
   std::string fixes;
-  if (least > 0) fixes += fmt::format("give each worker at least {} (--memory {}MB)", formatBytes(least), (least + 999999) / 1000000);
+  if (least.memory > 0) {
+    fixes += fmt::format("give each worker at least {} (--memory {}MB)", formatBytes(least.memory),
+                         (least.memory + 999999) / 1000000);
+  }
   {
     const auto& meas = profile.measurements.front();
     const std::int64_t M = o.global_batch ? std::max<std::int64_t>(1, *o.global_batch / meas.microbatch_size) : 1;
@@ -289,9 +326,8 @@ Status nothingFits(const profile::Profile& profile, const SearchOptions& o, cons
   }
   if (o.global_batch) fixes += fmt::format("{}a smaller --global-batch", fixes.empty() ? "" : ", or ");
   fixes += fmt::format("{}profile smaller microbatch sizes", fixes.empty() ? "" : ", or ");
-  return infeasible(fmt::format("nothing fits in {} per worker{}: the smallest plan ({}) needs {} per worker. Fix: {}",
-                                formatBytes(*limit), o.global_batch ? fmt::format(" with global batch {}", *o.global_batch) : "",
-                                how, least > 0 ? formatBytes(least) : "?", fixes));
+  return infeasible(fmt::format("nothing fits {}: the smallest plan ({}) needs {} per worker. Fix: {}", within,
+                                least.how, least.memory > 0 ? formatBytes(least.memory) : "?", fixes));
 }
 
 }  // namespace
@@ -299,10 +335,37 @@ Status nothingFits(const profile::Profile& profile, const SearchOptions& o, cons
 Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& catalog, const SearchOptions& o,
                                 Partitioner* partitioner) {
   const int L = static_cast<int>(profile.numLayers());
-  if (o.workers < 1) return invalidArgument("--workers must be at least 1");
+  if (!inRange(o.workers, kWorkersRange)) {
+    return invalidArgument(fmt::format("--workers: {} is out of range; expected {}", o.workers,
+                                       describeRange(kWorkersRange)));
+  }
+  if (o.data_parallel && !inRange(*o.data_parallel, kWorkersRange)) {
+    return invalidArgument(fmt::format("--data-parallel: {} is out of range; expected {}", *o.data_parallel,
+                                       describeRange(kWorkersRange)));
+  }
+  if (o.microbatches && !inRange(*o.microbatches, kMicrobatchesRange)) {
+    return invalidArgument(fmt::format("--microbatches: {} is out of range; expected {}", *o.microbatches,
+                                       describeRange(kMicrobatchesRange)));
+  }
+  if (o.global_batch && !inRange(*o.global_batch, kSamplesRange)) {
+    return invalidArgument(fmt::format("--global-batch: {} is out of range; expected {}", *o.global_batch,
+                                       describeRange(kSamplesRange)));
+  }
+  if (o.max_microbatches > kMicrobatchesRange.max) {
+    return invalidArgument(fmt::format("--max-microbatches: {} is out of range; expected {}", o.max_microbatches,
+                                       describeRange(kMicrobatchesRange)));
+  }
+  if (o.data_bytes < 0 || o.data_bytes > kMaxBytes) return invalidArgument("the dataset's size is out of range");
+  if (o.max_microbatches < 1) return invalidArgument("--max-microbatches must be at least 1");
+  for (const auto& meas : profile.measurements) {
+    if (!memoryCostsFit(memoryCosts(profile, meas, true, o.data_bytes))) {
+      return invalidArgument(fmt::format("the profile's sizes at microbatch size {} add up to more than 64 bits of "
+                                         "bytes (or one is negative); re-measure it with `hydrozoa profile`",
+                                         meas.microbatch_size));
+    }
+  }
   if (!(o.bandwidth > 0)) return invalidArgument("the bandwidth between workers must be positive (--bandwidth)");
   if (o.global_batch && *o.global_batch < 1) return invalidArgument("--global-batch must be at least 1");
-  if (o.max_microbatches < 1) return invalidArgument("--max-microbatches must be at least 1");
   if (o.microbatch_size && !profile.at(*o.microbatch_size)) {
     std::string sizes;
     for (auto s : profile.microbatchSizes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(s);
@@ -316,8 +379,7 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
   if (o.partition) {
     const Partition& p = *o.partition;
     if (p.first.empty() || p.first[0] != 0 || p.first.back() >= L ||
-        !std::is_sorted(p.first.begin(), p.first.end(), std::less_equal<>()) ||
-        std::adjacent_find(p.first.begin(), p.first.end()) != p.first.end()) {
+        std::adjacent_find(p.first.begin(), p.first.end(), std::greater_equal<>()) != p.first.end()) {
       return invalidArgument(fmt::format("--partition must list consecutive layer ranges covering 0-{}", L - 1));
     }
     if (o.stages && *o.stages != p.numStages()) {
@@ -337,7 +399,7 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
     if (pinnedB && B != pinnedB) continue;
     int A = o.data_parallel.value_or(o.workers / B);
     if (o.data_parallel) {
-      if (A * B > o.workers) continue;
+      if (std::int64_t{A} * B > o.workers) continue;
     } else {
       if (!o.all_strategies && !pinnedB && o.workers % B != 0) continue;
       if (o.global_batch) {
@@ -349,7 +411,8 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
   if (strategies.empty()) {
     if (o.data_parallel && pinnedB) {
       return invalidArgument(fmt::format("--data-parallel {} × --stages {} needs {} workers but --workers is {}",
-                                         *o.data_parallel, pinnedB, *o.data_parallel * pinnedB, o.workers));
+                                         *o.data_parallel, pinnedB, std::int64_t{*o.data_parallel} * pinnedB,
+                                         o.workers));
     }
     return invalidArgument(fmt::format("no strategy fits {} workers with these pins", o.workers));
   }

@@ -1,5 +1,5 @@
 // Microbatch and hybrid-strategy search (Hydrozoa §3.3 "Selecting Size and
-// Number of Microbatches", §3.4 Algorithm 1; DESIGN §4).
+// Number of Microbatches", §3.4 Algorithm 1; docs/plan.md).
 //
 // For each strategy A×B (A data-parallel replicas of a B-stage pipeline) the
 // search tries every profiled microbatch size m; the number of microbatches
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/limits.h"
 #include "core/status.h"
 #include "plan/cost/pipeline.h"
 #include "plan/partition/partitioner.h"
@@ -88,7 +89,10 @@ struct Candidate {
   Seconds partition_gap = 0;  // proven optimality gap of the partition (0: optimal)
   std::vector<StageDetail> stage_details;
 
-  std::int64_t globalBatch() const { return data_parallel * microbatch_size * microbatches; }
+  // Saturates (never overflows) for hostile pins; searchPlan's pins keep it exact.
+  std::int64_t globalBatch() const {
+    return saturatingMul(saturatingMul(data_parallel, microbatch_size), microbatches);
+  }
   int workersUsed() const { return data_parallel * stages; }
 };
 

@@ -4,8 +4,35 @@
 
 #include "core/files.h"
 #include "core/paths.h"
+#include "profile/field_checks.h"
 
 namespace hydrozoa::profile {
+
+namespace {
+
+// Peak FP32 FLOP/s: an exaflop is far beyond any single device.
+constexpr NumberRange kPeakFlopsRange{0, 1e18, "FLOP/s", /*exclusive_min=*/true};
+constexpr NumberRange kEfficiencyRange{0, 1, "a fraction", /*exclusive_min=*/true};
+// Per layer and pass: kernel launches take microseconds; a minute is no overhead.
+constexpr NumberRange kLayerOverheadRange{0, 60, "seconds"};
+
+// A quantity read with ObjectReader::bytes/bandwidth (at most kMaxBytes) that
+// must also be above 0.
+template <class T>
+T positive(ObjectReader& r, const char* key, T value, const char* what) {
+  if (r.ok() && !(value > 0)) {
+    r.fail(key, fmt::format("{} is out of range; expected {} above 0 to {}", value, what, kMaxBytes));
+  }
+  return value;
+}
+
+void checkIn(ObjectReader& r, const char* key, double value, const NumberRange& range) {
+  if (r.ok() && !inNumberRange(value, range)) {
+    r.fail(key, fmt::format("{} is out of range; expected {}", value, describeNumberRange(range)));
+  }
+}
+
+}  // namespace
 
 Result<DeviceSpec> deviceFromYaml(const std::string& text, const std::string& origin) {
   HZ_ASSIGN_OR_RETURN(Json j, parseYaml(text, origin));
@@ -14,22 +41,21 @@ Result<DeviceSpec> deviceFromYaml(const std::string& text, const std::string& or
   d.name = r.string("name");
   d.kind = r.string("kind");
   d.description = r.optString("description").value_or(d.name);
-  d.peak_flops = r.positive("peak_flops");
-  d.memory_bandwidth = r.bandwidth("memory_bandwidth");
-  d.memory = r.bytes("memory");
+  d.peak_flops = numberIn(r, "peak_flops", kPeakFlopsRange);
+  d.memory_bandwidth = positive(r, "memory_bandwidth", r.bandwidth("memory_bandwidth"), "bytes per second");
+  d.memory = positive(r, "memory", r.bytes("memory"), "bytes");
   if (r.has("compute_efficiency")) d.compute_efficiency = r.fraction("compute_efficiency");
+  checkIn(r, "compute_efficiency", d.compute_efficiency, kEfficiencyRange);
   if (r.has("memory_efficiency")) d.memory_efficiency = r.fraction("memory_efficiency");
+  checkIn(r, "memory_efficiency", d.memory_efficiency, kEfficiencyRange);
   if (r.has("layer_overhead")) d.layer_overhead = r.seconds("layer_overhead");
+  checkIn(r, "layer_overhead", d.layer_overhead, kLayerOverheadRange);
   if (r.has("runtime_memory")) d.runtime_memory = r.bytes("runtime_memory");
   r.rejectUnknownKeys();
   HZ_RETURN_IF_ERROR(r.status());
   if (d.kind != "gpu" && d.kind != "cpu") {
-    return parseError(fmt::format("{}.kind: is \"{}\"; use gpu or cpu", origin, d.kind));
+    return parseError(fmt::format("{}.kind: is \"{}\"; use gpu or cpu", origin, printable(d.kind)));
   }
-  for (auto [key, v] : {std::pair{"compute_efficiency", d.compute_efficiency}, {"memory_efficiency", d.memory_efficiency}}) {
-    if (!(v > 0 && v <= 1)) return parseError(fmt::format("{}.{}: must be in (0, 1], got {}", origin, key, v));
-  }
-  if (d.memory <= 0 || d.memory_bandwidth <= 0) return parseError(origin + ": memory and memory_bandwidth must be positive");
   return d;
 }
 
@@ -47,11 +73,20 @@ Result<DeviceSpec> loadDevice(const std::string& nameOrPath) {
 }
 
 std::string deviceToYaml(const DeviceSpec& d) {
-  return fmt::format(
-      "name: {}\nkind: {}\ndescription: \"{}\"\npeak_flops: {:.6g}\nmemory_bandwidth: {:.6g}GB/s\nmemory: {}\n"
-      "compute_efficiency: {}\nmemory_efficiency: {}\nlayer_overhead: {:.6g}us\nruntime_memory: {}\n",
-      d.name, d.kind, d.description, d.peak_flops, d.memory_bandwidth / 1e9, d.memory, d.compute_efficiency,
-      d.memory_efficiency, d.layer_overhead * 1e6, d.runtime_memory);
+  // Through toYaml so that any name or description reads back as it was;
+  // "{}" prints the shortest decimal that reads back as the same double.
+  Json j = Json::object();
+  j["name"] = d.name;
+  j["kind"] = d.kind;
+  j["description"] = d.description;
+  j["peak_flops"] = d.peak_flops;
+  j["memory_bandwidth"] = fmt::format("{}GB/s", d.memory_bandwidth / 1e9);
+  j["memory"] = d.memory;
+  j["compute_efficiency"] = d.compute_efficiency;
+  j["memory_efficiency"] = d.memory_efficiency;
+  j["layer_overhead"] = fmt::format("{}us", d.layer_overhead * 1e6);
+  j["runtime_memory"] = d.runtime_memory;
+  return toYaml(j);
 }
 
 }  // namespace hydrozoa::profile

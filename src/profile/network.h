@@ -1,4 +1,4 @@
-// Network probe (DESIGN §4): point-to-point bandwidth and latency between two
+// Network probe (docs/profile.md, "The network"): point-to-point bandwidth and latency between two
 // local worker processes, and the ring-allreduce α, β fitted by linear
 // regression over several message sizes with real c10d Gloo allreduce.
 //

@@ -1,5 +1,8 @@
 #include "profile/pipedream.h"
 
+#include "core/limits.h"
+#include "profile/field_checks.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -14,7 +17,7 @@ namespace {
 struct Node {
   std::string id, description;
   double forward_ms = 0, backward_ms = 0, activation_bytes = 0, parameter_bytes = 0;
-  int line = 0;
+  size_t line = 0;
 };
 
 std::vector<std::string> splitOn(const std::string& s, const std::string& sep) {
@@ -42,41 +45,65 @@ bool parseDouble(const std::string& text, double* out) {
   return !t.empty() && *end == '\0' && std::isfinite(*out);
 }
 
+// Sizes in bytes, as everywhere (core/limits.h); times as in profile JSON.
+constexpr NumberRange kBytesRange{0, static_cast<double>(kMaxBytes), "bytes"};
+
+// "<where>: forward_compute_time=abc is not a number; expected milliseconds from 0 to 1e+12"
+Status checkNumber(const std::string& text, const NumberRange& range, double* out, const std::string& where,
+                   const std::string& field) {
+  const std::string shown = printable(text);
+  if (!parseDouble(text, out)) {
+    return parseError(fmt::format("{}: {}={} is not a number; expected {}", where, field, shown,
+                                  describeNumberRange(range)));
+  }
+  if (!inNumberRange(*out, range)) {
+    return parseError(fmt::format("{}: {}={} is out of range; expected {}", where, field, shown,
+                                  describeNumberRange(range)));
+  }
+  return Status();
+}
+
 // "forward_compute_time=1.0, backward_compute_time=2.0, activation_size=[1; 2], parameter_size=3"
 Status parseMetadata(const std::string& meta, Node* node, const std::string& where) {
   std::map<std::string, std::string> fields;
   for (const std::string& part : splitOn(meta, ", ")) {
     const auto eq = part.find('=');
-    if (eq == std::string::npos) return parseError(fmt::format("{}: \"{}\" is not key=value", where, trim(part)));
+    if (eq == std::string::npos) {
+      return parseError(fmt::format("{}: \"{}\" is not key=value", where, printable(trim(part))));
+    }
     fields[trim(part.substr(0, eq))] = part.substr(eq + 1);
   }
   struct Field {
     const char* key;
     double* into;
+    const NumberRange& range;
   };
-  for (const Field& f : {Field{"forward_compute_time", &node->forward_ms}, Field{"backward_compute_time", &node->backward_ms},
-                         Field{"parameter_size", &node->parameter_bytes}}) {
+  for (const Field& f : {Field{"forward_compute_time", &node->forward_ms, kMillisecondsRange},
+                         Field{"backward_compute_time", &node->backward_ms, kMillisecondsRange},
+                         Field{"parameter_size", &node->parameter_bytes, kBytesRange}}) {
     auto it = fields.find(f.key);
     if (it == fields.end()) return parseError(fmt::format("{}: missing {}=", where, f.key));
-    if (!parseDouble(it->second, f.into) || *f.into < 0) {
-      return parseError(fmt::format("{}: {}={} is not a non-negative number", where, f.key, trim(it->second)));
-    }
+    HZ_RETURN_IF_ERROR(checkNumber(trim(it->second), f.range, f.into, where, f.key));
   }
   auto it = fields.find("activation_size");
   if (it == fields.end()) return parseError(where + ": missing activation_size=");
   std::string act = trim(it->second);
   if (!act.empty() && act.front() == '[') {
-    if (act.back() != ']') return parseError(fmt::format("{}: activation_size list \"{}\" has no closing ]", where, act));
+    if (act.size() < 2 || act.back() != ']') {
+      return parseError(fmt::format("{}: activation_size list \"{}\" has no closing ]", where, printable(act)));
+    }
     node->activation_bytes = 0;
     for (const std::string& item : splitOn(act.substr(1, act.size() - 2), ";")) {
       double v = 0;
-      if (!parseDouble(item, &v) || v < 0) {
-        return parseError(fmt::format("{}: activation_size entry \"{}\" is not a non-negative number", where, trim(item)));
-      }
+      HZ_RETURN_IF_ERROR(checkNumber(trim(item), kBytesRange, &v, where, "activation_size entry"));
       node->activation_bytes += v;
     }
-  } else if (!parseDouble(act, &node->activation_bytes) || node->activation_bytes < 0) {
-    return parseError(fmt::format("{}: activation_size={} is not a non-negative number", where, act));
+    if (!inNumberRange(node->activation_bytes, kBytesRange)) {
+      return parseError(fmt::format("{}: activation_size={} adds up to {} bytes; expected {}", where, printable(act),
+                                    node->activation_bytes, describeNumberRange(kBytesRange)));
+    }
+  } else {
+    HZ_RETURN_IF_ERROR(checkNumber(act, kBytesRange, &node->activation_bytes, where, "activation_size"));
   }
   return Status();
 }
@@ -90,13 +117,16 @@ bool looksLikePipeDreamGraph(const std::string& text) {
 }
 
 Result<Profile> importPipeDreamGraph(const std::string& text, const std::string& origin, std::int64_t batchSize) {
-  if (batchSize <= 0) return invalidArgument("the graph.txt batch size must be positive");
+  if (!inRange(batchSize, kSamplesRange)) {
+    return invalidArgument(fmt::format("{}: the graph.txt batch size {} is out of range; expected {}", origin,
+                                       batchSize, describeRange(kSamplesRange)));
+  }
   std::vector<Node> nodes;
   std::map<std::string, size_t> index;
   std::vector<std::pair<size_t, size_t>> edges;
   std::istringstream in(text);
   std::string line;
-  int lineNo = 0;
+  size_t lineNo = 0;
   const std::string hint = "expected \"id -- description -- forward_compute_time=.., backward_compute_time=.., "
                            "activation_size=.., parameter_size=..\" or a tab and \"src -- dst\"";
   while (std::getline(in, line)) {
@@ -109,7 +139,7 @@ Result<Profile> importPipeDreamGraph(const std::string& text, const std::string&
       auto src = index.find(trim(parts[0])), dst = index.find(trim(parts[1]));
       if (src == index.end() || dst == index.end()) {
         return parseError(fmt::format("{}: edge names node \"{}\", which no node line defines before it", where,
-                                      trim(src == index.end() ? parts[0] : parts[1])));
+                                      printable(trim(src == index.end() ? parts[0] : parts[1]))));
       }
       edges.emplace_back(src->second, dst->second);
       continue;
@@ -127,7 +157,13 @@ Result<Profile> importPipeDreamGraph(const std::string& text, const std::string&
     node.line = lineNo;
     for (size_t i = 1; i < metaAt; ++i) node.description += (i > 1 ? " -- " : "") + parts[i];
     HZ_RETURN_IF_ERROR(parseMetadata(parts[metaAt], &node, where));
-    if (index.count(node.id)) return parseError(fmt::format("{}: node \"{}\" is defined twice", where, node.id));
+    if (index.count(node.id)) {
+      return parseError(fmt::format("{}: node \"{}\" is defined twice", where, printable(node.id)));
+    }
+    if (static_cast<std::int64_t>(nodes.size()) >= kLayersRange.max) {
+      return parseError(fmt::format("{}: more than {} nodes; expected {}", where, kLayersRange.max,
+                                    describeRange(kLayersRange)));
+    }
     index[node.id] = nodes.size();
     nodes.push_back(std::move(node));
   }
@@ -159,7 +195,7 @@ Result<Profile> importPipeDreamGraph(const std::string& text, const std::string&
     for (size_t i = 0; i < n; ++i) {
       if (indegree[i] > 0) {
         return parseError(fmt::format("{}:{}: node \"{}\" is on a cycle; graph.txt must be a DAG", origin,
-                                      nodes[i].line, nodes[i].id));
+                                      nodes[i].line, printable(nodes[i].id)));
       }
     }
   }
@@ -174,6 +210,10 @@ Result<Profile> importPipeDreamGraph(const std::string& text, const std::string&
     const bool input = hadInputs[v] == 0 && (idle || trim(node.description).rfind("Input", 0) == 0);
     if (input) {
       inputBytes += node.activation_bytes;
+      if (inputBytes > static_cast<double>(kMaxBytes)) {
+        return parseError(fmt::format("{}:{}: the inputs' activation_size add up to {} bytes; expected at most {}",
+                                      origin, node.line, inputBytes, kMaxBytes));
+      }
     } else {
       chain.push_back(v);
     }
@@ -206,6 +246,11 @@ Result<Profile> importPipeDreamGraph(const std::string& text, const std::string&
   for (size_t p = 0; p < L; ++p) {
     const Node& node = nodes[chain[p]];
     crossing += delta[p];
+    if (crossing > static_cast<double>(kMaxBytes)) {
+      return parseError(fmt::format("{}:{}: the boundary after node \"{}\" carries {} bytes of activations; expected "
+                                    "at most {}",
+                                    origin, node.line, printable(node.id), crossing, kMaxBytes));
+    }
     const auto paramBytes = static_cast<Bytes>(std::llround(node.parameter_bytes));
     profile.layers.push_back({node.id + " " + trim(node.description), "pipedream", paramBytes, paramBytes});
     LayerCost cost;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/limits.h"
+#include "profile/field_checks.h"
 #include "profile/pipedream.h"
 
 namespace hydrozoa::profile {
@@ -26,7 +28,8 @@ Result<double> optimizerStateFactor(const std::string& optimizer) {
   if (optimizer == "sgd") return 0.0;
   if (optimizer == "sgd_momentum" || optimizer == "momentum") return 1.0;
   if (optimizer == "adam" || optimizer == "adamw") return 2.0;
-  return invalidArgument(fmt::format("unknown optimizer \"{}\"; use sgd, sgd_momentum or adam", optimizer));
+  return invalidArgument(
+      fmt::format("unknown optimizer \"{}\"; use sgd, sgd_momentum or adam", printable(optimizer)));
 }
 
 Json profileToJson(const Profile& p) {
@@ -75,11 +78,11 @@ Json profileToJson(const Profile& p) {
 
 namespace {
 
-Bytes bytesField(ObjectReader& r, const char* key) {
-  const double v = r.nonNegative(key);
-  if (r.ok() && v > 9e18) r.fail(key, "is too large");
-  return static_cast<Bytes>(std::llround(v));
-}
+// The allreduce fit (profile/network.h): alpha may come out slightly negative
+// (the fit's slope below 1/bandwidth); a second per byte is beyond any network.
+constexpr NumberRange kAlphaRange{-1, 1, "seconds per byte"};
+constexpr NumberRange kR2Range{-1, 1, "a goodness of fit"};
+constexpr Range kAllreduceWorkersRange{2, kWorkersRange.max};
 
 }  // namespace
 
@@ -87,9 +90,16 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
   Profile p;
   ObjectReader top(j, origin);
   const std::string schema = top.string("schema");
+  if (top.ok() && schema.rfind("hydrozoa.plan/", 0) == 0) {
+    // A plan where a profile was expected is the wrong file, not an old one.
+    return parseError(fmt::format("{}: this is a plan (plan.json, schema \"{}\"), not a profile; a profile comes "
+                                  "from `hydrozoa profile --model NAME -o p.json` (a run directory has one as "
+                                  "profile.json), and `hydrozoa show {}` prints this plan",
+                                  origin, printable(schema), origin));
+  }
   if (top.ok() && schema != kProfileSchema) {
-    top.fail("schema", fmt::format("is \"{}\", this hydrozoa reads \"{}\" (re-run `hydrozoa profile`)", schema,
-                                   kProfileSchema));
+    top.fail("schema", fmt::format("is \"{}\", this hydrozoa reads \"{}\" (re-run `hydrozoa profile`)",
+                                   printable(schema), kProfileSchema));
   }
   HZ_RETURN_IF_ERROR(top.status());
 
@@ -116,15 +126,12 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
     if (!p.device_kind.empty() && p.device_kind != "cpu" && p.device_kind != "gpu") {
       device.fail("kind", "must be cpu or gpu");
     }
-    if (auto mem = device.optNumber("memory_bytes")) {
-      if (*mem <= 0) device.fail("memory_bytes", "must be positive");
-      p.device_memory = static_cast<Bytes>(*mem);
-    }
-    p.threads = static_cast<int>(device.optInteger("threads", 0).value_or(0));
+    p.device_memory = optBytesIn(device, "memory_bytes", /*min=*/1);
+    p.threads = static_cast<int>(device.optCount("threads", kThreadsRange).value_or(0));
     HZ_RETURN_IF_ERROR(device.status());
   }
   p.optimizer = top.string("optimizer");
-  p.runtime_bytes = bytesField(top, "runtime_bytes");
+  p.runtime_bytes = bytesIn(top, "runtime_bytes");
   HZ_RETURN_IF_ERROR(top.status());
   if (auto f = optimizerStateFactor(p.optimizer); !f.ok()) top.fail("optimizer", f.status().message());
 
@@ -134,8 +141,8 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
     LayerInfo l;
     l.name = r.string("name");
     l.kind = r.optString("kind").value_or("");
-    l.parameter_bytes = bytesField(r, "parameter_bytes");
-    l.optimizer_state_bytes = bytesField(r, "optimizer_state_bytes");
+    l.parameter_bytes = bytesIn(r, "parameter_bytes");
+    l.optimizer_state_bytes = bytesIn(r, "optimizer_state_bytes");
     HZ_RETURN_IF_ERROR(r.status());
     p.layers.push_back(std::move(l));
   }
@@ -144,8 +151,8 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
     const std::string where = top.element("measurements", i);
     ObjectReader r(measurements[i], where);
     Measurement m;
-    m.microbatch_size = r.integer("microbatch_size", 1);
-    m.input_bytes = bytesField(r, "input_bytes");
+    m.microbatch_size = r.count("microbatch_size", kSamplesRange);
+    m.input_bytes = bytesIn(r, "input_bytes");
     const Json& costs = r.array("layers");
     HZ_RETURN_IF_ERROR(r.status());
     if (costs.size() != p.layers.size()) {
@@ -156,11 +163,11 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
     for (size_t k = 0; k < costs.size(); ++k) {
       ObjectReader c(costs[k], r.element("layers", k));
       LayerCost cost;
-      cost.forward_ms = c.nonNegative("forward_ms");
-      cost.backward_ms = c.nonNegative("backward_ms");
-      cost.output_bytes = bytesField(c, "output_bytes");
-      cost.stashed_bytes = bytesField(c, "stashed_bytes");
-      cost.workspace_bytes = bytesField(c, "workspace_bytes");
+      cost.forward_ms = numberIn(c, "forward_ms", kMillisecondsRange);
+      cost.backward_ms = numberIn(c, "backward_ms", kMillisecondsRange);
+      cost.output_bytes = bytesIn(c, "output_bytes");
+      cost.stashed_bytes = bytesIn(c, "stashed_bytes");
+      cost.workspace_bytes = bytesIn(c, "workspace_bytes");
       HZ_RETURN_IF_ERROR(c.status());
       m.layers.push_back(cost);
     }
@@ -171,13 +178,13 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
   if (const Json* network = top.raw("network")) {
     ObjectReader n(*network, top.child("network"));
     NetworkProfile net;
-    net.bandwidth = n.positive("bandwidth_bytes_per_s");
-    net.latency = n.nonNegative("latency_s");
+    net.bandwidth = numberIn(n, "bandwidth_bytes_per_s", kBandwidthRange);
+    net.latency = numberIn(n, "latency_s", kSecondsRange);
     ObjectReader a(n.object("allreduce"), n.child("allreduce"));
-    net.alpha = a.number("alpha_s_per_byte");
-    net.beta = a.number("beta_s");
-    net.allreduce_workers = static_cast<int>(a.integer("workers", 2));
-    net.fit_r2 = a.optNumber("r2").value_or(0);
+    net.alpha = numberIn(a, "alpha_s_per_byte", kAlphaRange);
+    net.beta = numberIn(a, "beta_s", kSecondsRange);
+    net.allreduce_workers = static_cast<int>(a.count("workers", kAllreduceWorkersRange));
+    net.fit_r2 = optNumberIn(a, "r2", kR2Range).value_or(0);
     HZ_RETURN_IF_ERROR(n.status());
     HZ_RETURN_IF_ERROR(a.status());
     p.network = net;
@@ -189,10 +196,26 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
 Status validateProfile(const Profile& p, const std::string& origin) {
   if (p.layers.empty()) return parseError(origin + ": the profile has no layers");
   if (p.measurements.empty()) return parseError(origin + ": the profile has no measurements");
+  if (!inRange(static_cast<std::int64_t>(p.layers.size()), kLayersRange)) {
+    return parseError(fmt::format("{}: layers: {} layers is out of range; expected {}", origin, p.layers.size(),
+                                  describeRange(kLayersRange)));
+  }
+  // Each size is below kMaxBytes; so are the model's totals, which keeps the
+  // planner's sums of them over layers far from overflowing.
+  Bytes modelBytes = 0;
+  for (const auto& l : p.layers) {
+    modelBytes = saturatingAdd(modelBytes, saturatingAdd(l.parameter_bytes, l.optimizer_state_bytes));
+  }
+  if (modelBytes > kMaxBytes) {
+    return parseError(fmt::format("{}: layers: the parameters and optimizer state add up to {} bytes, more than the "
+                                  "{} bytes accepted",
+                                  origin, modelBytes, kMaxBytes));
+  }
   for (size_t i = 0; i < p.measurements.size(); ++i) {
     const auto& m = p.measurements[i];
-    if (m.microbatch_size <= 0) {
-      return parseError(fmt::format("{}: measurements[{}].microbatch_size must be positive", origin, i));
+    if (!inRange(m.microbatch_size, kSamplesRange)) {
+      return parseError(fmt::format("{}: measurements[{}].microbatch_size: {} is out of range; expected {}", origin, i,
+                                    m.microbatch_size, describeRange(kSamplesRange)));
     }
     if (i > 0 && m.microbatch_size <= p.measurements[i - 1].microbatch_size) {
       return parseError(fmt::format("{}: measurements must have unique microbatch sizes in ascending order ({} after {})",
@@ -202,39 +225,62 @@ Status validateProfile(const Profile& p, const std::string& origin) {
       return parseError(fmt::format("{}: measurements[{}] has {} layers, expected {}", origin, i, m.layers.size(),
                                     p.layers.size()));
     }
+    Bytes activationBytes = m.input_bytes;
     for (size_t k = 0; k < m.layers.size(); ++k) {
       const auto& c = m.layers[k];
-      if (!std::isfinite(c.forward_ms) || !std::isfinite(c.backward_ms) || c.forward_ms < 0 || c.backward_ms < 0) {
-        return parseError(fmt::format("{}: measurements[{}].layers[{}]: times must be finite and non-negative", origin,
-                                      i, k));
+      if (!inNumberRange(c.forward_ms, kMillisecondsRange) || !inNumberRange(c.backward_ms, kMillisecondsRange)) {
+        return parseError(fmt::format("{}: measurements[{}].layers[{}]: forward_ms {} and backward_ms {} must be {}",
+                                      origin, i, k, c.forward_ms, c.backward_ms,
+                                      describeNumberRange(kMillisecondsRange)));
+      }
+      for (auto [name, bytes] : {std::pair{"output_bytes", c.output_bytes}, {"stashed_bytes", c.stashed_bytes},
+                                 {"workspace_bytes", c.workspace_bytes}}) {
+        if (bytes < 0 || bytes > kMaxBytes) {
+          return parseError(fmt::format("{}: measurements[{}].layers[{}].{}: {} is out of range; expected {}", origin,
+                                        i, k, name, bytes, describeRange({0, kMaxBytes})));
+        }
       }
       if (c.stashed_bytes < c.output_bytes) {
-        return parseError(fmt::format("{}: measurements[{}].layers[{}]: stashed_bytes ({}) must include the output "
-                                      "({} bytes)",
+        return parseError(fmt::format("{}: measurements[{}].layers[{}]: stashed_bytes {} does not include the output; "
+                                      "expected at least output_bytes {}",
                                       origin, i, k, c.stashed_bytes, c.output_bytes));
       }
+      activationBytes = saturatingAdd(activationBytes, saturatingAdd(c.stashed_bytes, c.workspace_bytes));
+    }
+    if (activationBytes > kMaxBytes) {
+      return parseError(fmt::format("{}: measurements[{}]: the layers' stashed and workspace bytes add up to {}, more "
+                                    "than the {} bytes accepted",
+                                    origin, i, activationBytes, kMaxBytes));
     }
   }
   return Status();
 }
 
-Result<Profile> loadProfile(const std::string& path, std::int64_t graphBatchSize) {
-  HZ_ASSIGN_OR_RETURN(std::string text, readTextFile(path));
+Result<Profile> parseProfile(const std::string& text, const std::string& origin, std::int64_t graphBatchSize) {
   const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return parseError(path + ": the file is empty");
+  if (first == std::string::npos) return parseError(origin + ": the file is empty");
   if (text[first] != '{') {
     // Not JSON: PipeDream's graph.txt starts with a node line "node1 -- ...".
-    if (looksLikePipeDreamGraph(text)) return importPipeDreamGraph(text, path, graphBatchSize);
-    return parseError(fmt::format("{}: neither a hydrozoa profile (JSON) nor a PipeDream graph.txt; create one with "
-                                  "`hydrozoa profile --model NAME -o {}`",
-                                  path, path));
+    if (looksLikePipeDreamGraph(text)) return importPipeDreamGraph(text, origin, graphBatchSize);
+    // Never suggest writing over the file the user gave: it may be their job spec.
+    const bool jobSpec = text.find("model:") != std::string::npos;
+    return parseError(fmt::format("{}: {}neither a hydrozoa profile (JSON) nor a PipeDream graph.txt; {}make a "
+                                  "profile with `hydrozoa profile --model NAME -o p.json`",
+                                  origin, jobSpec ? "a job spec (YAML), " : "",
+                                  jobSpec ? "train it with `hydrozoa train " + origin + "`, or " : ""));
   }
-  HZ_ASSIGN_OR_RETURN(Json j, parseJson(text, path));
-  return profileFromJson(j, path);
+  HZ_ASSIGN_OR_RETURN(Json j, parseJson(text, origin));
+  return profileFromJson(j, origin);
+}
+
+Result<Profile> loadProfile(const std::string& path, std::int64_t graphBatchSize) {
+  HZ_ASSIGN_OR_RETURN(std::string text, readTextFile(path));
+  return parseProfile(text, path, graphBatchSize);
 }
 
 Status saveProfile(const Profile& profile, const std::string& path) {
-  return writeFileAtomically(path, profileToJson(profile).dump(1) + "\n");
+  // Names from YAML files (a device's) may hold bytes that are not UTF-8.
+  return writeFileAtomically(path, profileToJson(profile).dump(1, ' ', false, Json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace hydrozoa::profile

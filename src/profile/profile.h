@@ -9,9 +9,12 @@
 // (pipedream.h); the planner treats all three alike.
 //
 // Invariants after validation (loadProfile/profileFromJson enforce them):
-// at least one layer; at least one measurement; microbatch sizes unique,
-// positive and ascending; every measurement has one entry per layer; every
-// number finite and non-negative; stashed_bytes >= output_bytes.
+// 1 to 2^20 layers (kLayersRange); at least one measurement; microbatch sizes
+// unique, ascending and in kSamplesRange; every measurement has one entry per
+// layer; every size from 0 to kMaxBytes, and so are the model's parameters and
+// optimizer state together and each measurement's stashed and workspace bytes
+// together; times from 0 to 1e12 ms; stashed_bytes >= output_bytes
+// (core/limits.h, profile/field_checks.h).
 #pragma once
 
 #include <cstdint>
@@ -49,7 +52,7 @@ struct Measurement {
   std::vector<LayerCost> layers;
 };
 
-// Network figures between two workers and the ring-allreduce fit of DESIGN §4.
+// Network figures between two workers and the ring-allreduce fit of docs/plan.md ("Strategies").
 struct NetworkProfile {
   BytesPerSecond bandwidth = 0;  // point-to-point
   Seconds latency = 0;           // point-to-point, small message, one way
@@ -87,6 +90,8 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin);
 // by content, not by name). `graphBatchSize` is the microbatch size a
 // graph.txt was profiled at (PipeDream does not record it).
 Result<Profile> loadProfile(const std::string& path, std::int64_t graphBatchSize = 1);
+// The same for a file's text; errors name `origin`.
+Result<Profile> parseProfile(const std::string& text, const std::string& origin, std::int64_t graphBatchSize = 1);
 Status saveProfile(const Profile& profile, const std::string& path);
 
 // Re-checks the invariants above; used after building a profile in code.

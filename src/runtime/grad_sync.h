@@ -1,5 +1,5 @@
 // Gradient synchronisation across the replicas of a stage: bucketed ring
-// allreduce that starts as soon as a bucket is final (DESIGN §5).
+// allreduce that starts as soon as a bucket is final (docs/train.md, "Performance").
 //
 // Buckets are formed from the stage's last layer backwards, each holding
 // whole layers' parameters until it reaches `bucket_bytes`. During the final

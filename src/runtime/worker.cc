@@ -71,25 +71,25 @@ struct Role {
 Result<Role> parseRole(const Json& a) {
   Role r;
   ObjectReader o(a, "assign");
-  r.generation = static_cast<int>(o.integer("generation", 0));
-  r.rank = static_cast<int>(o.integer("rank", 0));
-  r.world = static_cast<int>(o.integer("world_size", 1));
-  r.replica = static_cast<int>(o.integer("replica", 0));
-  r.replicas = static_cast<int>(o.integer("replicas", 1));
-  r.stage = static_cast<int>(o.integer("stage", 0));
-  r.stages = static_cast<int>(o.integer("stages", 1));
-  r.first_layer = static_cast<int>(o.integer("first_layer", 0));
-  r.last_layer = static_cast<int>(o.integer("last_layer", 0));
-  r.microbatch_size = o.integer("microbatch_size", 1);
-  r.microbatches = o.integer("microbatches", 1);
-  r.train_size = o.integer("train_size", 1);
-  r.test_size = o.integer("test_size", 0);
-  r.start_step = o.integer("start_step", 0);
-  r.total_steps = o.integer("total_steps", 0);
-  r.stop_step = o.integer("stop_step", 0);
-  r.epoch_start_step = o.integer("epoch_start_step", 0);
-  r.first_epoch = o.integer("first_epoch", 0);
-  r.global_batch = o.integer("global_batch", 1);
+  r.generation = static_cast<int>(o.integer("generation", 0, 1 << 30));
+  r.rank = static_cast<int>(o.integer("rank", 0, kWorkersRange.max - 1));
+  r.world = static_cast<int>(o.integer("world_size", 1, kWorkersRange.max));
+  r.replica = static_cast<int>(o.integer("replica", 0, kWorkersRange.max - 1));
+  r.replicas = static_cast<int>(o.integer("replicas", 1, kWorkersRange.max));
+  r.stage = static_cast<int>(o.integer("stage", 0, kWorkersRange.max - 1));
+  r.stages = static_cast<int>(o.integer("stages", 1, kWorkersRange.max));
+  r.first_layer = static_cast<int>(o.integer("first_layer", 0, kLayersRange.max));
+  r.last_layer = static_cast<int>(o.integer("last_layer", 0, kLayersRange.max));
+  r.microbatch_size = o.integer("microbatch_size", 1, kSamplesRange.max);
+  r.microbatches = o.integer("microbatches", 1, kMicrobatchesRange.max);
+  r.train_size = o.integer("train_size", 1, kSamplesRange.max);
+  r.test_size = o.integer("test_size", 0, kSamplesRange.max);
+  r.start_step = o.integer("start_step", 0, kStepsRange.max);
+  r.total_steps = o.integer("total_steps", 0, kStepsRange.max);
+  r.stop_step = o.integer("stop_step", 0, kStepsRange.max);
+  r.epoch_start_step = o.integer("epoch_start_step", 0, kStepsRange.max);
+  r.first_epoch = o.integer("first_epoch", 0, kStepsRange.max);
+  r.global_batch = o.integer("global_batch", 1, kSamplesRange.max);
   r.lr_factor = o.positive("lr_factor");
   r.hold_at_epoch_end = o.boolean("hold_at_epoch_end");
   r.store_path = o.string("store_path");
@@ -354,6 +354,31 @@ Status Worker::exchangeShapes() {
     fromPrev_->expect(kShapeTag, kShapeTag, header, "shape");
     header = fromPrev_->take(kShapeTag).cpu();
     const auto* h = header.data_ptr<std::int64_t>();
+    // The peer is checked like any input before anything is allocated from it:
+    // a known type, a rank that fits the header, every dimension positive, and
+    // one microbatch no larger than this machine's memory.
+    if (h[0] != 0 && h[0] != 1) {
+      return internalError(fmt::format("stage {} sent an unknown tensor type {} for its output", role_.stage - 1, h[0]));
+    }
+    if (h[1] < 1 || h[1] > kShapeSlots - 2) {
+      return internalError(fmt::format("stage {} sent a tensor rank of {}; expected 1 to {}", role_.stage - 1, h[1],
+                                       kShapeSlots - 2));
+    }
+    const std::int64_t elementBytes = h[0] == 1 ? 8 : 4;
+    std::int64_t bytes = saturatingMul(elementBytes, role_.microbatch_size);
+    for (std::int64_t i = 0; i < h[1]; ++i) {
+      if (h[2 + i] < 1) {
+        return internalError(fmt::format("stage {} sent dimension {} of its output as {}; expected at least 1",
+                                         role_.stage - 1, i, h[2 + i]));
+      }
+      bytes = saturatingMul(bytes, h[2 + i]);
+    }
+    const std::int64_t physical = static_cast<std::int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE);
+    if (bytes > std::max<std::int64_t>(physical, kGiB)) {
+      return internalError(fmt::format("stage {} sent an output shape whose microbatch of {} needs more than {}, "
+                                       "more than this machine's memory",
+                                       role_.stage - 1, role_.microbatch_size, formatBytes(bytes)));
+    }
     inShape_.dtype = h[0] == 1 ? torch::kLong : torch::kFloat;
     inShape_.dims.assign(h + 2, h + 2 + h[1]);
   }

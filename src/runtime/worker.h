@@ -1,5 +1,5 @@
 // The worker process (`hydrozoa worker`): one (replica, stage) of a job
-// (Hydrozoa §4.1; DESIGN §5).
+// (Hydrozoa §4.1; docs/train.md, "What happens").
 //
 // It registers with the coordinator over the control plane, receives its
 // role and the job, builds only its stage's layers, joins the data plane

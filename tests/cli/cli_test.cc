@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "core/files.h"
@@ -41,9 +42,8 @@ class Cli : public ::testing::Test {
 
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
-  // Runs the binary in the test directory; stdout and stderr are captured.
-  Outcome run(std::vector<std::string> args) const {
-    const std::string outPath = path(".stdout"), errPath = path(".stderr");
+  // Starts the binary in the test directory with stdout and stderr into these files.
+  pid_t spawn(std::vector<std::string> args, const std::string& outPath, const std::string& errPath) const {
     const pid_t pid = ::fork();
     if (pid == 0) {
       if (::chdir(dir_.c_str()) != 0) ::_exit(127);
@@ -58,6 +58,13 @@ class Cli : public ::testing::Test {
       ::execv(HYDROZOA_BINARY, argv.data());
       ::_exit(127);
     }
+    return pid;
+  }
+
+  // Runs the binary in the test directory; stdout and stderr are captured.
+  Outcome run(std::vector<std::string> args) const {
+    const std::string outPath = path(".stdout"), errPath = path(".stderr");
+    const pid_t pid = spawn(std::move(args), outPath, errPath);
     int status = 0;
     ::waitpid(pid, &status, 0);
     Outcome r;
@@ -95,7 +102,7 @@ const std::string kGraph = std::string(HYDROZOA_TEST_DATA_DIR) + "/pipedream_sma
 
 TEST_F(Cli, HelpForEveryCommand) {
   EXPECT_EQ(run({"--help"}).code, 0);
-  for (const char* cmd : {"models", "profile", "plan", "show"}) {
+  for (const char* cmd : {"models", "profile", "plan", "show", "report", "train", "cleanup"}) {
     const Outcome r = run({cmd, "--help"});
     EXPECT_EQ(r.code, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
@@ -293,6 +300,122 @@ TEST_F(Cli, OtherMistakes) {
   expectError({"plan", "--profile", p, "--workers", "2", "--partition", "0-1,3-3"}, "--partition");
   expectError({"plan", "--profile", p, "--workers", "2", "-o", "/nonexistent-dir/plan.json", "--bandwidth", "1Gbit/s"},
               "/nonexistent-dir/plan.json");
+}
+
+// Issue 8 §1: the commands that died of SIGFPE, as written.
+TEST_F(Cli, HugeCountsAreOneClearLineNotASignal) {
+  expectError({"plan", "--profile", kGraph, "--data-parallel", "4294967296", "--global-batch", "64", "--workers", "4"},
+              "--data-parallel: 4294967296 is out of range; expected a whole number from 1 to 65,536");
+  write("job.yaml", "model: cnn\nplan: {data_parallel: 4294967296}\n");
+  expectError({"train", "job.yaml"}, "plan.data_parallel: 4294967296 is out of range");
+}
+
+// Every numeric flag of plan and train, walked with values that are zero,
+// negative, past 32 and 64 bits, huge, not a number and not numeric: a value
+// out of the flag's range is one error line naming the flag; none is a signal.
+TEST_F(Cli, EveryNumericFlagRejectsOutOfRangeValues) {
+  const std::vector<std::string> values = {"0",   "-1",   "2147483648", "4294967296", "9223372036854775807",
+                                           "1e30", "nan", "abc"};
+  const std::set<std::string> big = {"2147483648", "4294967296"};
+  struct Flag {
+    std::string command, flag;
+    std::set<std::string> legit;
+  };
+  const std::vector<Flag> flags = {
+      {"plan", "--workers", {}},          {"plan", "--data-parallel", {}},      {"plan", "--stages", {}},
+      {"plan", "--microbatches", {}},     {"plan", "--microbatch-size", {}},    {"plan", "--global-batch", {}},
+      {"plan", "--max-microbatches", {}}, {"plan", "--graph-batch-size", {}},   {"plan", "--memory", big},
+      {"plan", "--bandwidth", big},       {"plan", "--allreduce-alpha", {"0"}}, {"plan", "--allreduce-beta", {"0"}},
+      {"train", "--data-parallel", {}},   {"train", "--stages", {}},            {"train", "--microbatches", {}},
+      {"train", "--microbatch-size", {}}, {"train", "--max-steps", big},        {"train", "--epochs", big},
+      {"train", "--workers", {}},         {"train", "--global-batch", {}},      {"train", "--max-recoveries", {"0"}},
+      {"train", "--min-replicas", {}},    {"train", "--max-replicas", {}},      {"train", "--every-epochs", big},
+      {"train", "--memory-limit", big},   {"train", "--cpu-limit", {}},         {"train", "--bandwidth", big},
+      {"train", "--latency", {"0"}},      {"train", "--seed", {"0", "2147483648", "4294967296", "9223372036854775807"}},
+  };
+  // A job that stops at its missing data once the flags are in: nothing trains.
+  write("job.yaml", "model: cnn\ndata: {dataset: fashion_mnist, path: /nonexistent/fmnist}\n");
+  struct Case {
+    std::string flag, value;
+    bool legit;
+    std::vector<std::string> args;
+  };
+  std::vector<Case> cases;
+  for (const Flag& f : flags) {
+    for (const std::string& v : values) {
+      Case c{f.flag, v, f.legit.count(v) > 0, {}};
+      if (f.command == "plan") {
+        c.args = {"plan", "--profile", kGraph, "--bandwidth", "1GB/s", "--workers", "4", "-o", "-"};
+        if (f.flag == "--bandwidth") c.args = {"plan", "--profile", kGraph, "--workers", "4", "-o", "-"};
+        if (f.flag == "--workers") c.args = {"plan", "--profile", kGraph, "--bandwidth", "1GB/s", "-o", "-"};
+      } else {
+        c.args = {"train", "job.yaml", "--no-progress", "--launcher", "local", "--out", "run"};
+        if (f.flag == "--latency") c.args = {"train", "job.yaml", "--no-progress", "--out", "run"};
+      }
+      c.args.push_back(f.flag);
+      c.args.push_back(v);
+      cases.push_back(std::move(c));
+    }
+  }
+  // Eight processes at a time, each with its own output files.
+  for (size_t begin = 0; begin < cases.size(); begin += 8) {
+    std::vector<std::pair<pid_t, size_t>> running;
+    for (size_t i = begin; i < std::min(cases.size(), begin + 8); ++i) {
+      running.emplace_back(spawn(cases[i].args, "/dev/null", path(".err" + std::to_string(i))), i);
+    }
+    for (const auto& [pid, i] : running) {
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      const Case& c = cases[i];
+      const std::string err = slurp(path(".err" + std::to_string(i)));
+      ASSERT_TRUE(WIFEXITED(status)) << c.flag << " " << c.value << " ended by signal " << WTERMSIG(status) << ": " << err;
+      if (c.legit) continue;
+      EXPECT_NE(WEXITSTATUS(status), 0) << c.flag << " " << c.value;
+      const auto at = err.find("hydrozoa: error: ");
+      ASSERT_NE(at, std::string::npos) << c.flag << " " << c.value << ": " << err;
+      EXPECT_NE(err.find(c.flag, at), std::string::npos) << c.flag << " " << c.value << ": " << err.substr(at);
+    }
+  }
+}
+
+TEST_F(Cli, MisspeltFlagsAndLevelsAreNamed) {
+  Outcome r = run({"plan", "--wokers", "4"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("did you mean --workers"), std::string::npos) << r.err;
+  r = run({"--log-level", "verbose", "models"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("verbose"), std::string::npos) << r.err;
+  r = run({"--version"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("hydrozoa 0."), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, MemoryAboveThePlatformsLargestWorkerIsSaid) {
+  Outcome r = run({"plan", "--profile", kGraph, "--workers", "2", "--bandwidth", "1GB/s", "--memory", "64GB", "-o", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Note: --memory 64.0 GB is more than the largest aci worker"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--accelerator (a GPU's own memory) or a catalog of your own"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("--memory 64.0 GB is more than"), std::string::npos) << r.err;
+  r = run({"plan", "--profile", kGraph, "--workers", "2", "--bandwidth", "1GB/s", "--memory", "12GB", "-o", "-",
+           "--platform", "lambda"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("--platform aci (up to 14.5 GB)"), std::string::npos) << r.out;
+}
+
+// Issue 8 §6: a file given where another kind was expected says what it is
+// and what was expected, and never suggests writing over it.
+TEST_F(Cli, WrongFilesSayWhatTheyAre) {
+  ASSERT_EQ(run({"plan", "--profile", kGraph, "--workers", "2", "--bandwidth", "1GB/s", "-o", "plan.json"}).code, 0);
+  expectError({"plan", "--profile", "plan.json", "--workers", "2"}, "plan.json: this is a plan (plan.json");
+  write("job.yaml", "model: cnn\ntraining: {epochs: 1}\n");
+  for (const auto& args : std::vector<std::vector<std::string>>{{"show", "job.yaml"},
+                                                                {"plan", "--profile", "job.yaml", "--workers", "2"}}) {
+    const Outcome r = run(args);
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find("job.yaml: a job spec (YAML)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("hydrozoa train job.yaml"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("-o job.yaml"), std::string::npos) << r.err;
+  }
 }
 
 TEST_F(Cli, AFailedPlanLeavesThePreviousPlanUntouched) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace hydrozoa::cluster {
 namespace {
 
@@ -76,14 +78,15 @@ TEST(JobSpec, BadValuesNameTheField) {
   };
   for (const Case& c : std::vector<Case>{
            {"data: {dataset: mnist}\nmodel: cnn\n", "data.dataset: unknown dataset \"mnist\""},
-           {"model: cnn\ntraining: {epochs: 0}\n", "training.epochs: must be at least 1"},
-           {"model: cnn\ntraining: {global_batch: -8}\n", "global_batch: must be at least 1"},
+           {"model: cnn\ntraining: {epochs: 0}\n", "training.epochs: 0 is out of range; expected a whole number from 1"},
+           {"model: cnn\ntraining: {global_batch: -8}\n", "global_batch: -8 is out of range"},
            {"model: cnn\ntraining: {optimizer: lion}\n", "unknown optimizer \"lion\""},
            {"model: cnn\ntraining: {device: tpu}\n", "training.device"},
            {"model: cnn\ncluster: {launcher: k8s}\n", "unknown launcher \"k8s\""},
            {"model: cnn\ncluster: {bandwidth: fast}\n", "cluster.bandwidth"},
            {"model: cnn\ncluster: {max_recoveries: -1}\n", "max_recoveries"},
-           {"model: cnn\ncluster: {max_recoveries: 5000}\n", "cluster.max_recoveries: must be 0 to 1000"},
+           {"model: cnn\ncluster: {max_recoveries: 5000}\n",
+            "cluster.max_recoveries: 5000 is out of range; expected a whole number from 0 to 1,000"},
            {"model: cnn\ncluster: {workers: 2}\nplan: {data_parallel: 2, stages: 2}\n", "needs 4 workers"},
            {"model: cnn\ntraining: {global_batch: 10}\nplan: {data_parallel: 3}\n", "do not divide"},
            {"model: cnn\ndata: {dataset: text}\n", "data.path: the text dataset needs a path"},
@@ -93,6 +96,100 @@ TEST(JobSpec, BadValuesNameTheField) {
     ASSERT_FALSE(s.ok()) << c.yaml;
     EXPECT_NE(s.status().message().find(c.expect), std::string::npos) << s.status().message();
   }
+}
+
+// Issue 8 §1: every count and size of the job spec, walked with values
+// that are zero, negative, past 32 and 64 bits, huge, not a number and not
+// numeric. Out of its range, a value is an error naming the field; in range,
+// it parses or fails cleanly; nothing crashes.
+TEST(JobSpec, EveryNumericFieldRejectsOutOfRangeValuesNamingTheField) {
+  const std::vector<std::string> values = {"0",   "-1",   "2147483648", "4294967296", "9223372036854775807",
+                                           "1e30", "nan", "abc"};
+  struct Field {
+    std::string section, key;
+    std::set<std::string> legit;  // values within the field's range
+  };
+  const std::set<std::string> big = {"2147483648", "4294967296"};
+  const std::vector<Field> fields = {
+      {"data", "synthetic_train", {}},
+      {"data", "synthetic_test", {}},
+      {"training", "epochs", big},
+      {"training", "max_steps", big},
+      {"training", "global_batch", {}},
+      {"training", "threads", {}},
+      {"training", "seed", {"0", "2147483648", "4294967296", "9223372036854775807"}},
+      {"cluster", "workers", {}},
+      {"cluster", "max_recoveries", {"0"}},
+      {"cluster", "control_port", {"0"}},
+      {"cluster", "memory", big},
+      {"cluster", "memory_limit", big},
+      {"cluster", "bandwidth", big},
+      {"cluster", "latency", {"0"}},
+      {"cluster", "heartbeat_interval", {}},
+      {"cluster", "heartbeat_timeout", {}},
+      {"cluster", "start_timeout", {}},
+      {"cluster", "cpu_limit", {}},
+      {"plan", "data_parallel", {}},
+      {"plan", "stages", {}},
+      {"plan", "microbatches", {}},
+      {"plan", "microbatch_size", {}},
+      {"scaling", "min_replicas", {}},
+      {"scaling", "max_replicas", {"0"}},
+      {"scaling", "every_epochs", big},
+      {"scaling", "every_steps", {"0", "2147483648", "4294967296"}},
+      {"output", "checkpoint_every_epochs", {"0", "2147483648", "4294967296"}},
+      {"output", "trace_steps", {"0", "2147483648", "4294967296"}},
+  };
+  for (const Field& f : fields) {
+    for (const std::string& v : values) {
+      const std::string yaml = "model: cnn\n" + f.section + ": {" + f.key + ": " + v + "}\n";
+      auto j = parseYaml(yaml, "job.yaml");
+      ASSERT_TRUE(j.ok());
+      Result<JobSpec> s = Status();
+      ASSERT_NO_THROW(s = parseJobSpec(*j, "job.yaml")) << yaml;
+      if (f.legit.count(v)) continue;  // in range: either outcome, but no crash
+      ASSERT_FALSE(s.ok()) << yaml;
+      EXPECT_NE(s.status().message().find(f.section + "." + f.key), std::string::npos)
+          << yaml << " -> " << s.status().message();
+    }
+  }
+  // The schedule table's keys and values too.
+  for (const std::string& v : values) {
+    auto s = parse("model: cnn\nscaling: {policy: schedule, schedule: {1: " + v + "}}\n");
+    EXPECT_FALSE(s.ok()) << v;
+    s = parse("model: cnn\nscaling: {policy: schedule, schedule: {" + v + ": 2}}\n");
+    if (!big.count(v)) {
+      EXPECT_FALSE(s.ok()) << v;  // epochs count to 2^40
+    }
+  }
+}
+
+TEST(JobSpec, UnknownKeysListEveryKnownKeyAndSuggestOne) {
+  auto s = parse("model: cnn\ncluster: {workers: 2, bandwith: 1Gbit/s}\n");
+  ASSERT_FALSE(s.ok());
+  const std::string& m = s.status().message();
+  EXPECT_NE(m.find("did you mean \"bandwidth\"?"), std::string::npos) << m;
+  for (const char* key : {"bandwidth", "latency", "memory_limit", "heartbeat_interval", "heartbeat_timeout"}) {
+    EXPECT_NE(m.find(key), std::string::npos) << key << " missing from: " << m;
+  }
+  s = parse("model: cnn\ndata: {shufle: false}\n");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("did you mean \"shuffle\"?"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("drop_last"), std::string::npos) << s.status().message();
+  s = parse("model: cnn\ntraining: {evaluate: false}\n");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("eval"), std::string::npos) << s.status().message();
+  s = parse("model: cnn\nscaling: {policy: adabatch, lr_decy: 0.5}\n");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("did you mean \"lr_decay\"?"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("replan"), std::string::npos) << s.status().message();
+}
+
+TEST(JobSpec, LatencyWithPlainProcessesIsAnError) {
+  auto s = parse("model: cnn\ncluster: {launcher: local, latency: 1ms}\n");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("cluster.latency"), std::string::npos) << s.status().message();
+  EXPECT_TRUE(parse("model: cnn\ncluster: {launcher: container, latency: 1ms}\n").ok());
 }
 
 TEST(JobSpec, PlanAsAFileOrAuto) {

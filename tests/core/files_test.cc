@@ -94,7 +94,8 @@ TEST(ObjectReader, MissingAndRanges) {
   {
     ObjectReader r(j, "f");
     r.integer("n", 1);
-    EXPECT_NE(r.status().message().find("f.n: must be at least 1"), std::string::npos);
+    EXPECT_NE(r.status().message().find("f.n: 0 is out of range; expected a whole number from 1 to "), std::string::npos)
+        << r.status().message();
   }
   {
     ObjectReader r(j, "f");
@@ -118,6 +119,50 @@ TEST(ObjectReader, RejectsUnknownKeys) {
 TEST(ObjectReader, NonObject) {
   ObjectReader r(Json::array(), "plan.json");
   EXPECT_FALSE(r.ok());
+}
+
+TEST(ObjectReader, IntegersOutOfRangeNameTheFieldAndTheRange) {
+  auto j = parseYaml("a: 4294967296\nb: 1e30\nc: nan\nd: 18446744073709551615\ne: 4.0\n", "f.yaml");
+  ASSERT_TRUE(j.ok());
+  {
+    ObjectReader r(*j, "f.yaml");
+    (void)r.count("a", kWorkersRange);
+    EXPECT_EQ(r.status().message(), "f.yaml.a: 4294967296 is out of range; expected a whole number from 1 to 65,536");
+  }
+  {
+    ObjectReader r(*j, "f.yaml");
+    (void)r.count("b", kWorkersRange);
+    EXPECT_NE(r.status().message().find("f.yaml.b: 1e+30 is out of range"), std::string::npos) << r.status().message();
+  }
+  {
+    ObjectReader r(*j, "f.yaml");
+    (void)r.count("c", kWorkersRange);
+    EXPECT_NE(r.status().message().find("f.yaml.c: expected a whole number, got a string"), std::string::npos);
+  }
+  {
+    auto big = parseJson("{\"d\": 18446744073709551615}", "f.json");  // unsigned in JSON
+    ObjectReader r(*big, "f.json");
+    (void)r.integer("d");
+    EXPECT_NE(r.status().message().find("does not fit in a 64-bit whole number"), std::string::npos)
+        << r.status().message();
+  }
+  {
+    ObjectReader r(*j, "f.yaml");
+    EXPECT_EQ(r.count("e", kWorkersRange), 4);
+    EXPECT_TRUE(r.ok());
+  }
+}
+
+TEST(ObjectReader, UnknownKeysSuggestTheClosestKnownOne) {
+  auto j = parseYaml("workers: 2\nbandwith: 3\n", "f.yaml");
+  ObjectReader r(*j, "f.yaml");
+  (void)r.has("bandwidth");
+  (void)r.count("workers", kWorkersRange);
+  r.rejectUnknownKeys();
+  EXPECT_EQ(r.status().message(),
+            "f.yaml: unknown key \"bandwith\"; did you mean \"bandwidth\"? (known keys: bandwidth, workers)");
+  EXPECT_EQ(closestName("wrkers", {"workers", "stages"}), "workers");
+  EXPECT_EQ(closestName("zzzzzz", {"workers", "stages"}), "");
 }
 
 }  // namespace

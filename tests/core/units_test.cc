@@ -62,6 +62,46 @@ TEST(ParsePositiveInt, RejectsZeroNegativeAndText) {
   EXPECT_FALSE(parsePositiveInt("4x", "--workers").ok());
 }
 
+TEST(ParseCount, RangesNameTheFlagTheValueAndTheRange) {
+  EXPECT_EQ(*parseCount("16", "--workers", kWorkersRange), 16);
+  for (const char* bad : {"0", "-1", "65537", "4294967296", "9223372036854775807", "99999999999999999999"}) {
+    auto r = parseCount(bad, "--workers", kWorkersRange);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(),
+              std::string("--workers: ") + bad + " is out of range; expected a whole number from 1 to 65,536");
+  }
+  for (const char* bad : {"1e30", "nan", "inf", "abc", "", "4x", "2.5"}) {
+    auto r = parseCount(bad, "--workers", kWorkersRange);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--workers: \""), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("is not a whole number from 1 to 65,536"), std::string::npos);
+  }
+  EXPECT_EQ(*parseCount("0", "--max-recoveries", {0, 1000}), 0);
+}
+
+TEST(ParseBytes, HugeSizesAreErrorsNotWrappedNumbers) {
+  EXPECT_FALSE(parseBytes("1e30", "--memory").ok());
+  EXPECT_FALSE(parseBytes("1e30GB", "--memory").ok());
+  EXPECT_FALSE(parseBytes("nan", "--memory").ok());
+  EXPECT_FALSE(parseBandwidth("1e300GB/s", "--bandwidth").ok());
+  EXPECT_FALSE(parseSeconds("1e30s", "--latency").ok());
+}
+
+TEST(CheckedArithmetic, OverflowIsSeen) {
+  EXPECT_EQ(*checkedMul(1 << 20, 1 << 20), std::int64_t{1} << 40);
+  EXPECT_FALSE(checkedMul(std::int64_t{1} << 32, std::int64_t{1} << 32).has_value());
+  EXPECT_EQ(saturatingMul(std::int64_t{1} << 40, std::int64_t{1} << 40), INT64_MAX);
+  EXPECT_EQ(saturatingMul(-(std::int64_t{1} << 40), std::int64_t{1} << 40), INT64_MIN);
+  EXPECT_EQ(saturatingAdd(INT64_MAX, 1), INT64_MAX);
+  EXPECT_EQ(saturatingAdd(3, 4), 7);
+}
+
+TEST(CountOf, AgreesWithTheCount) {
+  EXPECT_EQ(countOf(1, "microbatch", "microbatches"), "1 microbatch");
+  EXPECT_EQ(countOf(4, "microbatch", "microbatches"), "4 microbatches");
+  EXPECT_EQ(countOf(1200, "step", "steps"), "1,200 steps");
+}
+
 TEST(Format, HumanUnits) {
   EXPECT_EQ(formatBytes(12 * kGB), "12.0 GB");
   EXPECT_EQ(formatBytes(512), "512 B");

@@ -9,6 +9,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 
@@ -297,6 +299,94 @@ TEST(Containers, CleanupRemovesWhatAKilledCoordinatorLeft) {
   EXPECT_NE(r.out.find("bridge hzb" + job), std::string::npos) << r.out;
   EXPECT_TRUE(leftovers(job, state).empty()) << join(leftovers(job, state));
   EXPECT_NE(again.out.find("Nothing to clean up"), std::string::npos) << again.out;
+}
+
+// --- teardown (issue 8 §6): nothing is left however the coordinator is told to stop --
+
+// A long container job recorded in this test's own state directory.
+std::string longContainerJob() {
+  std::string text = smallJob(", launcher: container") + "output: {checkpoint_every_epochs: 100}\n";
+  text.replace(text.find("epochs: 2"), 9, "epochs: 2000");
+  return text;
+}
+
+// Starts `hydrozoa args` in `dir` with stdout and stderr into a pipe; returns
+// its pid and the pipe's read end.
+std::pair<pid_t, int> spawnIntoPipe(const std::string& dir, std::vector<std::string> args) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {-1, -1};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::chdir(dir.c_str()) != 0) ::_exit(127);
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    testing::execHydrozoa(std::move(args));
+  }
+  ::close(fds[1]);
+  return {pid, fds[0]};
+}
+
+int exitCode(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// `hydrozoa train ... 2>&1 | head -2`: the reader goes away; the coordinator
+// does not die of SIGPIPE but stops cleanly, removes its containers and
+// writes its summary.
+TEST(Teardown, AClosedPipeStopsCleanlyAndLeavesNothing) {
+  REQUIRE_CONTAINERS();
+  ScratchDir dir;
+  const std::string state = dir / "state";
+  ::setenv("HYDROZOA_STATE_DIR", state.c_str(), 1);
+  std::ofstream(dir / "job.yaml") << longContainerJob();
+  auto [pid, out] = spawnIntoPipe(dir.path().string(), {"train", "job.yaml", "--out", "run"});
+  const std::string job = jobOnceTraining(state, dir / "run", 2);
+  ::close(out);  // like `head` exiting: every later write gets EPIPE
+  const int code = exitCode(pid);
+  ::unsetenv("HYDROZOA_STATE_DIR");
+  ASSERT_FALSE(job.empty());
+  EXPECT_EQ(code, 130) << "a clean, resumable stop (128 + SIGPIPE = 141 would be a death by SIGPIPE)";
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  EXPECT_EQ((*summary)["status"], "interrupted");
+  EXPECT_TRUE(leftovers(job, state).empty()) << join(leftovers(job, state));
+  EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
+}
+
+// Ctrl-C three times in a row (and a closed terminal): the second stops at
+// once, the third only says teardown is under way; still nothing is left and
+// the summary is written.
+TEST(Teardown, RepeatedInterruptsAndAClosedTerminalLeaveNothing) {
+  REQUIRE_CONTAINERS();
+  for (const std::vector<int>& signals : {std::vector<int>{SIGINT, SIGINT, SIGINT}, std::vector<int>{SIGHUP}}) {
+    ScratchDir dir;
+    const std::string state = dir / "state";
+    ::setenv("HYDROZOA_STATE_DIR", state.c_str(), 1);
+    std::ofstream(dir / "job.yaml") << longContainerJob();
+    const pid_t pid = spawnHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run"});
+    const std::string job = jobOnceTraining(state, dir / "run", 2);
+    for (int sig : signals) {
+      ::kill(pid, sig);
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+    Outcome r = waitHydrozoa(dir.path().string(), pid);
+    ::unsetenv("HYDROZOA_STATE_DIR");
+    ASSERT_FALSE(job.empty());
+    EXPECT_EQ(r.code, 130) << r.err;
+    if (signals.size() > 1) {
+      EXPECT_NE(r.err.find("stopping now: removing the workers"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("still removing the workers"), std::string::npos) << r.err;
+    }
+    auto summary = readJsonFile(dir / "run/summary.json");
+    ASSERT_TRUE(summary.ok()) << summary.status().message();
+    EXPECT_EQ((*summary)["status"], "interrupted");
+    EXPECT_TRUE(leftovers(job, state).empty()) << join(leftovers(job, state));
+    EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
+  }
 }
 
 // A container whose link is cut: its heartbeats stop, the coordinator

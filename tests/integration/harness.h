@@ -51,6 +51,16 @@ class ScratchDir {
   fs::path path_;
 };
 
+// In a forked child: becomes `hydrozoa args` (exit 127 when it cannot).
+[[noreturn]] inline void execHydrozoa(std::vector<std::string> args) {
+  args.insert(args.begin(), HYDROZOA_BINARY);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(HYDROZOA_BINARY, argv.data());
+  ::_exit(127);
+}
+
 // Starts the binary with `args` in `dir`; returns its pid (stdout and stderr
 // go to dir/.stdout and dir/.stderr).
 inline pid_t spawnHydrozoa(const std::string& dir, std::vector<std::string> args) {
@@ -61,12 +71,7 @@ inline pid_t spawnHydrozoa(const std::string& dir, std::vector<std::string> args
     const int err = ::open((dir + "/.stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(out, 1);
     ::dup2(err, 2);
-    args.insert(args.begin(), HYDROZOA_BINARY);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(HYDROZOA_BINARY, argv.data());
-    ::_exit(127);
+    execHydrozoa(std::move(args));
   }
   return pid;
 }

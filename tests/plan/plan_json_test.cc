@@ -56,8 +56,8 @@ TEST(PlanJson, RejectsInconsistentPlans) {
   };
   const std::vector<Case> cases = {
       {[](Json& j) { j["schema"] = "something/else"; }, "plan.json.schema"},
-      {[](Json& j) { j["strategy"]["pipeline_stages"] = 0; }, "pipeline_stages: must be at least 1"},
-      {[](Json& j) { j["microbatch_size"] = -2; }, "plan.json.microbatch_size: must be at least 1"},
+      {[](Json& j) { j["strategy"]["pipeline_stages"] = 0; }, "pipeline_stages: 0 is out of range; expected a whole number from 1"},
+      {[](Json& j) { j["microbatch_size"] = -2; }, "plan.json.microbatch_size: -2 is out of range; expected a whole number from 1"},
       {[](Json& j) { j["stages"][0]["first_layer"] = 1; }, "must be consecutive"},
       {[](Json& j) { j["stages"].push_back(j["stages"].back()); }, "must be consecutive"},
       {[](Json& j) { j["stages"].back()["last_layer"] = 5; j["stages"].back()["first_layer"] = 0; j["stages"] = Json::array({j["stages"].back()}); j["strategy"]["pipeline_stages"] = 1; }, "the model has 10 layers"},

@@ -168,6 +168,88 @@ TEST(SearchPlan, NothingFitsSaysHowMuchMemoryWould) {
   EXPECT_EQ(m.find("--workers"), std::string::npos) << m;  // no number of workers would help
 }
 
+// Issue 8 §4: the partitioner's memory window counts the dataset held by
+// the first and last stages, as stageMemory does; so with a dataset the
+// search finds the split that fits instead of rejecting the strategy.
+TEST(SearchPlan, DatasetBytesChangeTheOptimalSplit) {
+  bool found = false;
+  for (std::uint32_t seed = 1; seed <= 40 && !found; ++seed) {
+    const auto prof = toyProfile(6, seed, 50 * kMB);
+    SearchOptions o = basic(3);
+    o.global_batch = 8;
+    o.data_parallel = 1;
+    o.stages = 3;
+    o.microbatch_size = 1;
+    auto free = searchPlan(prof, aci(), o);
+    ASSERT_TRUE(free.ok()) << free.status().message();
+    const Partition fastest = free->best().partition;
+    // With the dataset, the least limit any 3-stage split fits in.
+    const Bytes data = 400 * kMB;
+    const MemoryCosts mem = memoryCosts(prof, *prof.at(1), false, data);
+    auto worst = [&](const Partition& p) {
+      Bytes most = 0;
+      for (int s = 0; s < 3; ++s) most = std::max(most, stageMemory(mem, p.first[s], p.lastLayer(s, 6), 8));
+      return most;
+    };
+    Bytes least = -1;
+    for (int a = 1; a < 6; ++a) {
+      for (int b = a + 1; b < 6; ++b) {
+        const Bytes w = worst(Partition{{0, a, b}});
+        if (least < 0 || w < least) least = w;
+      }
+    }
+    if (worst(fastest) <= least) continue;  // the fastest split fits anyway: try another profile
+    o.data_bytes = data;
+    o.memory_limit = least;
+    auto fitted = searchPlan(prof, aci(), o);
+    ASSERT_TRUE(fitted.ok()) << "seed " << seed << ": " << fitted.status().message();
+    EXPECT_FALSE(fitted->best().partition == fastest);
+    EXPECT_LE(worst(fitted->best().partition), least);
+    for (const auto& d : fitted->best().stage_details) EXPECT_LE(d.memory, least);
+    found = true;
+  }
+  EXPECT_TRUE(found) << "no seed made the dataset change the split";
+}
+
+// Issue 8 §4: a pinned microbatch count that is what makes nothing fit is named.
+TEST(SearchPlan, NothingFitsNamesThePinThatMakesItSo) {
+  SearchOptions o = basic(2);
+  o.memory_limit = 1 * kGB;
+  o.microbatches = 512;
+  auto r = searchPlan(toyProfile(16, 3, 10 * kMB), aci(), o);
+  ASSERT_FALSE(r.ok());
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("with --microbatches 512"), std::string::npos) << m;
+  EXPECT_NE(m.find("drop the pin"), std::string::npos) << m;
+  o.microbatches.reset();
+  EXPECT_TRUE(searchPlan(toyProfile(16, 3, 10 * kMB), aci(), o).ok());
+}
+
+// Issue 8 §1: counts from users are range-checked, and products of them
+// cannot overflow.
+TEST(SearchPlan, HostileCountsAreErrorsNotCrashes) {
+  const auto prof = toyProfile(6);
+  SearchOptions o = basic(4);
+  o.workers = 70000;
+  EXPECT_NE(searchPlan(prof, aci(), o).status().message().find("--workers: 70000 is out of range"), std::string::npos);
+  o = basic(65536);
+  o.data_parallel = 65536;
+  o.stages = 6;
+  EXPECT_FALSE(searchPlan(prof, aci(), o).ok());  // 65,536 × 6 does not fit in 65,536 workers (no int overflow)
+  o = basic(4);
+  o.microbatches = std::int64_t{1} << 40;
+  EXPECT_NE(searchPlan(prof, aci(), o).status().message().find("--microbatches"), std::string::npos);
+  o = basic(4);
+  o.global_batch = std::int64_t{1} << 40;
+  EXPECT_NE(searchPlan(prof, aci(), o).status().message().find("--global-batch"), std::string::npos);
+  // The largest microbatch count in range: memory saturates instead of wrapping to a "fitting" negative.
+  o = basic(1);
+  o.microbatches = kMicrobatchesRange.max;
+  auto r = searchPlan(prof, aci(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInfeasible) << r.status().message();
+}
+
 TEST(SearchPlan, NothingFitsSuggestsWorkersWhenMoreStagesWouldFit) {
   SearchOptions o = basic(2);
   o.memory_limit = 200 * kMB;

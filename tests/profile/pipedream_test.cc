@@ -65,7 +65,7 @@ TEST(PipeDreamImport, MalformedLinesNameTheLine) {
            {good + "node2 -- B -- forward_compute_time=1, backward_compute_time=1, activation_size=[1; 2, parameter_size=1\n",
             "no closing ]"},
            {good + "node2 -- B -- forward_compute_time=-1, backward_compute_time=1, activation_size=1, parameter_size=1\n",
-            "non-negative"},
+            "forward_compute_time=-1 is out of range; expected milliseconds from 0"},
            {good + "node2 -- B -- forward_compute_time=1, backward_compute_time=1, activation_size=1, parameter_size=1\n"
                    "\tnode1 -- node2\n\tnode2 -- node1\n",
             "cycle"},

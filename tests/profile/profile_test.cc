@@ -61,15 +61,15 @@ TEST(ProfileJson, RejectsMalformedFieldsNamingThem) {
       {[](Json& j) { j["schema"] = "hydrozoa.profile/9"; }, "p.json.schema"},
       {[](Json& j) { j.erase("layers"); }, "p.json.layers: missing"},
       {[](Json& j) { j["layers"] = Json::array(); }, "p.json.layers: must not be empty"},
-      {[](Json& j) { j["layers"][1]["parameter_bytes"] = -5; }, "p.json.layers[1].parameter_bytes: must not be negative"},
+      {[](Json& j) { j["layers"][1]["parameter_bytes"] = -5; }, "p.json.layers[1].parameter_bytes: -5 is out of range; expected a whole number from 0"},
       {[](Json& j) { j["measurements"][0]["layers"][1]["forward_ms"] = "slow"; },
        "p.json.measurements[0].layers[1].forward_ms: expected a number"},
       {[](Json& j) { j["measurements"][1]["layers"].erase(1); }, "has 1 entries but the profile has 2 layers"},
-      {[](Json& j) { j["measurements"][0]["microbatch_size"] = 0; }, "microbatch_size: must be at least 1"},
+      {[](Json& j) { j["measurements"][0]["microbatch_size"] = 0; }, "microbatch_size: 0 is out of range; expected a whole number from 1"},
       {[](Json& j) { j["measurements"][1]["microbatch_size"] = 1; }, "ascending"},
-      {[](Json& j) { j["measurements"][0]["layers"][0]["stashed_bytes"] = 1; }, "must include the output"},
+      {[](Json& j) { j["measurements"][0]["layers"][0]["stashed_bytes"] = 1; }, "stashed_bytes 1 does not include the output"},
       {[](Json& j) { j["optimizer"] = "lion"; }, "unknown optimizer"},
-      {[](Json& j) { j["network"]["bandwidth_bytes_per_s"] = 0; }, "network.bandwidth_bytes_per_s: must be positive"},
+      {[](Json& j) { j["network"]["bandwidth_bytes_per_s"] = 0; }, "network.bandwidth_bytes_per_s: 0 is out of range; expected bytes per second above 0"},
   };
   for (const auto& c : cases) {
     Json j = profileToJson(sample());

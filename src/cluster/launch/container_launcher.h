@@ -1,5 +1,5 @@
 // ContainerLauncher: each worker as a right-sized container on this machine
-// (Hydrozoa §3.1, DESIGN §6).
+// (Hydrozoa §3.1; docs/containers.md).
 //
 // A job gets a bridge and a private /24 (10.213.N.0/24, the bridge at .1);
 // each worker gets its own network namespace with a veth into the bridge and

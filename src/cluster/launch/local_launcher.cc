@@ -31,7 +31,7 @@ LocalLauncher::~LocalLauncher() { stopAll(2.0); }
 
 Status LocalLauncher::launch(const WorkerLaunch& w) {
   // Prepare everything that allocates before fork().
-  std::vector<std::string> args = {executable_};
+  std::vector<std::string> args = {w.process_name.empty() ? executable_ : w.process_name};
   args.insert(args.end(), w.args.begin(), w.args.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -108,7 +108,7 @@ Status LocalLauncher::launch(const WorkerLaunch& w) {
       while (::nanosleep(&left, &left) != 0 && errno == EINTR) {
       }
     }
-    ::execve(argv[0], argv.data(), envp.data());
+    ::execve(executable_.c_str(), argv.data(), envp.data());
     const int err = errno;
     (void)!::write(errPipe[1], &err, sizeof(err));
     ::_exit(127);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/limits.h"
 #include "data/sampler.h"
 
 namespace hydrozoa::cluster {
@@ -58,7 +59,8 @@ const Segment& EpochSchedule::atStep(std::int64_t step) const {
 
 std::int64_t EpochSchedule::epochStart(std::int64_t epoch) const {
   const Segment& s = atEpoch(epoch);
-  return s.first_step + (epoch - s.first_epoch) * stepsPerEpoch(s.replicas);
+  // Saturating: a damaged record's epoch 2^40 must not wrap into a "valid" step.
+  return saturatingAdd(s.first_step, saturatingMul(epoch - s.first_epoch, stepsPerEpoch(s.replicas)));
 }
 
 std::int64_t EpochSchedule::epochOf(std::int64_t step) const {
@@ -88,27 +90,33 @@ Result<EpochSchedule> EpochSchedule::fromJson(const Json& j, std::int64_t datase
   auto bad = [](const std::string& what) {
     return invalidArgument(fmt::format("the checkpoint's scaling record is damaged: {}", what));
   };
-  if (!j.is_object() || !j.contains("per_replica_batch") || !j["per_replica_batch"].is_number_integer() ||
-      j["per_replica_batch"].get<std::int64_t>() < 1 || !j.contains("segments") || !j["segments"].is_array()) {
-    return bad("it needs per_replica_batch >= 1 and a list of segments");
-  }
-  EpochSchedule s(datasetSize, j["per_replica_batch"].get<std::int64_t>(), dropLast);
+  // Read like any file: every field checked, in range, before it is used.
+  ObjectReader top(j, "scaling");
+  const std::int64_t batch = top.count("per_replica_batch", kSamplesRange);
+  const Json& segments = top.array("segments", /*nonEmpty=*/true);
+  if (!top.ok()) return bad(top.status().message());
+  EpochSchedule s(datasetSize, batch, dropLast);
   std::int64_t last = -1;
-  for (const Json& seg : j["segments"]) {
-    const std::int64_t first = seg.value("first_epoch", std::int64_t{-1});
-    const int replicas = seg.value("replicas", 0);
-    if (first <= last || (last < 0 && first != 0) || replicas < 1) {
-      return bad("segments must start at epoch 0, increase, and have at least 1 replica");
+  for (size_t i = 0; i < segments.size(); ++i) {
+    ObjectReader seg(segments[i], top.element("segments", i));
+    const std::int64_t first = seg.count("first_epoch", {0, kStepsRange.max});
+    const std::int64_t replicas = seg.count("replicas", kWorkersRange);
+    const std::int64_t firstStep = seg.count("first_step", {0, kStepsRange.max});
+    const double lr = seg.optNumber("lr_factor").value_or(1.0);
+    const std::string why = seg.optString("why").value_or("");
+    const Json* plan = seg.raw("plan");
+    if (!seg.ok()) return bad(seg.status().message());
+    if (!(lr > 0 && lr <= 1e6)) return bad(fmt::format("segments[{}].lr_factor {} is not from 0 to 1e6", i, lr));
+    if (first <= last || (last < 0 && first != 0)) {
+      return bad("segments must start at epoch 0 and increase");
     }
-    s.append(first, replicas, seg.value("lr_factor", 1.0), seg.value("why", ""),
-             seg.contains("plan") ? seg["plan"] : Json());
-    if (seg.value("first_step", std::int64_t{-1}) != s.segments_.back().first_step) {
-      return bad(fmt::format("segment at epoch {} begins at step {}, not {}", first + 1,
-                             seg.value("first_step", std::int64_t{-1}), s.segments_.back().first_step));
+    s.append(first, static_cast<int>(replicas), lr, why, plan ? *plan : Json());
+    if (firstStep != s.segments_.back().first_step) {
+      return bad(fmt::format("segment at epoch {} begins at step {}, not {}", first + 1, firstStep,
+                             s.segments_.back().first_step));
     }
     last = first;
   }
-  if (s.segments_.empty()) return bad("no segments");
   return s;
 }
 

@@ -1,4 +1,4 @@
-// The epochs of a job whose replicas change (Hydrozoa §3.5; DESIGN §6): a
+// The epochs of a job whose replicas change (Hydrozoa §3.5; docs/scaling.md): a
 // piecewise map between global steps and (epoch, step in epoch).
 //
 // The per-replica batch b stays the same, so an epoch at A replicas has a

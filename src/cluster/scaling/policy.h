@@ -1,4 +1,4 @@
-// Scaling policies (Hydrozoa §3.5, §5.4; DESIGN §6): at epoch boundaries (and
+// Scaling policies (Hydrozoa §3.5, §5.4; docs/scaling.md): at epoch boundaries (and
 // optionally every N steps) a policy says how many data-parallel replicas
 // the job should run from now on, and by what factor the learning rate is
 // scaled. The per-replica batch stays the same, so the global batch grows

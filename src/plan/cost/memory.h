@@ -1,4 +1,4 @@
-// Memory a pipeline stage needs (DESIGN §4, "Right-sizing"; GPipe keeps the
+// Memory a pipeline stage needs (docs/plan.md, "Memory (what a worker must hold)"; GPipe keeps the
 // activations of all M microbatches until their backward pass):
 //
 //   memory(x..y) = runtime + Σ_{i=x..y} fixed_i
@@ -35,6 +35,17 @@ struct MemoryCosts {
 };
 
 // memory(first..last) for `microbatches` microbatches (formula above).
+// The microbatch term saturates: a stage too large for 64 bits is reported as
+// INT64_MAX bytes, more than any limit. REQUIRES: memoryCostsFit(memory).
 Bytes stageMemory(const MemoryCosts& memory, int first, int last, std::int64_t microbatches);
+
+// The formula above from its parts (sums over the stage's layers), shared by
+// stageMemory and the partitioners' memory window so that they agree.
+Bytes stageMemoryFromSums(const MemoryCosts& memory, Bytes fixedSum, Bytes stashedSum, Bytes workspaceMax,
+                          int first, int last, std::int64_t microbatches);
+
+// True when every sum over layers of `memory` (one microbatch) fits in 64
+// bits, which stageMemory needs; profiles from files are checked with it.
+bool memoryCostsFit(const MemoryCosts& memory);
 
 }  // namespace hydrozoa::plan

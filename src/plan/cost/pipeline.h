@@ -1,5 +1,5 @@
-// The pipeline runtime model of Hydrozoa (seed 000 §3.3, appendix A.1;
-// DESIGN §4): the time of one minibatch of M microbatches through shards
+// The pipeline runtime model of Hydrozoa (Hydrozoa §3.3, appendix A.1;
+// docs/plan.md): the time of one minibatch of M microbatches through shards
 // p_1..p_k under the GPipe schedule (all forwards, then all backwards):
 //
 //   R = Σ_i (f_{p_i} + b_{p_i}) + 2 Σ_{i≥2} c_{p_i} + (M − 1)(t_k + r_1)

@@ -47,11 +47,13 @@ std::vector<PartitionResult> BoundedDpPartitioner::partitionAll(const PartitionP
   for (auto& r : results) {
     if (r.feasible) r.time = pipelineTime(c, r.partition, problem.microbatches);
   }
-  // Theorem 1's guarantee, reported as the gap (not a proof of the actual gap).
+  // Theorem 1's guarantee, reported as the gap (not a proof of the actual
+  // gap). The paper writes the grid spacing as Δ/V, but V points from lo to
+  // hi are Δ/(V−1) apart, so the bound that holds is 2(M−1)Δ/(V−1).
   const Seconds delta = std::max(hi1 - lo1, hi2 - lo2);
   for (auto& r : results) {
     r.evaluations = evaluations;
-    r.proven_gap = r.feasible ? 2.0 * static_cast<double>(problem.microbatches - 1) * delta / bounds_ : 0;
+    r.proven_gap = r.feasible ? 2.0 * static_cast<double>(problem.microbatches - 1) * delta / (bounds_ - 1) : 0;
     if (!r.feasible) r.time = {};
   }
   return results;

@@ -28,6 +28,7 @@ ChainIndex::ChainIndex(const PartitionProblem& problem) : L_(problem.costs.numLa
   if (!problem.memory || !problem.memory_limit) return;
   const MemoryCosts& m = *problem.memory;
   HZ_CHECK(m.numLayers() == L_);
+  HZ_CHECK_MSG(memoryCostsFit(m), "memory costs overflow 64 bits; searchPlan checks profiles first");
   const Bytes limit = *problem.memory_limit;
   const std::int64_t M = problem.microbatches;
   std::vector<Bytes> fixed(L_ + 1, 0), stashed(L_ + 1, 0);
@@ -36,7 +37,8 @@ ChainIndex::ChainIndex(const PartitionProblem& problem) : L_(problem.costs.numLa
     stashed[i + 1] = stashed[i] + m.stashed[i];
   }
   // Two pointers: the smallest feasible first layer never moves left as the
-  // last layer moves right (memory grows with the stage, see cost/memory.h);
+  // last layer moves right (memory grows with the stage, see cost/memory.h;
+  // the dataset term, held when first == 0 or last == L−1, only adds to that);
   // a monotone deque keeps the window's maximum workspace.
   std::deque<int> maxWs;
   int x = 0;
@@ -44,8 +46,8 @@ ChainIndex::ChainIndex(const PartitionProblem& problem) : L_(problem.costs.numLa
     while (!maxWs.empty() && m.workspace[maxWs.back()] <= m.workspace[j]) maxWs.pop_back();
     maxWs.push_back(j);
     auto memory = [&](int first) {
-      return m.runtime + (fixed[j + 1] - fixed[first]) + M * (m.input[first] + stashed[j + 1] - stashed[first]) +
-             m.workspace[maxWs.front()];
+      return stageMemoryFromSums(m, fixed[j + 1] - fixed[first], stashed[j + 1] - stashed[first],
+                                 m.workspace[maxWs.front()], first, j, M);
     };
     while (x <= j && memory(x) > limit) {
       ++x;

@@ -5,7 +5,7 @@
 // asynchronous: each returns a c10d::Work to wait on (wait() rethrows a
 // failure; abort() gives up on a pending receive). One implementation today,
 // C10dTransport (ProcessGroupGloo on CPU, ProcessGroupNCCL on CUDA builds);
-// storage-based channels for serverless functions come later (DESIGN §7).
+// storage-based channels for serverless functions come later (FuncPipe, Liu et al. 2022, §4).
 //
 // Thread-safety: send/recv may be called from different threads; the
 // stage allreduce from one thread.

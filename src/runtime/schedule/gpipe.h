@@ -1,4 +1,4 @@
-// Hydrozoa's schedule (seed 000 §3.2, Figure 2; GPipe): all forward passes
+// Hydrozoa's schedule (Hydrozoa §3.2, Figure 2; GPipe): all forward passes
 // of the iteration's microbatches in order, then all backward passes in
 // reverse order, so the last stage starts backward on the microbatch whose
 // activations are freshest.

@@ -1,4 +1,4 @@
-// Pipeline schedules (DESIGN §5): the order in which a stage runs the
+// Pipeline schedules (GPipe, Huang et al. 2019; docs/train.md): the order in which a stage runs the
 // forward and backward passes of an iteration's microbatches. The worker
 // interprets the actions (where inputs come from, where outputs go), so a
 // schedule is only an order; GPipe first, 1F1B and others later, without

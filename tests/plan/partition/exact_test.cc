@@ -67,6 +67,20 @@ TEST(ExactPartitioner, AgreesWithParetoOnLongerChains) {
   }
 }
 
+// Issue 8 §4: V bounds from lo to hi are Δ/(V−1) apart, and the reported ε
+// says so (two bounds: the whole range Δ, not Δ/2).
+TEST(BoundedDpPartitioner, ReportsTheBoundOfItsRealGridSpacing) {
+  PartitionProblem p;
+  p.costs.forward = {1.0, 3.0};
+  p.costs.backward = {2.0, 2.0};
+  p.costs.cut = {0.5};
+  p.microbatches = 4;
+  const auto r = BoundedDpPartitioner(2).partitionAll(p, 2);
+  // Δ = max(Σf − min f, Σb − min b) = max(4 − 1, 4 − 2) = 3.
+  ASSERT_TRUE(r[0].feasible);
+  EXPECT_DOUBLE_EQ(r[0].proven_gap, 2.0 * 3 * 3.0 / 1);
+}
+
 TEST(ExactPartitioner, NeverWorseThanThePapersBoundedDp) {
   for (std::uint32_t seed = 200; seed < 203; ++seed) {
     const PartitionProblem p = randomProblem(seed, {30, 16, 1, false});
@@ -74,7 +88,7 @@ TEST(ExactPartitioner, NeverWorseThanThePapersBoundedDp) {
     const auto paper = BoundedDpPartitioner(40).partitionAll(p, 8);
     for (size_t k = 0; k < exact.size(); ++k) {
       EXPECT_LE(exact[k].time.total, paper[k].time.total * (1 + 1e-12)) << "k=" << k + 1;
-      // Theorem 1: the bounded DP is within 2(M−1)Δ/V of the optimum.
+      // Theorem 1: the bounded DP is within 2(M−1)Δ/(V−1) of the optimum.
       EXPECT_LE(paper[k].time.total - exact[k].time.total, paper[k].proven_gap + 1e-9) << "k=" << k + 1;
     }
   }

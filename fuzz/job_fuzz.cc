@@ -1,0 +1,6 @@
+// libFuzzer target: the job parser (tests/fuzz/parsers.h). fuzz/README.md.
+#include "fuzz_one.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return hydrozoa::fuzz::fuzzOne(hydrozoa::fuzz::parseJobYaml, data, size);
+}

@@ -1,0 +1,99 @@
+// The control plane's guarantees, in one process over loopback: a route is
+// bound to a worker's name only by a message with the token, so a peer
+// without it receives nothing; frames past the size bound are never read;
+// authenticated messages are checked field by field.
+#include "cluster/control.h"
+
+#include <gtest/gtest.h>
+
+#include <zmq.hpp>
+
+namespace hydrozoa::cluster {
+namespace {
+
+// Polls `socket` for up to `ms`; the message or "" when none came.
+std::string receiveWithin(zmq::socket_t& socket, int ms) {
+  zmq::pollitem_t item{static_cast<void*>(socket), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, std::chrono::milliseconds(ms)) <= 0) return "";
+  zmq::message_t m;
+  if (!socket.recv(m, zmq::recv_flags::dontwait)) return "";
+  return m.to_string();
+}
+
+TEST(ControlServer, ARouteIsBoundOnlyByAMessageWithTheToken) {
+  auto server = ControlServer::bind("127.0.0.1", 0, "the-token");
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  auto worker = ControlClient::connect((*server)->endpoint(), "w0", "the-token");
+  ASSERT_TRUE(worker.ok());
+  (*worker)->send({{"type", "register"}});
+  std::string from;
+  Json m;
+  ASSERT_TRUE((*server)->receive(&from, &m, 5000));
+  EXPECT_EQ(from, "w0");
+  EXPECT_FALSE(m.contains("token"));
+  EXPECT_FALSE(m.contains("sender"));
+
+  // A rogue with the worker's name as its identity, and without the token.
+  zmq::context_t ctx(1);
+  zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
+  rogue.set(zmq::sockopt::routing_id, "w0");
+  rogue.set(zmq::sockopt::linger, 0);
+  rogue.connect((*server)->endpoint());
+  const std::string claim = R"({"type": "heartbeat", "step": 3, "sender": "w0", "token": "a-guess"})";
+  rogue.send(zmq::buffer(claim), zmq::send_flags::none);
+  EXPECT_FALSE((*server)->receive(&from, &m, 500));
+  EXPECT_EQ((*server)->refused(), 1);
+
+  // What the coordinator sends to "w0" goes to the worker, never the rogue.
+  EXPECT_TRUE((*server)->send("w0", {{"type", "go"}}));
+  Json got;
+  ASSERT_TRUE((*worker)->receive(&got, 5000));
+  EXPECT_EQ(got["type"], "go");
+  EXPECT_EQ(receiveWithin(rogue, 300), "");
+  // Nobody authenticated as "w5": nothing is sent at all.
+  EXPECT_FALSE((*server)->send("w5", {{"type", "go"}}));
+}
+
+TEST(ControlServer, FramesPastTheBoundAreNeverRead) {
+  auto server = ControlServer::bind("127.0.0.1", 0, "the-token");
+  ASSERT_TRUE(server.ok());
+  zmq::context_t ctx(1);
+  zmq::socket_t big(ctx, zmq::socket_type::dealer);
+  big.set(zmq::sockopt::linger, 0);
+  big.connect((*server)->endpoint());
+  const std::string frame(static_cast<size_t>(kMaxWorkerMessage) + 1, 'x');
+  big.send(zmq::buffer(frame), zmq::send_flags::none);
+  std::string from;
+  Json m;
+  EXPECT_FALSE((*server)->receive(&from, &m, 500));
+  EXPECT_EQ((*server)->refused(), 0);  // dropped by ZeroMQ before any parsing
+  // A legitimate worker still gets through.
+  auto worker = ControlClient::connect((*server)->endpoint(), "w1", "the-token");
+  (*worker)->send({{"type", "ready"}});
+  ASSERT_TRUE((*server)->receive(&from, &m, 5000));
+  EXPECT_EQ(from, "w1");
+}
+
+TEST(CheckWorkerMessage, NamesTheFieldAndWhatWasExpected) {
+  EXPECT_TRUE(checkWorkerMessage({{"type", "step"}, {"step", 3}, {"loss", 0.5}, {"future_field", "x"}}).ok());
+  struct Case {
+    Json message;
+    std::string expect;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{{"type", "step"}, {"step", "x"}}, "field \"step\" of a \"step\" message is a string \"x\", expected a whole number"},
+           {{{"type", "step"}, {"step", -1}}, "field \"step\""},
+           {{{"type", "step"}, {"step", 1}, {"loss", "nan"}}, "field \"loss\""},
+           {{{"type", "halted"}, {"can_save", {1, "two"}}}, "field \"can_save\""},
+           {{{"type", "done"}, {"stopped", 1}}, "field \"stopped\""},
+           {{{"type", 7}}, "field \"type\""},
+           {Json::array(), "not a JSON object"},
+       }) {
+    const Status s = checkWorkerMessage(c.message);
+    ASSERT_FALSE(s.ok()) << c.message.dump();
+    EXPECT_NE(s.message().find(c.expect), std::string::npos) << s.message();
+  }
+}
+
+}  // namespace
+}  // namespace hydrozoa::cluster
