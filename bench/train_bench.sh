@@ -13,8 +13,9 @@
 #     pinned to a core of its own, as hydrozoa pins its compute threads). The
 #     fair one is the figure to quote.
 #
-# The four runs of a round go in a different order each round, so that a
-# slow minute of this shared machine does not fall on one of them always.
+# The five runs of a round go in a different order each round, so that a
+# slow minute of this shared machine does not fall on one of them always,
+# after a warm-up round that is not counted.
 #
 # Throughput is samples per second over the steps after the first 20 (the
 # baselines skip as many as warm-up), on Fashion-MNIST with the zoo's CNN.
@@ -71,6 +72,12 @@ run_two() {
       --no-progress --launcher local --out "$work/two$1" > /dev/null 2>&1
   two+=("$(hydrozoa_rate "$work/two$1")")
 }
+# A first round that is not counted: on this VM every configuration runs
+# 10-30% slower in the first minutes of a benchmark (seen in all of them,
+# ours and the baselines alike), which alternation alone does not cancel.
+echo "warm-up round (not counted)..." >&2
+run_plain; run_one 0; run_fair; run_two 0; run_ddp
+plain=(); one=(); ddp=(); fair=(); two=()
 for r in $(seq 1 "$rounds"); do
   echo "round $r/$rounds..." >&2
   if ((r % 2)); then

@@ -3,8 +3,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 #include <zmq.hpp>
@@ -50,9 +55,9 @@ bool validName(const Json& j) {
 
 // zmq::poll, where a signal (Ctrl-C) ends the wait as "nothing yet" instead
 // of throwing: the caller checks its flags and polls again.
-int pollOnce(zmq::pollitem_t* item, int timeoutMs) {
+int pollOnce(zmq::pollitem_t* items, int timeoutMs, int count = 1) {
   try {
-    return zmq::poll(item, 1, std::chrono::milliseconds(timeoutMs));
+    return zmq::poll(items, count, std::chrono::milliseconds(timeoutMs));
   } catch (const zmq::error_t& e) {
     if (e.num() == EINTR) return 0;
     throw;
@@ -200,7 +205,9 @@ bool ControlServer::send(const std::string& to, Json message) {
   return true;
 }
 
-ControlClient::~ControlClient() = default;
+ControlClient::~ControlClient() {
+  if (wakeFd_ >= 0) ::close(wakeFd_);
+}
 
 Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string& endpoint, const std::string& name,
                                                               std::string token) {
@@ -210,6 +217,8 @@ Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string&
   c->context_ = std::make_unique<zmq::context_t>(1);
   c->socket_ = std::make_unique<zmq::socket_t>(*c->context_, zmq::socket_type::dealer);
   configure(*c->socket_, kMaxCoordinatorMessage, 2000);
+  c->wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->wakeFd_ < 0) return ioError(fmt::format("eventfd: {}", std::strerror(errno)));
   try {
     c->socket_->connect(endpoint);
   } catch (const zmq::error_t& e) {
@@ -226,11 +235,21 @@ void ControlClient::send(Json message) {
   socket_->send(zmq::buffer(body), zmq::send_flags::none);
 }
 
+void ControlClient::wake() {
+  const std::uint64_t one = 1;
+  (void)!::write(wakeFd_, &one, sizeof(one));
+}
+
 bool ControlClient::receive(Json* message, int timeoutMs) {
   std::lock_guard<std::mutex> lock(mu_);
-  zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
+  zmq::pollitem_t items[2] = {{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0}, {nullptr, wakeFd_, ZMQ_POLLIN, 0}};
   for (;;) {
-    if (pollOnce(&item, timeoutMs) <= 0) return false;
+    if (pollOnce(items, timeoutMs, 2) <= 0) return false;
+    if (items[1].revents & ZMQ_POLLIN) {  // wake(): return to the caller, which has something to do
+      std::uint64_t count = 0;
+      (void)!::read(wakeFd_, &count, sizeof(count));
+      if (!(items[0].revents & ZMQ_POLLIN)) return false;
+    }
     zmq::message_t body;
     if (!socket_->recv(body, zmq::recv_flags::none)) return false;
     Json j = Json::parse(body.to_string(), nullptr, false);

@@ -110,7 +110,12 @@ class ControlClient {
   ~ControlClient();
 
   void send(Json message);
+  // The next message with the token within `timeoutMs`; false on timeout,
+  // and at once (false) when another thread calls wake().
   bool receive(Json* message, int timeoutMs);
+  // Ends a receive() under way, or the next one, early: for a thread that
+  // has something to send (thread-safe).
+  void wake();
 
  private:
   ControlClient() = default;
@@ -118,6 +123,7 @@ class ControlClient {
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<zmq::socket_t> socket_;
   std::string token_, name_;
+  int wakeFd_ = -1;  // an eventfd that receive() polls beside the socket
 };
 
 }  // namespace hydrozoa::cluster

@@ -5,7 +5,7 @@
 namespace hydrozoa::runtime {
 
 GradientSync::GradientSync(Transport* transport, std::vector<std::vector<torch::Tensor>> layerParams,
-                           Bytes bucketBytes, TraceRecorder& trace)
+                           Bytes firstBucketBytes, Bytes bucketBytes, TraceRecorder& trace)
     : transport_(transport && transport->stageReplicas() > 1 ? transport : nullptr),
       layerParams_(std::move(layerParams)),
       bucketOf_(layerParams_.size(), -1),
@@ -13,10 +13,21 @@ GradientSync::GradientSync(Transport* transport, std::vector<std::vector<torch::
       trace_(trace) {
   if (!transport_) return;
   // Backward finishes the last layer first, so buckets fill from the end.
+  auto bytesOf = [this](int layer) {
+    Bytes n = 0;
+    for (const auto& p : layerParams_[layer]) n += p.numel() * p.element_size();
+    return n;
+  };
+  int firstLayer = 0;  // the stage's first layer with parameters: its gradients are final last
+  while (firstLayer < static_cast<int>(layerParams_.size()) && layerParams_[firstLayer].empty()) ++firstLayer;
   Bytes filled = 0;
   for (int i = static_cast<int>(layerParams_.size()) - 1; i >= 0; --i) {
     if (layerParams_[i].empty()) continue;
-    if (buckets_.empty() || filled >= bucketBytes) {
+    // Nothing overlaps the allreduce of the last bucket: the first layer goes
+    // alone when that moves more bytes to the bucket before it, whose
+    // allreduce then runs during the first layer's backward pass.
+    const bool alone = i == firstLayer && !buckets_.empty() && filled > bytesOf(i);
+    if (buckets_.empty() || alone || filled >= (buckets_.size() == 1 ? firstBucketBytes : bucketBytes)) {
       buckets_.emplace_back();
       filled = 0;
     }

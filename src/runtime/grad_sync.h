@@ -2,7 +2,14 @@
 // allreduce that starts as soon as a bucket is final (docs/train.md, "Performance").
 //
 // Buckets are formed from the stage's last layer backwards, each holding
-// whole layers' parameters until it reaches `bucket_bytes`. During the final
+// whole layers' parameters until it reaches `bucketBytes`; the first closes
+// at `firstBucketBytes` already, so that the allreduce of the layers whose
+// gradients are final first (a classifier's large dense layers) overlaps the
+// backward pass of the layers before them (PyTorch DDP does the same with a
+// 1 MB first bucket); the stage's first layer with parameters, whose
+// gradients are final last, gets a bucket of its own when the layers after
+// it in its bucket hold more bytes, so that only the smaller allreduce waits
+// for the end of the backward pass. During the final
 // microbatch's backward pass, layerReady(i) is called as each layer's
 // gradients become final; a bucket whose layers are all ready is flattened
 // and its allreduce started at once, while earlier layers still compute.
@@ -26,8 +33,8 @@ namespace hydrozoa::runtime {
 class GradientSync {
  public:
   // `transport` may be null (one replica: nothing to do).
-  GradientSync(Transport* transport, std::vector<std::vector<torch::Tensor>> layerParams, Bytes bucketBytes,
-               TraceRecorder& trace);
+  GradientSync(Transport* transport, std::vector<std::vector<torch::Tensor>> layerParams, Bytes firstBucketBytes,
+               Bytes bucketBytes, TraceRecorder& trace);
 
   bool active() const { return transport_ != nullptr; }
   int numBuckets() const { return static_cast<int>(buckets_.size()); }

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -320,7 +321,8 @@ Status Worker::build() {
   to.replicas = role_.replicas;
   to.cuda = device_.is_cuda();  // NCCL on GPUs, Gloo on CPUs
   HZ_ASSIGN_OR_RETURN(transport_, connectTransport(to));
-  sync_ = std::make_unique<GradientSync>(transport_.get(), stage_->layerParameters(), 25 * kMB, trace_);
+  // Buckets as PyTorch DDP sizes them: 1 MB first (NOTE in grad_sync.h), 25 MB after.
+  sync_ = std::make_unique<GradientSync>(transport_.get(), stage_->layerParameters(), 1 * kMB, 25 * kMB, trace_);
   if (!firstStage()) {
     fromPrev_ = std::make_unique<Inbound>(*transport_, prevRank(), trace_, "activation");
     toPrev_ = std::make_unique<Outbound>(*transport_, prevRank(), trace_, "gradient");
@@ -418,8 +420,12 @@ void Worker::controlLoop() {
       control_->send({{"type", "heartbeat"}, {"step", currentStep_.load()}, {"peak_memory", peakResidentBytes()}});
       nextBeat = Clock::now() + interval;
     }
+    // Sleeps until a message comes, post() or the end wakes it, or the next
+    // heartbeat is due (at most 50 ms): polling every few milliseconds cost
+    // two busy workers a wake-up each per 5 ms on cores they compute on.
+    const auto untilBeat = std::chrono::duration_cast<std::chrono::milliseconds>(nextBeat - Clock::now()).count();
     Json m;
-    if (control_->receive(&m, 5)) onControl(m);
+    if (control_->receive(&m, static_cast<int>(std::clamp<std::int64_t>(untilBeat, 0, 50)))) onControl(m);
   }
   flush();
 }
@@ -477,8 +483,11 @@ void Worker::post(Json message) {
     control_->send(std::move(message));
     return;
   }
-  std::lock_guard<std::mutex> lock(outMu_);
-  outbox_.push_back(std::move(message));
+  {
+    std::lock_guard<std::mutex> lock(outMu_);
+    outbox_.push_back(std::move(message));
+  }
+  control_->wake();
 }
 
 std::vector<torch::Tensor> Worker::stageBuffers() const {
@@ -862,6 +871,7 @@ int Worker::run() {
   }
   (void)trace_.flush(role_.trace_path);
   stopControl_ = true;
+  control_->wake();
   controlThread_.join();
   // Give the last messages a moment to leave before the sockets close.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
 #include <zmq.hpp>
 
 namespace hydrozoa::cluster {
@@ -72,6 +74,29 @@ TEST(ControlServer, FramesPastTheBoundAreNeverRead) {
   (*worker)->send({{"type", "ready"}});
   ASSERT_TRUE((*server)->receive(&from, &m, 5000));
   EXPECT_EQ(from, "w1");
+}
+
+TEST(ControlClient, WakeEndsAWaitingReceiveAtOnce) {
+  auto server = ControlServer::bind("127.0.0.1", 0, "the-token");
+  ASSERT_TRUE(server.ok());
+  auto worker = ControlClient::connect((*server)->endpoint(), "w0", "the-token");
+  ASSERT_TRUE(worker.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread waker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    (*worker)->wake();
+  });
+  Json m;
+  EXPECT_FALSE((*worker)->receive(&m, 10000));
+  waker.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  // A message still arrives after a wake-up.
+  (*worker)->send({{"type", "register"}});
+  std::string from;
+  ASSERT_TRUE((*server)->receive(&from, &m, 5000));
+  EXPECT_TRUE((*server)->send("w0", {{"type", "go"}}));
+  ASSERT_TRUE((*worker)->receive(&m, 5000));
+  EXPECT_EQ(m["type"], "go");
 }
 
 TEST(CheckWorkerMessage, NamesTheFieldAndWhatWasExpected) {

@@ -112,8 +112,16 @@ TEST(GradientSync, SumsEachStagesGradientsOverItsReplicas) {
       layers.push_back({w});
     }
     layers.push_back({});  // a layer without parameters
-    GradientSync sync(&t, layers, /*bucketBytes=*/64 * 4, trace);
+    GradientSync sync(&t, layers, /*firstBucketBytes=*/64 * 4, /*bucketBytes=*/64 * 4, trace);
     EXPECT_EQ(sync.numBuckets(), 3);
+    // A small first bucket (the last layer alone) and large ones after it.
+    EXPECT_EQ(GradientSync(&t, layers, 64 * 4, 1 << 20, trace).numBuckets(), 2);
+    {
+      // A first layer smaller than the rest of its bucket goes alone.
+      auto smallFirst = layers;
+      smallFirst[0] = {torch::zeros({16}, torch::requires_grad())};
+      EXPECT_EQ(GradientSync(&t, smallFirst, 64 * 4, 1 << 20, trace).numBuckets(), 3);
+    }
     for (int l = 3; l >= 0; --l) sync.layerReady(l);
     sync.finish();
     for (int l = 0; l < 3; ++l) {
@@ -131,7 +139,7 @@ TEST(GradientSync, OneReplicaIsANoOp) {
   TraceRecorder trace;
   torch::Tensor w = torch::zeros({4}, torch::requires_grad());
   w.mutable_grad() = torch::ones({4});
-  GradientSync sync(nullptr, {{w}}, 1024, trace);
+  GradientSync sync(nullptr, {{w}}, 1024, 1024, trace);
   EXPECT_FALSE(sync.active());
   sync.layerReady(0);
   sync.finish();
