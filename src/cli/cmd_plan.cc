@@ -116,8 +116,7 @@ std::string memoryCapNote(const plan::Catalog& catalog, const plan::SearchOption
     if (!other.ok()) continue;
     const auto limit = plan::platformMemoryLimit(*other, "");
     if (limit && *limit >= *o.memory_limit) {  // a platform whose CPU workers are that large
-      others += fmt::format("{}--platform {}{}", others.empty() ? "" : ", ", name,
-                            limit ? fmt::format(" (up to {})", formatBytes(*limit)) : "");
+      others += fmt::format("{}--platform {} (up to {})", others.empty() ? "" : ", ", name, formatBytes(*limit));
     }
   }
   return fmt::format("--memory {} is more than the largest {} worker without an accelerator holds ({}); planning "

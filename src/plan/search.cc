@@ -335,25 +335,19 @@ Status nothingFits(const profile::Profile& profile, const SearchOptions& o, cons
 Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& catalog, const SearchOptions& o,
                                 Partitioner* partitioner) {
   const int L = static_cast<int>(profile.numLayers());
-  if (!inRange(o.workers, kWorkersRange)) {
-    return invalidArgument(fmt::format("--workers: {} is out of range; expected {}", o.workers,
-                                       describeRange(kWorkersRange)));
-  }
-  if (o.data_parallel && !inRange(*o.data_parallel, kWorkersRange)) {
-    return invalidArgument(fmt::format("--data-parallel: {} is out of range; expected {}", *o.data_parallel,
-                                       describeRange(kWorkersRange)));
-  }
-  if (o.microbatches && !inRange(*o.microbatches, kMicrobatchesRange)) {
-    return invalidArgument(fmt::format("--microbatches: {} is out of range; expected {}", *o.microbatches,
-                                       describeRange(kMicrobatchesRange)));
-  }
-  if (o.global_batch && !inRange(*o.global_batch, kSamplesRange)) {
-    return invalidArgument(fmt::format("--global-batch: {} is out of range; expected {}", *o.global_batch,
-                                       describeRange(kSamplesRange)));
+  // A count outside its range (SearchOptions comes from flags and job specs).
+  auto outOfRange = [](const char* flag, std::optional<std::int64_t> v, Range range) -> std::optional<Status> {
+    if (!v || inRange(*v, range)) return std::nullopt;
+    return invalidArgument(fmt::format("{}: {} is out of range; expected {}", flag, *v, describeRange(range)));
+  };
+  for (const auto& bad : {outOfRange("--workers", o.workers, kWorkersRange),
+                          outOfRange("--data-parallel", o.data_parallel, kWorkersRange),
+                          outOfRange("--microbatches", o.microbatches, kMicrobatchesRange),
+                          outOfRange("--global-batch", o.global_batch, kSamplesRange)}) {
+    if (bad) return *bad;
   }
   if (o.max_microbatches > kMicrobatchesRange.max) {
-    return invalidArgument(fmt::format("--max-microbatches: {} is out of range; expected {}", o.max_microbatches,
-                                       describeRange(kMicrobatchesRange)));
+    return *outOfRange("--max-microbatches", o.max_microbatches, kMicrobatchesRange);
   }
   if (o.data_bytes < 0 || o.data_bytes > kMaxBytes) return invalidArgument("the dataset's size is out of range");
   if (o.max_microbatches < 1) return invalidArgument("--max-microbatches must be at least 1");
@@ -365,7 +359,6 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
     }
   }
   if (!(o.bandwidth > 0)) return invalidArgument("the bandwidth between workers must be positive (--bandwidth)");
-  if (o.global_batch && *o.global_batch < 1) return invalidArgument("--global-batch must be at least 1");
   if (o.microbatch_size && !profile.at(*o.microbatch_size)) {
     std::string sizes;
     for (auto s : profile.microbatchSizes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(s);

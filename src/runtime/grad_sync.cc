@@ -26,17 +26,16 @@ GradientSync::GradientSync(Transport* transport, std::vector<std::vector<torch::
     // Nothing overlaps the allreduce of the last bucket: the first layer goes
     // alone when that moves more bytes to the bucket before it, whose
     // allreduce then runs during the first layer's backward pass.
-    const bool alone = i == firstLayer && !buckets_.empty() && filled > bytesOf(i);
+    const Bytes bytes = bytesOf(i);
+    const bool alone = i == firstLayer && !buckets_.empty() && filled > bytes;
     if (buckets_.empty() || alone || filled >= (buckets_.size() == 1 ? firstBucketBytes : bucketBytes)) {
       buckets_.emplace_back();
       filled = 0;
     }
     Bucket& b = buckets_.back();
     b.layers.push_back(i);
-    for (const auto& p : layerParams_[i]) {
-      b.params.push_back(p);
-      filled += p.numel() * p.element_size();
-    }
+    b.params.insert(b.params.end(), layerParams_[i].begin(), layerParams_[i].end());
+    filled += bytes;
     bucketOf_[i] = static_cast<int>(buckets_.size()) - 1;
   }
   for (auto& b : buckets_) b.remaining = static_cast<int>(b.layers.size());
