@@ -13,7 +13,13 @@
 #     pinned to a core of its own, as hydrozoa pins its compute threads). The
 #     fair one is the figure to quote.
 #
-# The five runs of a round go in a different order each round, so that a
+#  3. The ceiling of both: two copies of each (the plain loop, and hydrozoa
+#     1x1 at a global batch of 64) run at once, one per core under taskset,
+#     each on half the batch and with nothing to exchange. Their summed
+#     throughput is the most that any data-parallel runtime could reach on
+#     these two cores with this model: no allreduce, no waiting for a peer.
+#
+# The runs of a round go in a different order each round, so that a
 # slow minute of this shared machine does not fall on one of them always,
 # after a warm-up round that is not counted.
 #
@@ -38,16 +44,17 @@ training: {epochs: 1, global_batch: 128, eval: false, optimizer: {name: sgd, lr:
 cluster: {workers: 2, bandwidth: 1Gbit/s}
 output: {checkpoint_every_epochs: 0, trace_steps: 0}
 YAML
+sed 's/global_batch: 128/global_batch: 64/' "$work/job.yaml" > "$work/half.yaml"
 
 # Samples per second of a hydrozoa run after `warmup` steps (from metrics.jsonl).
 hydrozoa_rate() {
-  local run="$1"
-  /usr/bin/python3 - "$run" "$warmup" <<'PY'
+  local run="$1" batch="${2:-128}"
+  /usr/bin/python3 - "$run" "$warmup" "$batch" <<'PY'
 import json, sys
-run, warmup = sys.argv[1], int(sys.argv[2])
+run, warmup, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 steps = [json.loads(l) for l in open(run + "/metrics.jsonl") if '"loss"' in l]
 a, b = steps[warmup - 1], steps[-1]
-print((len(steps) - warmup) * 128 / (b["t"] - a["t"]))
+print((len(steps) - warmup) * batch / (b["t"] - a["t"]))
 PY
 }
 
@@ -55,7 +62,7 @@ rate_of() { /usr/bin/python3 -c 'import json,sys; print(json.loads(sys.stdin.rea
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-plain=(); one=(); ddp=(); fair=(); two=()
+plain=(); one=(); ddp=(); fair=(); two=(); loops=(); halves=()
 run_plain() { plain+=("$(build/bench/plain_loop --steps "$steps" --warmup "$warmup" | rate_of)"); }
 run_one() {
   $hz train "$work/job.yaml" --data-parallel 1 --stages 1 --microbatches 1 --max-steps $((steps + warmup)) \
@@ -72,23 +79,38 @@ run_two() {
       --no-progress --launcher local --out "$work/two$1" > /dev/null 2>&1
   two+=("$(hydrozoa_rate "$work/two$1")")
 }
+sum2() { /usr/bin/python3 -c "print($1 + $2)"; }
+run_loops() {
+  taskset -c 0 build/bench/plain_loop --batch 64 --steps "$steps" --warmup "$warmup" > "$work/loop0" &
+  taskset -c 1 build/bench/plain_loop --batch 64 --steps "$steps" --warmup "$warmup" > "$work/loop1"
+  wait
+  loops+=("$(sum2 "$(rate_of < "$work/loop0")" "$(rate_of < "$work/loop1")")")
+}
+run_halves() {
+  for c in 0 1; do
+    taskset -c $c $hz train "$work/half.yaml" --data-parallel 1 --stages 1 --microbatches 1 \
+        --max-steps $((steps + warmup)) --no-progress --launcher local --out "$work/half$1.$c" > /dev/null 2>&1 &
+  done
+  wait
+  halves+=("$(sum2 "$(hydrozoa_rate "$work/half$1.0" 64)" "$(hydrozoa_rate "$work/half$1.1" 64)")")
+}
 # A first round that is not counted: on this VM every configuration runs
 # 10-30% slower in the first minutes of a benchmark (seen in all of them,
 # ours and the baselines alike), which alternation alone does not cancel.
 echo "warm-up round (not counted)..." >&2
-run_plain; run_one 0; run_fair; run_two 0; run_ddp
-plain=(); one=(); ddp=(); fair=(); two=()
+run_plain; run_one 0; run_fair; run_two 0; run_ddp; run_loops; run_halves 0
+plain=(); one=(); ddp=(); fair=(); two=(); loops=(); halves=()
 for r in $(seq 1 "$rounds"); do
   echo "round $r/$rounds..." >&2
   if ((r % 2)); then
-    run_plain; run_one "$r"; run_fair; run_two "$r"; run_ddp
+    run_plain; run_one "$r"; run_fair; run_halves "$r"; run_two "$r"; run_ddp; run_loops
   else
-    run_two "$r"; run_ddp; run_one "$r"; run_plain; run_fair
+    run_two "$r"; run_loops; run_ddp; run_one "$r"; run_halves "$r"; run_plain; run_fair
   fi
 done
 
 p=$(median "${plain[@]}"); o=$(median "${one[@]}"); d=$(median "${ddp[@]}"); f=$(median "${fair[@]}")
-t=$(median "${two[@]}")
+t=$(median "${two[@]}"); l=$(median "${loops[@]}"); h=$(median "${halves[@]}")
 printf '\nFashion-MNIST CNN, global batch 128, one compute thread per process, %s rounds of %s steps (medians)\n\n' "$rounds" "$steps"
 printf '  %-58s %10s\n' "" "samples/s"
 printf '  %-58s %10.0f\n' "plain libtorch loop (1 process)" "$p"
@@ -98,5 +120,9 @@ printf '  %-58s %10.0f\n' "PyTorch DDP, gloo (2 processes), as it comes" "$d"
 printf '  %-58s %10.0f\n' "PyTorch DDP, hydrozoa's allocator thresholds, ranks pinned" "$f"
 printf '  %-58s %10.0f   %.3fx the fair DDP, %.3fx DDP as it comes\n' "hydrozoa 2x1 (2 workers)" "$t" \
     "$(ratio "$t" "$f")" "$(ratio "$t" "$d")"
-printf '\n  all rounds: loop %s | hydrozoa 1x1 %s | DDP %s | fair DDP %s | hydrozoa 2x1 %s\n' "${plain[*]}" \
-    "${one[*]}" "${ddp[*]}" "${fair[*]}" "${two[*]}"
+printf '\n  with nothing to exchange (two processes at once, 64 samples each, one per core):\n'
+printf '  %-58s %10.0f   fair DDP reaches %.3fx of it\n' "two plain loops" "$l" "$(ratio "$f" "$l")"
+printf '  %-58s %10.0f   hydrozoa 2x1 reaches %.3fx of it; fair DDP is %.3fx of it\n' "two hydrozoa 1x1 jobs" "$h" \
+    "$(ratio "$t" "$h")" "$(ratio "$f" "$h")"
+printf '\n  all rounds: loop %s | hydrozoa 1x1 %s | DDP %s | fair DDP %s | hydrozoa 2x1 %s | two loops %s | two 1x1 %s\n' \
+    "${plain[*]}" "${one[*]}" "${ddp[*]}" "${fair[*]}" "${two[*]}" "${loops[*]}" "${halves[*]}"

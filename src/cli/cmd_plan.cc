@@ -23,7 +23,7 @@ struct PlanArgs {
   std::string workers, memory, bandwidth, global_batch, objective = "fastest";
   std::string data_parallel, stages, microbatch_size, microbatches, partition;
   std::string microbatch_sizes, optimizer = "sgd_momentum", max_microbatches = "64", graph_batch_size = "1";
-  std::string alpha, beta;
+  std::string alpha, beta, host_cores, threads;
   bool all_strategies = false;
 };
 
@@ -160,6 +160,10 @@ Status runPlan(const PlanArgs& a, bool json) {
   }
   HZ_ASSIGN_OR_RETURN(o.objective, plan::parseObjective(a.objective));
   o.all_strategies = a.all_strategies;
+  HZ_ASSIGN_OR_RETURN(auto hostCores, optionalCount(a.host_cores, "--host-cores", kThreadsRange));
+  HZ_ASSIGN_OR_RETURN(auto threads, optionalCount(a.threads, "--threads", kThreadsRange));
+  o.host_cores = static_cast<int>(hostCores.value_or(0));
+  o.threads = static_cast<int>(threads.value_or(1));
 
   // The accelerator the workers have: as asked, else the profile's GPU.
   o.accelerator = a.accelerator;
@@ -242,6 +246,9 @@ void addPlanCommand(CLI::App& app, Status* status) {
   cmd->add_option("--bandwidth", args->bandwidth, "Bandwidth between workers, e.g. 10Gbit/s or 100MB/s");
   cmd->add_option("--allreduce-alpha", args->alpha, "Allreduce overhead per byte per round, seconds");
   cmd->add_option("--allreduce-beta", args->beta, "Allreduce overhead per round, seconds");
+  cmd->add_option("--host-cores", args->host_cores,
+                  "All workers share one machine with this many cores (default: a core per worker thread)");
+  cmd->add_option("--threads", args->threads, "Compute threads per worker, with --host-cores (default 1)");
   cmd->add_option("--global-batch", args->global_batch, "Samples per iteration across all replicas");
   cmd->add_option("--objective", args->objective, "fastest, cheapest or samples-per-dollar")->capture_default_str();
   cmd->add_option("--platform", args->platform, "Pricing catalog: aci, lambda, azure-vm, aws-vm, or a YAML file")

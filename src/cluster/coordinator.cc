@@ -25,6 +25,7 @@
 #include "cluster/run_dir.h"
 #include "cluster/scaling/epochs.h"
 #include "cluster/scaling/policy.h"
+#include "core/cpus.h"
 #include "core/paths.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
@@ -258,11 +259,13 @@ class Job {
 // each worker gets cores of its own: measured here, two unpinned workers on
 // two cores now and then shared one for a timeslice, and a 2.5 ms backward
 // pass took 15-19 ms. With more threads than cores the scheduler decides.
+// The cores are those this process may use (taskset, a cpuset, Slurm's
+// binding), not 0..n-1: pinning to a core outside them fails.
 Json Job::cpusOf(int rank) const {
   Json cpus = Json::array();
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  if (W_ * spec_.threads > cores) return cpus;
-  for (int t = 0; t < spec_.threads; ++t) cpus.push_back(rank * spec_.threads + t);
+  const std::vector<int> usable = usableCpus();
+  if (static_cast<std::int64_t>(W_) * spec_.threads > static_cast<std::int64_t>(usable.size())) return cpus;
+  for (int t = 0; t < spec_.threads; ++t) cpus.push_back(usable[rank * spec_.threads + t]);
   return cpus;
 }
 
@@ -1445,11 +1448,15 @@ Result<TrainResult> Job::run() {
 }
 
 Status Job::train() {
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int cores = static_cast<int>(usableCpus().size());
   if (generation_ == 0 && W_ * spec_.threads > cores) {
-    progress_.note(fmt::format("Note: {} workers × {} thread{} share this machine's {} cores; the plan's predicted "
-                               "times assume a core per busy worker",
-                               W_, spec_.threads, spec_.threads == 1 ? "" : "s", cores));
+    progress_.note(fmt::format(
+        "Note: {} workers × {} thread{} share this machine's {} cores; {}", W_, spec_.threads,
+        spec_.threads == 1 ? "" : "s", cores,
+        plan_.compute_scale > 1
+            ? fmt::format("the plan counts their compute at {:.2f}× the profiled times (docs/plan.md, \"Shared hosts\")",
+                          plan_.compute_scale)
+            : "the plan's predicted times assume a core per busy worker (it was made for other machines)"));
   }
   std::string split;
   for (const auto& st : gen_.stages) split += fmt::format("{}{}-{}", split.empty() ? "" : " | ", st.first_layer, st.last_layer);

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cluster/launch/local_launcher.h"
+#include "core/cpus.h"
 #include "model/model.h"
 #include "plan/search.h"
 #include "profile/profile.h"
@@ -154,6 +155,10 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   o.global_batch = spec.global_batch;
   o.recovery_copies = spec.max_recoveries > 0;  // the workers keep them only then
   o.data_bytes = dataBytes;
+  // Every launcher today starts its workers on this machine: they share its
+  // cores, and a plan with more compute threads than cores computes slower.
+  o.host_cores = static_cast<int>(usableCpus().size());
+  o.threads = spec.threads;
   HZ_ASSIGN_OR_RETURN(o.objective, plan::parseObjective(spec.objective));
   o.data_parallel = spec.data_parallel;
   o.stages = spec.stages;

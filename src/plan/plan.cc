@@ -22,6 +22,7 @@ using profile::optNumberIn;
 // global batch every microsecond is more than any prediction.
 constexpr NumberRange kRateRange{0, 1e15, "samples"};
 constexpr NumberRange kBubbleRange{0, 1, "a fraction"};
+constexpr NumberRange kComputeScaleRange{1, 65536, "a factor"};
 // The allreduce fit's seconds per byte (profile/profile.cc reads the same).
 constexpr NumberRange kAlphaRange{-1, 1, "seconds per byte"};
 constexpr NumberRange kPlannedBandwidthRange{0, static_cast<double>(kMaxBytes), "bytes per second"};
@@ -56,6 +57,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
     s.forward_seconds = d.forward;
     s.backward_seconds = d.backward;
     s.allreduce_seconds = d.allreduce;
+    s.allreduce_exposed_seconds = d.allreduce_exposed;
     s.worker = d.worker.description;
     s.vcpus = d.worker.vcpus;
     s.worker_memory_bytes = d.worker.memory;
@@ -71,7 +73,10 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
   p.samples_per_dollar = c.samples_per_dollar;
   p.bubble_fraction = c.bubble_fraction;
   p.partition_gap_seconds = c.partition_gap;
+  p.compute_scale = c.compute_scale;
   p.workers = o.workers;
+  p.host_cores = o.host_cores;
+  p.threads = o.threads;
   p.memory_limit = result.memory_limit;
   p.bandwidth = o.bandwidth;
   p.allreduce_alpha = o.allreduce_alpha;
@@ -111,6 +116,7 @@ Json planToJson(const Plan& p) {
                       {"forward_seconds", s.forward_seconds},
                       {"backward_seconds", s.backward_seconds},
                       {"allreduce_seconds", s.allreduce_seconds},
+                      {"allreduce_exposed_seconds", s.allreduce_exposed_seconds},
                       {"worker",
                        {{"description", s.worker},
                         {"vcpus", s.vcpus},
@@ -149,9 +155,12 @@ Json planToJson(const Plan& p) {
             {"cost_per_hour", p.cost_per_hour},
             {"samples_per_dollar", p.samples_per_dollar},
             {"bubble_fraction", p.bubble_fraction},
-            {"partition_gap_seconds", p.partition_gap_seconds}}},
+            {"partition_gap_seconds", p.partition_gap_seconds},
+            {"compute_scale", p.compute_scale}}},
           {"inputs",
            {{"workers", p.workers},
+            {"host_cores", p.host_cores > 0 ? Json(p.host_cores) : Json(nullptr)},
+            {"threads", p.threads},
             {"memory_limit_bytes", p.memory_limit ? Json(*p.memory_limit) : Json(nullptr)},
             {"bandwidth_bytes_per_s", p.bandwidth},
             {"allreduce_alpha_s_per_byte", p.allreduce_alpha},
@@ -232,6 +241,9 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     s.forward_seconds = optSeconds(r, "forward_seconds");
     s.backward_seconds = optSeconds(r, "backward_seconds");
     s.allreduce_seconds = optSeconds(r, "allreduce_seconds");
+    // Plans written before the overlap was modelled: all of it.
+    s.allreduce_exposed_seconds = r.raw("allreduce_exposed_seconds") ? optSeconds(r, "allreduce_exposed_seconds")
+                                                                      : s.allreduce_seconds;
     if (const Json* w = r.raw("worker")) {
       ObjectReader wr(*w, r.child("worker"));
       s.worker = wr.optString("description").value_or("");
@@ -269,11 +281,15 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     p.allreduce_seconds = optSeconds(r, "allreduce_seconds");
     p.bubble_fraction = optNumberIn(r, "bubble_fraction", kBubbleRange).value_or(0);
     p.partition_gap_seconds = optSeconds(r, "partition_gap_seconds");
+    p.compute_scale = optNumberIn(r, "compute_scale", kComputeScaleRange).value_or(1);
     HZ_RETURN_IF_ERROR(r.status());
   }
   if (const Json* in = top.raw("inputs")) {
     ObjectReader r(*in, top.child("inputs"));
     p.workers = static_cast<int>(r.optCount("workers", kWorkersRange).value_or(p.workers));
+    // null or absent: planned with a core per worker thread.
+    p.host_cores = static_cast<int>(r.optCount("host_cores", kThreadsRange).value_or(0));
+    p.threads = static_cast<int>(r.optCount("threads", kThreadsRange).value_or(1));
     p.memory_limit = optBytesIn(r, "memory_limit_bytes", /*min=*/1);
     // 0: planned without a bandwidth.
     p.bandwidth = optNumberIn(r, "bandwidth_bytes_per_s", kPlannedBandwidthRange).value_or(0);
@@ -374,7 +390,7 @@ std::string renderPlanTable(const Plan& p) {
                    st.worker, formatUsd(st.cost_per_hour)});
   }
   out += stages.render();
-  out += fmt::format("Predicted: {} per iteration (pipeline {} + allreduce {}), {:.1f} samples/s, bubble {:.0f}%, {}/hour, "
+  out += fmt::format("Predicted: {} per iteration (pipeline {} + {} of allreduce after the backward pass), {:.1f} samples/s, bubble {:.0f}%, {}/hour, "
                      "{} samples per dollar{}\n",
                      formatSeconds(p.iteration_seconds), formatSeconds(p.pipeline_seconds),
                      formatSeconds(p.allreduce_seconds), p.samples_per_second, 100 * p.bubble_fraction,

@@ -26,7 +26,9 @@ struct PlanStage {
   int first_layer = 0, last_layer = 0;
   Bytes memory_bytes = 0;
   Bytes parameter_bytes = 0;
-  Seconds forward_seconds = 0, backward_seconds = 0, allreduce_seconds = 0;
+  Seconds forward_seconds = 0, backward_seconds = 0;
+  Seconds allreduce_seconds = 0;          // its buckets' allreduces, one after another
+  Seconds allreduce_exposed_seconds = 0;  // the part that outlasts the backward pass
   std::string worker;  // "4 vCPU, 6.00 GB, 1x k80"
   double vcpus = 0;
   Bytes worker_memory_bytes = 0;
@@ -64,8 +66,10 @@ struct Plan {
   double samples_per_dollar = 0;
   double bubble_fraction = 0;
   Seconds partition_gap_seconds = 0;
+  double compute_scale = 1;  // the profile's compute times × this (workers sharing a host's cores)
   // Inputs.
   int workers = 0;
+  int host_cores = 0, threads = 1;  // the shared host's cores (0: a core per worker thread)
   std::optional<Bytes> memory_limit;
   BytesPerSecond bandwidth = 0;
   double allreduce_alpha = 0;

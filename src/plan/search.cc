@@ -56,11 +56,10 @@ MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurem
   return mem;
 }
 
-Seconds ringAllreduceTime(Bytes bytes, int replicas, BytesPerSecond bandwidth, double alpha, Seconds beta) {
-  if (replicas <= 1 || bytes <= 0) return 0;
-  const double A = replicas, p = static_cast<double>(bytes);
-  // Hydrozoa §3.4 with the group size A (see docs/plan.md): 2(A−1) rounds.
-  return 2.0 * (A - 1) * (p / (A * bandwidth) + alpha * p / A + beta);
+double computeScale(int workers, int threads, int hostCores) {
+  if (hostCores <= 0) return 1;
+  const double busy = static_cast<double>(workers) * std::max(1, threads);
+  return std::max(1.0, busy / hostCores);
 }
 
 namespace {
@@ -104,6 +103,10 @@ class Searcher {
     c.microbatches = M;
     PartitionProblem problem;
     problem.costs = chainCosts(profile_, meas, o_.bandwidth);
+    c.compute_scale = computeScale(A * B, o_.threads, o_.host_cores);
+    for (auto* times : {&problem.costs.forward, &problem.costs.backward}) {
+      for (Seconds& t : *times) t *= c.compute_scale;
+    }
     problem.microbatches = M;
     problem.memory = memoryCosts(profile_, meas, o_.recovery_copies && A > 1 && B > 1, o_.data_bytes);
     problem.memory_limit = limit_;
@@ -123,6 +126,7 @@ class Searcher {
     }
     c.pipeline = pipelineTime(problem.costs, c.partition, M);
     std::vector<WorkerSpec> workers;
+    Seconds drain = 0;
     for (int s = 0; s < B; ++s) {
       StageDetail d;
       d.first_layer = c.partition.first[s];
@@ -139,13 +143,24 @@ class Searcher {
         c.memory_bound = true;
         return c;
       }
-      d.allreduce = ringAllreduceTime(d.parameter_bytes, A, o_.bandwidth, o_.allreduce_alpha, o_.allreduce_beta);
+      std::vector<Bytes> bytes;
+      std::vector<Seconds> backward;
+      for (int i = d.first_layer; i <= d.last_layer; ++i) {
+        bytes.push_back(profile_.layers[i].parameter_bytes);
+        backward.push_back(problem.costs.backward[i]);
+      }
+      const AllreduceTime ar = overlappedAllreduce(bytes, backward, drain, A, o_.bandwidth, o_.allreduce_alpha,
+                                                   o_.allreduce_beta);
+      d.allreduce = ar.total;
+      d.allreduce_exposed = ar.exposed;
+      // Stage s+1's last backward pass ends this long before the iteration does.
+      drain += d.backward + (s + 1 < B ? problem.costs.cut[d.last_layer] : 0);
       d.worker = rightSize(catalog_, {d.memory, d.parameter_bytes, o_.accelerator});
       if (!d.worker.feasible) {
         c.reason = fmt::format("stage {}: {}", s, d.worker.reason);
         return c;
       }
-      c.allreduce = std::max(c.allreduce, d.allreduce);
+      c.allreduce = std::max(c.allreduce, d.allreduce_exposed);
       for (int r = 0; r < A; ++r) workers.push_back(d.worker);
       c.stage_details.push_back(std::move(d));
     }

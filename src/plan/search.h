@@ -8,10 +8,15 @@
 // activations). Each (A, B, m, M) is partitioned optimally (ExactPartitioner
 // unless another is given) and costed:
 //
-//   T = R + max_j T^(D)_j,   T^(D)_j = 2(A−1)(|p_j|/(A·D) + α|p_j|/A + β)
+//   T = R + max_j X_j
 //
-// (ring allreduce over the A replicas of stage j; the seed prints B where the
-// group size A is meant). Workers are right-sized and priced from a catalog.
+// where X_j is the part of stage j's gradient allreduce that outlasts the
+// backward pass: the runtime reduces the stage's gradients in buckets, each
+// a ring allreduce over the A replicas, 2(A−1)(|b|/(A·D) + α|b|/A + β) for a
+// bucket of |b| bytes (the seed prints B where the group size A is meant),
+// started as soon as the final microbatch's backward pass has made the
+// bucket's gradients final (plan/cost/allreduce.h). The seed's T^(D)_j, the
+// whole stage's allreduce after the pipeline, is the case of one bucket. Workers are right-sized and priced from a catalog.
 // The best (m, M) per strategy is one row of the table; the chosen row is the
 // best by the objective.
 #pragma once
@@ -23,6 +28,7 @@
 
 #include "core/limits.h"
 #include "core/status.h"
+#include "plan/cost/allreduce.h"
 #include "plan/cost/pipeline.h"
 #include "plan/partition/partitioner.h"
 #include "plan/resources.h"
@@ -57,6 +63,12 @@ struct SearchOptions {
   // The dataset a worker of the first or last stage holds in memory (it
   // reads inputs or labels); 0 when planning without data (hydrozoa plan).
   Bytes data_bytes = 0;
+  // Shared host: all workers run on one machine with this many cores, each
+  // with `threads` compute threads. When a plan's workers need more threads
+  // than there are cores, every compute time is scaled by their ratio
+  // (computeScale); 0: a core per worker thread, wherever the workers run.
+  int host_cores = 0;
+  int threads = 1;
   // Pins: when set, the search keeps them fixed.
   std::optional<int> data_parallel, stages;
   std::optional<std::int64_t> microbatch_size, microbatches;
@@ -68,7 +80,8 @@ struct StageDetail {
   Seconds forward = 0, backward = 0;  // per microbatch
   Bytes memory = 0;                   // planned per worker
   Bytes parameter_bytes = 0;
-  Seconds allreduce = 0;
+  Seconds allreduce = 0;          // the stage's buckets, one after another
+  Seconds allreduce_exposed = 0;  // the part the iteration waits for
   WorkerSpec worker;
 };
 
@@ -80,13 +93,14 @@ struct Candidate {
   std::int64_t microbatch_size = 0, microbatches = 0;
   Partition partition;
   PipelineTime pipeline;
-  Seconds allreduce = 0;  // max over stages
+  Seconds allreduce = 0;  // max over stages of the exposed allreduce
   Seconds iteration = 0;  // T
   double samples_per_second = 0;
   UsdPerHour cost_per_hour = 0;
   double samples_per_dollar = 0;
   double bubble_fraction = 0;
   Seconds partition_gap = 0;  // proven optimality gap of the partition (0: optimal)
+  double compute_scale = 1;   // its workers' compute times over the profile's (shared host)
   std::vector<StageDetail> stage_details;
 
   // Saturates (never overflows) for hostile pins; searchPlan's pins keep it exact.
@@ -103,14 +117,18 @@ struct SearchResult {
   const Candidate& best() const { return considered.at(static_cast<size_t>(chosen)); }
 };
 
+// How much slower each worker computes when `workers` × `threads` compute
+// threads share `hostCores` cores (1 when they fit, or hostCores is 0):
+// processor sharing, every thread busy. Measured on 2 cores, a 4-stage MLP
+// pipeline took 1.99× its unshared prediction and a 3-stage one 1.71×
+// (docs/plan.md, "Shared hosts").
+double computeScale(int workers, int threads, int hostCores);
+
 // Per-layer costs of `profile` at microbatch size m and bandwidth D.
 ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth);
 // `stepBefore`: count recovery's copy of the state before the last update.
 MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore = false,
                         Bytes data = 0);
-
-// Ring allreduce time of `bytes` over `replicas` (0 for one replica).
-Seconds ringAllreduceTime(Bytes bytes, int replicas, BytesPerSecond bandwidth, double alpha, Seconds beta);
 
 // Runs the search. Errors: inconsistent pins, or nothing feasible (the
 // message says what would fit: more memory, more workers, smaller batches).

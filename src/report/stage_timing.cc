@@ -103,7 +103,7 @@ std::vector<StageTiming> stageTimingsFromTrace(const Json& trace, const plan::Pl
       t.first_layer = ps.first_layer;
       t.last_layer = ps.last_layer;
       t.predicted_compute = static_cast<double>(plan->num_microbatches) * (ps.forward_seconds + ps.backward_seconds);
-      if (plan->data_parallel > 1) t.predicted_allreduce = ps.allreduce_seconds;
+      if (plan->data_parallel > 1) t.predicted_allreduce = ps.allreduce_exposed_seconds;
     }
     double compute = 0, allreduce = 0;
     int allreducing = 0;

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "plan/cost/allreduce.h"
+
 namespace hydrozoa::runtime {
 
 GradientSync::GradientSync(Transport* transport, std::vector<std::vector<torch::Tensor>> layerParams,
@@ -12,31 +14,20 @@ GradientSync::GradientSync(Transport* transport, std::vector<std::vector<torch::
       ready_(layerParams_.size(), false),
       trace_(trace) {
   if (!transport_) return;
-  // Backward finishes the last layer first, so buckets fill from the end.
-  auto bytesOf = [this](int layer) {
+  // The planner costs the same buckets (plan/cost/allreduce.h).
+  std::vector<Bytes> bytes;
+  for (const auto& params : layerParams_) {
     Bytes n = 0;
-    for (const auto& p : layerParams_[layer]) n += p.numel() * p.element_size();
-    return n;
-  };
-  int firstLayer = 0;  // the stage's first layer with parameters: its gradients are final last
-  while (firstLayer < static_cast<int>(layerParams_.size()) && layerParams_[firstLayer].empty()) ++firstLayer;
-  Bytes filled = 0;
-  for (int i = static_cast<int>(layerParams_.size()) - 1; i >= 0; --i) {
-    if (layerParams_[i].empty()) continue;
-    // Nothing overlaps the allreduce of the last bucket: the first layer goes
-    // alone when that moves more bytes to the bucket before it, whose
-    // allreduce then runs during the first layer's backward pass.
-    const Bytes bytes = bytesOf(i);
-    const bool alone = i == firstLayer && !buckets_.empty() && filled > bytes;
-    if (buckets_.empty() || alone || filled >= (buckets_.size() == 1 ? firstBucketBytes : bucketBytes)) {
-      buckets_.emplace_back();
-      filled = 0;
+    for (const auto& p : params) n += p.numel() * p.element_size();
+    bytes.push_back(n);
+  }
+  for (const std::vector<int>& layers : plan::gradientBuckets(bytes, firstBucketBytes, bucketBytes)) {
+    Bucket& b = buckets_.emplace_back();
+    b.layers = layers;
+    for (int i : layers) {
+      b.params.insert(b.params.end(), layerParams_[i].begin(), layerParams_[i].end());
+      bucketOf_[i] = static_cast<int>(buckets_.size()) - 1;
     }
-    Bucket& b = buckets_.back();
-    b.layers.push_back(i);
-    b.params.insert(b.params.end(), layerParams_[i].begin(), layerParams_[i].end());
-    filled += bytes;
-    bucketOf_[i] = static_cast<int>(buckets_.size()) - 1;
   }
   for (auto& b : buckets_) b.remaining = static_cast<int>(b.layers.size());
 }

@@ -1,15 +1,14 @@
 // Gradient synchronisation across the replicas of a stage: bucketed ring
 // allreduce that starts as soon as a bucket is final (docs/train.md, "Performance").
 //
-// Buckets are formed from the stage's last layer backwards, each holding
-// whole layers' parameters until it reaches `bucketBytes`; the first closes
-// at `firstBucketBytes` already, so that the allreduce of the layers whose
-// gradients are final first (a classifier's large dense layers) overlaps the
-// backward pass of the layers before them (PyTorch DDP does the same with a
-// 1 MB first bucket); the stage's first layer with parameters, whose
-// gradients are final last, gets a bucket of its own when the layers after
-// it in its bucket hold more bytes, so that only the smaller allreduce waits
-// for the end of the backward pass. During the final
+// Buckets are formed as plan::gradientBuckets says (plan/cost/allreduce.h,
+// where the planner costs them): from the stage's last layer backwards, the
+// first closing at `firstBucketBytes` so that the allreduce of the layers
+// whose gradients are final first (a classifier's large dense layers)
+// overlaps the backward pass of the layers before them (PyTorch DDP does the
+// same with a 1 MB first bucket), the others at `bucketBytes`, and the
+// stage's first layer with parameters alone when that leaves it the smaller
+// allreduce to wait for at the end of the backward pass. During the final
 // microbatch's backward pass, layerReady(i) is called as each layer's
 // gradients become final; a bucket whose layers are all ready is flattened
 // and its allreduce started at once, while earlier layers still compute.

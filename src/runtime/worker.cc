@@ -1,6 +1,7 @@
 #include "runtime/worker.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 #include <sched.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +26,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "model/model.h"
+#include "plan/cost/allreduce.h"
 #include "runtime/checkpoint.h"
 #include "runtime/comm/pipe.h"
 #include "runtime/grad_sync.h"
@@ -322,7 +325,8 @@ Status Worker::build() {
   to.cuda = device_.is_cuda();  // NCCL on GPUs, Gloo on CPUs
   HZ_ASSIGN_OR_RETURN(transport_, connectTransport(to));
   // Buckets as PyTorch DDP sizes them: 1 MB first (NOTE in grad_sync.h), 25 MB after.
-  sync_ = std::make_unique<GradientSync>(transport_.get(), stage_->layerParameters(), 1 * kMB, 25 * kMB, trace_);
+  sync_ = std::make_unique<GradientSync>(transport_.get(), stage_->layerParameters(), plan::kFirstBucketBytes,
+                                         plan::kBucketBytes, trace_);
   if (!firstStage()) {
     fromPrev_ = std::make_unique<Inbound>(*transport_, prevRank(), trace_, "activation");
     toPrev_ = std::make_unique<Outbound>(*transport_, prevRank(), trace_, "gradient");
@@ -339,7 +343,11 @@ Status Worker::build() {
     cpu_set_t set;
     CPU_ZERO(&set);
     for (int c : role_.cpus) CPU_SET(c, &set);
-    if (::sched_setaffinity(0, sizeof(set), &set) != 0) spdlog::warn("could not pin the compute thread to its cores");
+    if (::sched_setaffinity(0, sizeof(set), &set) != 0) {
+      spdlog::warn("could not pin the compute thread to cores {}: {}", fmt::join(role_.cpus, ","), std::strerror(errno));
+    } else {
+      spdlog::info("compute thread pinned to core{} {}", role_.cpus.size() == 1 ? "" : "s", fmt::join(role_.cpus, ","));
+    }
   }
   return Status();
 }

@@ -5,6 +5,7 @@
 // process of the run may be left.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <torch/torch.h>
 
@@ -16,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/cpus.h"
 #include "integration/harness.h"
 #include "runtime/checkpoint.h"
 
@@ -264,6 +266,55 @@ TEST(Train, ListenersBindOnlyToTheJobsAddresses) {
   ::kill(pid, SIGINT);
   EXPECT_EQ(waitHydrozoa(dir.path().string(), pid).code, 130);
   EXPECT_TRUE(std::filesystem::is_empty(dir / "run/rendezvous"));
+}
+
+// Runs the binary as `taskset -c <cpus>` would: the child inherits the affinity.
+Outcome runOnCpus(const std::vector<int>& cpus, const std::string& dir, std::vector<std::string> args) {
+  cpu_set_t saved, set;
+  EXPECT_EQ(::sched_getaffinity(0, sizeof(saved), &saved), 0);
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  EXPECT_EQ(::sched_setaffinity(0, sizeof(set), &set), 0);
+  const pid_t pid = spawnHydrozoa(dir, std::move(args));
+  ::sched_setaffinity(0, sizeof(saved), &saved);
+  return waitHydrozoa(dir, pid);
+}
+
+// A job started under taskset (or in a cpuset, or bound by Slurm) pins its
+// workers to the cores it was given, not to cores 0..n-1.
+TEST(Train, WorkersArePinnedWithinTheCoresTheJobWasGiven) {
+  const std::vector<int> usable = usableCpus();
+  if (usable.size() < 2) GTEST_SKIP() << "needs two cores";
+  const int last = usable.back();
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << smallJob("", 1);
+  const Outcome r = runOnCpus({last}, dir.path().string(),
+                              {"train", "job.yaml", "--no-progress", "--launcher", "local", "--data-parallel", "1",
+                               "--stages", "1", "--out", "run"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string log = testing::slurp(dir / "run/workers/worker-0.log");
+  EXPECT_NE(log.find(fmt::format("compute thread pinned to core {}\n", last)), std::string::npos) << log;
+  EXPECT_EQ(log.find("could not pin"), std::string::npos) << log;
+}
+
+// Four workers on two cores: the plan counts their compute twice as slow,
+// and the run says so.
+TEST(Train, WorkersSharingCoresArePlannedAsSharingThem) {
+  const std::vector<int> usable = usableCpus();
+  if (usable.size() < 2) GTEST_SKIP() << "needs two cores";
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << smallJob("", 1);
+  const Outcome r = runOnCpus({usable[0], usable[1]}, dir.path().string(),
+                              {"train", "job.yaml", "--launcher", "local", "--max-steps", "2", "--out", "run"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("Note: 4 workers × 1 thread share this machine's 2 cores; the plan counts their compute at "
+                       "2.00× the profiled times"),
+            std::string::npos)
+      << r.err;
+  auto plan = readJsonFile(dir / "run/plan.json");
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ((*plan)["predicted"]["compute_scale"], 2.0);
+  EXPECT_EQ((*plan)["inputs"]["host_cores"], 2);
 }
 
 TEST(Train, WithRecoveryOffAKilledWorkerStopsTheJobWithAMessageNamingIt) {

@@ -49,6 +49,25 @@ TEST(PlanJson, RoundTrips) {
   EXPECT_EQ(renderPlanTable(*back), renderPlanTable(p));
 }
 
+TEST(PlanJson, APlanWrittenBeforeTheOverlapWasModelledWaitsForAllOfItsAllreduce) {
+  SearchOptions o;
+  o.workers = 4;
+  o.bandwidth = 1e8;
+  o.global_batch = 32;
+  o.data_parallel = 4;
+  o.stages = 1;
+  const auto prof = testing::toyProfile(10);
+  auto r = searchPlan(prof, *loadCatalog("aci"), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Json j = planToJson(makePlan(*r, prof, o, "aci"));
+  const double total = j["stages"][0]["allreduce_seconds"].get<double>();
+  EXPECT_LT(j["stages"][0]["allreduce_exposed_seconds"].get<double>(), total);
+  j["stages"][0].erase("allreduce_exposed_seconds");
+  auto back = planFromJson(j, "plan.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->stages[0].allreduce_exposed_seconds, total);
+}
+
 TEST(PlanJson, RejectsInconsistentPlans) {
   struct Case {
     std::function<void(Json&)> corrupt;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "plan/plan.h"
 #include "plan/toy_profile.h"
 
 namespace hydrozoa::plan {
@@ -64,12 +65,18 @@ TEST(SearchPlan, ReplicasMustDivideTheGlobalBatch) {
   for (const auto& c : r->considered) EXPECT_EQ(64 % c.data_parallel, 0) << c.data_parallel;
 }
 
-TEST(SearchPlan, OneReplicaIterationIsExactlyR) {
+// One replica of a 4-stage pipeline with 8 microbatches, no memory limit.
+SearchOptions fourStages() {
   SearchOptions o = basic(4);
   o.data_parallel = 1;
   o.stages = 4;
   o.microbatches = 8;
   o.memory_limit.reset();
+  return o;
+}
+
+TEST(SearchPlan, OneReplicaIterationIsExactlyR) {
+  SearchOptions o = fourStages();
   const auto prof = toyProfile(10);
   auto r = searchPlan(prof, aci(), o);
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -79,22 +86,112 @@ TEST(SearchPlan, OneReplicaIterationIsExactlyR) {
   EXPECT_EQ(c.allreduce, 0);
 }
 
-TEST(SearchPlan, AllreduceTermUsesTheReplicaGroupSize) {
+// The toy profile planned as A x B on 4 workers with allreduce overheads.
+Result<SearchResult> planWithAllreduce(const profile::Profile& prof, int A, int B) {
   SearchOptions o = basic(4);
-  o.data_parallel = 4;
-  o.stages = 1;
+  o.data_parallel = A;
+  o.stages = B;
   o.allreduce_alpha = 1e-10;
   o.allreduce_beta = 1e-4;
+  return searchPlan(prof, aci(), o);
+}
+
+TEST(SearchPlan, AllreduceTermUsesTheReplicaGroupSize) {
   const auto prof = toyProfile(6);
-  auto r = searchPlan(prof, aci(), o);
+  auto r = planWithAllreduce(prof, 4, 1);
   ASSERT_TRUE(r.ok());
-  Bytes params = 0;
-  for (const auto& l : prof.layers) params += l.parameter_bytes;
-  const double p = static_cast<double>(params);
-  const double expected = 2 * 3 * (p / (4 * 1e9) + 1e-10 * p / 4 + 1e-4);
-  EXPECT_NEAR(r->best().allreduce, expected, 1e-12);
-  EXPECT_NEAR(ringAllreduceTime(params, 4, 1e9, 1e-10, 1e-4), expected, 1e-12);
-  EXPECT_EQ(ringAllreduceTime(params, 1, 1e9, 1e-10, 1e-4), 0);
+  const Candidate& c = r->best();
+  const ChainCosts costs = chainCosts(prof, *prof.at(c.microbatch_size), 1e9);
+  std::vector<Bytes> bytes;
+  for (const auto& l : prof.layers) bytes.push_back(l.parameter_bytes);
+  // Every bucket's allreduce over the 4 replicas, one after another; the
+  // iteration waits for what outlasts the backward pass.
+  Seconds total = 0;
+  for (const auto& bucket : gradientBuckets(bytes, kFirstBucketBytes, kBucketBytes)) {
+    Bytes b = 0;
+    for (int i : bucket) b += bytes[i];
+    total += ringAllreduceTime(b, 4, 1e9, 1e-10, 1e-4);
+  }
+  const AllreduceTime expected = overlappedAllreduce(bytes, costs.backward, 0, 4, 1e9, 1e-10, 1e-4);
+  ASSERT_EQ(c.stage_details.size(), 1u);
+  EXPECT_NEAR(c.stage_details[0].allreduce, total, 1e-12);
+  EXPECT_NEAR(expected.total, total, 1e-12);
+  EXPECT_NEAR(c.allreduce, expected.exposed, 1e-12);
+  EXPECT_LT(c.allreduce, total);  // some of it hides behind the backward pass
+  EXPECT_NEAR(c.iteration, c.pipeline.total + c.allreduce, 1e-12);
+}
+
+TEST(SearchPlan, AStageAfterTheFirstHidesItsAllreduceBehindTheStagesBeforeIt) {
+  const auto prof = toyProfile(6);
+  auto r = planWithAllreduce(prof, 2, 2);
+  ASSERT_TRUE(r.ok());
+  const Candidate& c = r->best();
+  const ChainCosts costs = chainCosts(prof, *prof.at(c.microbatch_size), 1e9);
+  ASSERT_EQ(c.stage_details.size(), 2u);
+  auto stageOf = [&](const StageDetail& d) {
+    std::vector<Bytes> bytes;
+    std::vector<Seconds> backward;
+    for (int i = d.first_layer; i <= d.last_layer; ++i) {
+      bytes.push_back(prof.layers[i].parameter_bytes);
+      backward.push_back(costs.backward[i]);
+    }
+    return std::make_pair(bytes, backward);
+  };
+  const auto [b0, r0] = stageOf(c.stage_details[0]);
+  const auto [b1, r1] = stageOf(c.stage_details[1]);
+  const Seconds drain = c.stage_details[0].backward + costs.cut[c.stage_details[0].last_layer];
+  const Seconds x0 = overlappedAllreduce(b0, r0, 0, 2, 1e9, 1e-10, 1e-4).exposed;
+  const Seconds x1 = overlappedAllreduce(b1, r1, drain, 2, 1e9, 1e-10, 1e-4).exposed;
+  EXPECT_NEAR(c.stage_details[0].allreduce_exposed, x0, 1e-12);
+  EXPECT_NEAR(c.stage_details[1].allreduce_exposed, x1, 1e-12);
+  EXPECT_NEAR(c.allreduce, std::max(x0, x1), 1e-12);
+}
+
+TEST(ComputeScale, WorkersSharingAHostsCoresComputeSlower) {
+  EXPECT_EQ(computeScale(4, 1, 0), 1);  // no shared host: a core per thread
+  EXPECT_EQ(computeScale(2, 1, 2), 1);
+  EXPECT_EQ(computeScale(1, 1, 8), 1);
+  EXPECT_EQ(computeScale(4, 1, 2), 2);
+  EXPECT_EQ(computeScale(3, 1, 2), 1.5);
+  EXPECT_EQ(computeScale(2, 2, 2), 2);
+  EXPECT_EQ(computeScale(2, 0, 2), 1);  // threads below one count as one
+}
+
+TEST(SearchPlan, OnASharedHostCandidatesWithMoreThreadsThanCoresComputeSlower) {
+  SearchOptions o = fourStages();
+  const auto prof = toyProfile(10);
+  auto alone = searchPlan(prof, aci(), o);
+  o.host_cores = 2;
+  auto shared = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(alone.ok() && shared.ok());
+  const Candidate& a = alone->best();
+  const Candidate& b = shared->best();
+  EXPECT_EQ(a.compute_scale, 1);
+  EXPECT_EQ(b.compute_scale, 2);
+  // Every stage's compute doubles; the transfers do not.
+  ASSERT_EQ(a.partition, b.partition);
+  for (size_t s = 0; s < a.stage_details.size(); ++s) {
+    EXPECT_NEAR(b.stage_details[s].forward, 2 * a.stage_details[s].forward, 1e-12);
+    EXPECT_NEAR(b.stage_details[s].backward, 2 * a.stage_details[s].backward, 1e-12);
+  }
+  EXPECT_NEAR(b.pipeline.compute, 2 * a.pipeline.compute, 1e-12);
+  EXPECT_NEAR(b.pipeline.communication, a.pipeline.communication, 1e-12);
+  // Two workers fit on two cores: nothing changes.
+  o.stages = 2;
+  auto two = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->best().compute_scale, 1);
+  // The plan says what it assumed.
+  const Plan p = makePlan(*shared, prof, o, "aci");
+  EXPECT_EQ(p.compute_scale, 2);
+  EXPECT_EQ(p.host_cores, 2);
+  const Json j = planToJson(p);
+  EXPECT_EQ(j["predicted"]["compute_scale"], 2);
+  EXPECT_EQ(j["inputs"]["host_cores"], 2);
+  auto back = planFromJson(j, "plan.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->compute_scale, 2);
+  EXPECT_EQ(back->host_cores, 2);
 }
 
 TEST(SearchPlan, WithoutGlobalBatchTakesTheMostMicrobatchesThatFit) {

@@ -34,9 +34,11 @@ plan::Plan fixturePlan() {
   p.num_microbatches = 4;
   plan::PlanStage s0, s1;
   s0.first_layer = 0, s0.last_layer = 0, s0.forward_seconds = 0.001, s0.backward_seconds = 0.002;
-  s0.allreduce_seconds = 0.0005, s0.memory_bytes = 1000000, s0.worker = "1 vCPU, 2.00 GB";
+  s0.allreduce_seconds = 0.0008, s0.allreduce_exposed_seconds = 0.0005;
+  s0.memory_bytes = 1000000, s0.worker = "1 vCPU, 2.00 GB";
   s1.first_layer = 1, s1.last_layer = 3, s1.forward_seconds = 0.002, s1.backward_seconds = 0.004;
-  s1.allreduce_seconds = 0.003, s1.memory_bytes = 2000000, s1.worker = "1 vCPU, 2.00 GB";
+  s1.allreduce_seconds = 0.005, s1.allreduce_exposed_seconds = 0.003;
+  s1.memory_bytes = 2000000, s1.worker = "1 vCPU, 2.00 GB";
   p.stages = {s0, s1};
   p.iteration_seconds = 0.03;
   p.samples_per_second = 4266;
