@@ -12,7 +12,8 @@
 # step (summary.json's iteration_seconds.measured_median; the median leaves
 # out the slow first steps), and the worker whose peak resident memory is
 # furthest from its planned memory. The planner's choice for W workers is what
-# `hydrozoa plan` picks from the same profile and network figures.
+# `hydrozoa plan` picks from the same profile and network figures, for this
+# machine's cores (--host-cores, as `hydrozoa train` plans).
 #
 # Plans with more busy workers than this machine has cores (2x2, 1x4 and 4x1
 # on 2 cores) are marked "oversubscribed": there the planner's premise of a
@@ -89,7 +90,7 @@ PY
 )
       read -r bw alpha beta <<< "$choice"
       chosen=$($hz plan --profile "$out/profile.json" --workers "$W" --global-batch 64 --bandwidth "${bw}B/s" \
-          --allreduce-alpha "$alpha" --allreduce-beta "$beta" -o - --json 2> /dev/null |
+          --allreduce-alpha "$alpha" --allreduce-beta "$beta" --host-cores "$cores" -o - --json 2> /dev/null |
           /usr/bin/python3 -c 'import json,sys; s=json.load(sys.stdin)["strategy"]; print("%dx%d" % (s["data_parallel"], s["pipeline_stages"]))' ||
           echo "?")
       /usr/bin/python3 - "$out" "$model" "$launcher" "$link" "$plan" "$W" "$cores" "$chosen" >> "$rows" <<'PY'

@@ -242,8 +242,8 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     s.backward_seconds = optSeconds(r, "backward_seconds");
     s.allreduce_seconds = optSeconds(r, "allreduce_seconds");
     // Plans written before the overlap was modelled: all of it.
-    s.allreduce_exposed_seconds = r.raw("allreduce_exposed_seconds") ? optSeconds(r, "allreduce_exposed_seconds")
-                                                                      : s.allreduce_seconds;
+    s.allreduce_exposed_seconds =
+        optNumberIn(r, "allreduce_exposed_seconds", profile::kSecondsRange).value_or(s.allreduce_seconds);
     if (const Json* w = r.raw("worker")) {
       ObjectReader wr(*w, r.child("worker"));
       s.worker = wr.optString("description").value_or("");
@@ -390,8 +390,8 @@ std::string renderPlanTable(const Plan& p) {
                    st.worker, formatUsd(st.cost_per_hour)});
   }
   out += stages.render();
-  out += fmt::format("Predicted: {} per iteration (pipeline {} + {} of allreduce after the backward pass), {:.1f} samples/s, bubble {:.0f}%, {}/hour, "
-                     "{} samples per dollar{}\n",
+  out += fmt::format("Predicted: {} per iteration (pipeline {} + {} of allreduce after the backward pass), {:.1f} "
+                     "samples/s, bubble {:.0f}%, {}/hour, {} samples per dollar{}\n",
                      formatSeconds(p.iteration_seconds), formatSeconds(p.pipeline_seconds),
                      formatSeconds(p.allreduce_seconds), p.samples_per_second, 100 * p.bubble_fraction,
                      formatUsd(p.cost_per_hour), formatCount(p.samples_per_dollar),

@@ -16,9 +16,9 @@
 // bucket of |b| bytes (the seed prints B where the group size A is meant),
 // started as soon as the final microbatch's backward pass has made the
 // bucket's gradients final (plan/cost/allreduce.h). The seed's T^(D)_j, the
-// whole stage's allreduce after the pipeline, is the case of one bucket. Workers are right-sized and priced from a catalog.
-// The best (m, M) per strategy is one row of the table; the chosen row is the
-// best by the objective.
+// whole stage's allreduce after the pipeline, is the case of one bucket.
+// Workers are right-sized and priced from a catalog. The best (m, M) per
+// strategy is one row of the table; the chosen row is the best by the objective.
 #pragma once
 
 #include <cstdint>
@@ -66,7 +66,9 @@ struct SearchOptions {
   // Shared host: all workers run on one machine with this many cores, each
   // with `threads` compute threads. When a plan's workers need more threads
   // than there are cores, every compute time is scaled by their ratio
-  // (computeScale); 0: a core per worker thread, wherever the workers run.
+  // (computeScale); when they take every core, the allreduce no longer hides
+  // behind the backward pass (NOTE [Allreduce on a full host], search.cc);
+  // 0: a core per worker thread, wherever the workers run.
   int host_cores = 0;
   int threads = 1;
   // Pins: when set, the search keeps them fixed.

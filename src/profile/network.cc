@@ -1,6 +1,7 @@
 #include "profile/network.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -10,10 +11,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <chrono>
 #include <thread>
 
+#include "core/cpus.h"
 #include "core/files.h"
 #include "core/paths.h"
 
@@ -30,6 +33,37 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+
+// A compute thread like a training worker's: one intra-op thread, pinned to
+// a core of the process's own (rank-th of those it may use), multiplying
+// matrices until stopped.
+class BusyCompute {
+ public:
+  explicit BusyCompute(int rank) {
+    const std::vector<int> cpus = usableCpus();
+    const int cpu = cpus[static_cast<size_t>(rank) % cpus.size()];
+    thread_ = std::thread([this, cpu] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      ::sched_setaffinity(0, sizeof(set), &set);  // best effort: unpinned is still busy
+      at::set_num_threads(1);
+      torch::NoGradGuard noGrad;
+      const at::Tensor a = torch::rand({256, 256});
+      at::Tensor b = torch::rand({256, 256});
+      while (!stop_.load(std::memory_order_relaxed)) b = torch::mm(a, b).div_(256);
+    });
+  }
+  ~BusyCompute() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 std::string joinSizes(const std::vector<Bytes>& sizes) {
   std::string s;
@@ -96,7 +130,9 @@ Status runNetprobeWorker(const std::string& storeAddress, int rank, int world, c
     }
     if (rank == 0) result["p2p"].push_back({n, median(times)});
   }
-  // Allreduce over everyone.
+  // Allreduce over everyone, with every rank's compute thread busy (NOTE
+  // [Allreduce on busy workers] in network.h).
+  BusyCompute busy(rank);
   for (Bytes n : sizes) {
     std::vector<at::Tensor> buf = {torch::ones({std::max<Bytes>(1, n / 4)}, torch::kFloat)};
     std::vector<double> times;
@@ -108,6 +144,7 @@ Status runNetprobeWorker(const std::string& storeAddress, int rank, int world, c
     }
     if (rank == 0) result["allreduce"].push_back({n, median(times)});
   }
+  busy.stop();
   pg.barrier()->wait();
   if (rank == 0) {
     const std::string text = result.dump();

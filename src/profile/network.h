@@ -10,6 +10,16 @@
 // The fit: one allreduce of n bytes over A workers takes 2(A−1) rounds of
 // n/(A·D) + α·n/A + β, so y = t / (2(A−1)) against x = n/A is a line with
 // slope 1/D + α and intercept β.
+//
+// NOTE [Allreduce on busy workers]: the allreduce is timed while each rank
+// runs a compute thread, pinned as a training worker pins its own, because
+// that is when training reduces its gradients (buckets overlap the backward
+// pass). On a host whose cores the compute threads fill, Gloo's threads and
+// the kernel's loopback copies then queue behind compute: on this project's
+// 2-core machine a busy allreduce of 16 MB took several times the idle one,
+// and an α fitted on idle processes put VGG-11's data-parallel step at less
+// than half its measured time (bench/README.md, fidelity_bench). The sizes
+// reach 64 MB because buckets do: a layer larger than a bucket is one.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +34,7 @@ namespace hydrozoa::profile {
 
 struct NetworkProbeOptions {
   int workers = 2;  // allreduce group size, >= 2
-  std::vector<Bytes> sizes = {16 * kKB, 64 * kKB, 256 * kKB, kMB, 4 * kMB, 16 * kMB};
+  std::vector<Bytes> sizes = {16 * kKB, 64 * kKB, 256 * kKB, kMB, 4 * kMB, 16 * kMB, 64 * kMB};
   int repeats = 5;
   std::string host = "127.0.0.1";
   std::string executable;  // the hydrozoa binary; empty: this process's

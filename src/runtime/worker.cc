@@ -324,7 +324,7 @@ Status Worker::build() {
   to.replicas = role_.replicas;
   to.cuda = device_.is_cuda();  // NCCL on GPUs, Gloo on CPUs
   HZ_ASSIGN_OR_RETURN(transport_, connectTransport(to));
-  // Buckets as PyTorch DDP sizes them: 1 MB first (NOTE in grad_sync.h), 25 MB after.
+  // Buckets as PyTorch DDP sizes them: 1 MB first, 25 MB after (plan/cost/allreduce.h).
   sync_ = std::make_unique<GradientSync>(transport_.get(), stage_->layerParameters(), plan::kFirstBucketBytes,
                                          plan::kBucketBytes, trace_);
   if (!firstStage()) {

@@ -147,6 +147,29 @@ TEST(SearchPlan, AStageAfterTheFirstHidesItsAllreduceBehindTheStagesBeforeIt) {
   EXPECT_NEAR(c.allreduce, std::max(x0, x1), 1e-12);
 }
 
+TEST(SearchPlan, OnAFullHostTheWholeAllreduceIsCharged) {
+  const auto prof = toyProfile(6);
+  SearchOptions o = basic(4);
+  o.data_parallel = 4;
+  o.stages = 1;
+  o.allreduce_alpha = 1e-10;
+  o.allreduce_beta = 1e-4;
+  o.host_cores = 8;  // 4 workers on 8 cores: buckets hide behind the backward pass
+  auto spare = searchPlan(prof, aci(), o);
+  o.host_cores = 4;  // every core computes: the allreduce takes their time
+  auto full = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(spare.ok() && full.ok());
+  const Candidate& a = spare->best();
+  const Candidate& b = full->best();
+  ASSERT_EQ(a.microbatch_size, b.microbatch_size);
+  EXPECT_EQ(a.compute_scale, 1);
+  EXPECT_EQ(b.compute_scale, 1);
+  EXPECT_NEAR(a.stage_details[0].allreduce, b.stage_details[0].allreduce, 1e-12);
+  EXPECT_LT(a.allreduce, a.stage_details[0].allreduce);
+  EXPECT_NEAR(b.stage_details[0].allreduce_exposed, b.stage_details[0].allreduce, 1e-12);
+  EXPECT_NEAR(b.iteration, b.pipeline.total + b.stage_details[0].allreduce, 1e-12);
+}
+
 TEST(ComputeScale, WorkersSharingAHostsCoresComputeSlower) {
   EXPECT_EQ(computeScale(4, 1, 0), 1);  // no shared host: a core per thread
   EXPECT_EQ(computeScale(2, 1, 2), 1);
