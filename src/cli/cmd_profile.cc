@@ -1,17 +1,21 @@
 // `hydrozoa profile`: per-layer costs of a model, measured here or predicted
 // for a device; optionally the network between workers.
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "core/units.h"
 #include "core/log.h"
+#include "core/table.h"
+#include "core/units.h"
 #include "model/zoo.h"
 #include "profile/calibrate.h"
 #include "profile/measure.h"
 #include "profile/network.h"
 #include "profile/predict.h"
 #include "profile/summary.h"
+#include "report/profile_correction.h"
+#include "report/run_report.h"
 
 namespace hydrozoa::cli {
 namespace {
@@ -19,11 +23,60 @@ namespace {
 struct ProfileArgs {
   std::string model, device, output = "profile.json", sizes = "1,2,4,8", optimizer = "sgd_momentum";
   std::vector<std::string> model_options;
+  std::string from_run;
   int repeats = 5, warmup = 1, threads = 1, network_workers = 2;
   std::string min_time = "1s";
   std::uint64_t seed = 0;
   bool network = false;
 };
+
+// `--from-run RUN_DIR`: the run's profile corrected by what the run measured.
+Status correctFromRun(const ProfileArgs& a, const CLI::App& cmd) {
+  for (const char* other : {"--model", "--device", "--network", "--microbatch-sizes", "--model-option"}) {
+    if (cmd.count(other) > 0) {
+      return invalidArgument(fmt::format("--from-run takes the run's own model and profile; drop {}", other));
+    }
+  }
+  HZ_ASSIGN_OR_RETURN(report::RunReport run, report::loadRunReport(a.from_run));
+  namespace fs = std::filesystem;
+  const fs::path own = fs::path(a.from_run) / "profile.json";
+  std::error_code ec;
+  if (!fs::exists(own, ec)) {
+    return invalidArgument(fmt::format("{} has no profile.json: the run was given a plan (--plan), so there is no "
+                                       "profile of it to correct",
+                                       a.from_run));
+  }
+  if (fs::exists(a.output, ec) && fs::equivalent(own, a.output, ec)) {
+    return invalidArgument(fmt::format("-o {} is the run's own profile, the record of what it planned with; write the "
+                                       "corrected one elsewhere (-o corrected.json)",
+                                       a.output));
+  }
+  HZ_ASSIGN_OR_RETURN(profile::Profile p, profile::loadProfile(own.string()));
+  HZ_ASSIGN_OR_RETURN(report::ProfileCorrection c, report::correctProfile(p, run));
+  TextTable t({"stage", "layers", "compute predicted", "measured", "factor"}, {false, false, true, true, true});
+  for (const auto& s : c.stages) {
+    t.addRow({std::to_string(s.stage), fmt::format("{}-{}", s.first_layer, s.last_layer), formatSeconds(s.predicted),
+              formatSeconds(s.measured), fmt::format("{:.2f}x", s.factor)});
+  }
+  std::cout << "Per-layer times of " << p.model << ", corrected from " << a.from_run << ":\n";
+  if (c.stages.empty()) {
+    std::cout << "  (no traced steps in trace.json: times unchanged)\n";
+  } else {
+    std::cout << t.render();
+  }
+  if (c.memory_worker) {
+    std::cout << fmt::format("Worker memory: worker {} peaked at {} against its stage's planned {}; a worker process "
+                             "before its model: {} -> {}\n",
+                             *c.memory_worker, formatBytes(c.memory_peak), formatBytes(c.memory_planned),
+                             formatBytes(c.runtime_before), formatBytes(c.runtime_after));
+  } else {
+    std::cout << "Worker memory: no peak in summary.json; unchanged\n";
+  }
+  HZ_RETURN_IF_ERROR(profile::saveProfile(c.profile, a.output));
+  std::cout << fmt::format("Wrote {}; plan with it: hydrozoa train JOB --profile {} (or hydrozoa plan --profile {})\n",
+                           a.output, a.output, a.output);
+  return Status();
+}
 
 Status runProfile(const ProfileArgs& a) {
   if (a.model.empty()) return invalidArgument("--model is required (a zoo name, see `hydrozoa models`, or a .pt file)");
@@ -77,7 +130,8 @@ void addProfileCommand(CLI::App& app, Status* status) {
       "Examples:\n"
       "  hydrozoa profile --model resnet34 --microbatch-sizes 1,2,4,8 -o p.json\n"
       "  hydrozoa profile --model cnn --network -o cnn.json\n"
-      "  hydrozoa profile --model bert12 --device k80 --microbatch-sizes 1,2,4,8,16 -o bert-k80.json\n");
+      "  hydrozoa profile --model bert12 --device k80 --microbatch-sizes 1,2,4,8,16 -o bert-k80.json\n"
+      "  hydrozoa profile --from-run runs/cnn -o cnn-corrected.json\n");
   cmd->add_option("--model", a->model, "Zoo model name or TorchScript file");
   cmd->add_option("-O,--model-option", a->model_options, "Model size option key=value (repeatable)");
   cmd->add_option("--microbatch-sizes", a->sizes, "Comma-separated microbatch sizes")->capture_default_str();
@@ -98,8 +152,10 @@ void addProfileCommand(CLI::App& app, Status* status) {
   cmd->add_option("--network-workers", a->network_workers, "Workers in the allreduce fit")
       ->capture_default_str()
       ->check(CLI::Range(2, 64));
+  cmd->add_option("--from-run", a->from_run,
+                  "Correct the profile a `hydrozoa train` run planned with by what it measured (a run directory)");
   cmd->add_option("-o,--output", a->output, "Where to write the profile")->capture_default_str();
-  cmd->callback([a, status] { *status = runProfile(*a); });
+  cmd->callback([a, status, cmd] { *status = a->from_run.empty() ? runProfile(*a) : correctFromRun(*a, *cmd); });
 }
 
 void addNetprobeWorkerCommand(CLI::App& app, Status* status) {

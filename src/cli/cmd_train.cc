@@ -53,7 +53,7 @@ extern "C" void onBrokenPipe(int) {
 extern "C" void onCheckpoint(int) { gCheckpoint.fetch_add(1); }
 
 struct TrainArgs {
-  std::string job, resume, out, plan, worker_binary;
+  std::string job, resume, out, plan, profile, worker_binary;
   std::string data_parallel, stages, microbatches, microbatch_size, max_steps, epochs, seed, workers, global_batch;
   std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
   std::string scaling, min_replicas, max_replicas, every_epochs;
@@ -114,6 +114,7 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
   if (a.replan) s->scaling.replan = true;
   if (!a.out.empty()) s->out_dir = a.out;
   if (!a.plan.empty()) s->plan_file = a.plan;
+  if (!a.profile.empty()) s->profile_file = a.profile;
   // Pinning the strategy on the command line pins the workers it needs.
   if (s->data_parallel && s->stages && a.workers.empty()) {
     s->workers = std::max(s->workers, *s->data_parallel * *s->stages);
@@ -198,6 +199,8 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_option("--resume", a->resume, "Continue the run in this directory from its latest checkpoint");
   cmd->add_option("--out", a->out, "Run directory (default: runs/<name>-<time>)");
   cmd->add_option("--plan", a->plan, "Use this plan.json instead of planning");
+  cmd->add_option("--profile", a->profile,
+                  "Plan from this profile (e.g. from `hydrozoa profile --from-run`) instead of profiling the model");
   cmd->add_option("--data-parallel", a->data_parallel, "Pin the number of data-parallel replicas");
   cmd->add_option("--stages", a->stages, "Pin the number of pipeline stages");
   cmd->add_option("--microbatches", a->microbatches, "Pin the number of microbatches per step");

@@ -1454,7 +1454,8 @@ Status Job::train() {
         "Note: {} workers × {} thread{} share this machine's {} cores; {}", W_, spec_.threads,
         spec_.threads == 1 ? "" : "s", cores,
         plan_.compute_scale > 1
-            ? fmt::format("the plan counts their compute at {:.2f}× the profiled times (docs/plan.md, \"Shared hosts\")",
+            ? fmt::format("the plan counts their compute at {:.2f}× the profiled times (docs/plan.md, "
+                          "\"Shared hosts\")",
                           plan_.compute_scale)
             : "the plan's predicted times assume a core per busy worker (it was made for other machines)"));
   }
@@ -1499,6 +1500,7 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
     if (model::isTorchScriptPath(spec.model)) absolute(&spec.model);
     absolute(&spec.data_path);
     absolute(&spec.plan_file);
+    absolute(&spec.profile_file);
   }
   std::optional<RunDir> run;
   if (resuming) {

@@ -167,6 +167,22 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   return o;
 }
 
+// Plans the job from `prof` and writes plan.json.
+Result<plan::Plan> planFromProfile(const JobSpec& spec, const profile::Profile& prof, Bytes dataBytes,
+                                   const RunDir& run, Progress& progress) {
+  HZ_ASSIGN_OR_RETURN(plan::Catalog catalog, plan::loadCatalog(spec.platform));
+  HZ_ASSIGN_OR_RETURN(plan::SearchOptions o, searchOptions(spec, prof, catalog, dataBytes));
+  progress.note(fmt::format("Planning with {} between workers ({})", formatBandwidth(o.bandwidth),
+                            spec.bandwidth  ? "cluster.bandwidth"
+                            : prof.network ? "measured here between two worker processes; set cluster.bandwidth to "
+                                             "plan and shape for another network"
+                                           : fmt::format("the {} catalog's figure", catalog.name)));
+  HZ_ASSIGN_OR_RETURN(plan::SearchResult result, plan::searchPlan(prof, catalog, o));
+  plan::Plan p = plan::makePlan(result, prof, o, catalog.name);
+  HZ_RETURN_IF_ERROR(run.writeJson("plan.json", plan::planToJson(p)));
+  return p;
+}
+
 }  // namespace
 
 Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes dataBytes, const RunDir& run,
@@ -177,6 +193,18 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
     HZ_RETURN_IF_ERROR(checkPlan(p, model, spec, spec.plan_file));
     HZ_RETURN_IF_ERROR(run.writeJson("plan.json", plan::planToJson(p)));
     return p;
+  }
+  const std::string here = run.file("profile.json");
+  if (!spec.profile_file.empty()) {
+    HZ_ASSIGN_OR_RETURN(profile::Profile given, profile::loadProfile(spec.profile_file));
+    if (given.numLayers() != model.layer_names.size()) {
+      return invalidArgument(fmt::format("{} profiles {} layers, but {} has {}: give a profile of this model (hydrozoa "
+                                         "profile --from-run of one of its runs), or drop plan.profile / --profile",
+                                         spec.profile_file, given.numLayers(), model.name, model.layer_names.size()));
+    }
+    HZ_RETURN_IF_ERROR(profile::saveProfile(given, here));
+    progress.note(fmt::format("Using the profile {} (plan.profile)", spec.profile_file));
+    return planFromProfile(spec, given, dataBytes, run, progress);
   }
   HZ_ASSIGN_OR_RETURN(std::vector<std::int64_t> sizes, profileSizes(spec));
   const bool network = !spec.bandwidth.has_value();
@@ -189,7 +217,6 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
   }
   const std::string cached =
       cacheDir().empty() ? "" : fmt::format("{}/{:016x}.json", cacheDir(), std::hash<std::string>()(key));
-  const std::string here = run.file("profile.json");
   std::error_code ec;
   bool reused = false;
   if (!cached.empty() && !refreshProfile && fs::exists(cached, ec)) {
@@ -212,17 +239,7 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
     }
   }
   HZ_ASSIGN_OR_RETURN(profile::Profile prof, profile::loadProfile(here));
-  HZ_ASSIGN_OR_RETURN(plan::Catalog catalog, plan::loadCatalog(spec.platform));
-  HZ_ASSIGN_OR_RETURN(plan::SearchOptions o, searchOptions(spec, prof, catalog, dataBytes));
-  progress.note(fmt::format("Planning with {} between workers ({})", formatBandwidth(o.bandwidth),
-                            spec.bandwidth  ? "cluster.bandwidth"
-                            : prof.network ? "measured here between two worker processes; set cluster.bandwidth to "
-                                             "plan and shape for another network"
-                                           : fmt::format("the {} catalog's figure", catalog.name)));
-  HZ_ASSIGN_OR_RETURN(plan::SearchResult result, plan::searchPlan(prof, catalog, o));
-  plan::Plan p = plan::makePlan(result, prof, o, catalog.name);
-  HZ_RETURN_IF_ERROR(run.writeJson("plan.json", plan::planToJson(p)));
-  return p;
+  return planFromProfile(spec, prof, dataBytes, run, progress);
 }
 
 Result<plan::Plan> replanForReplicas(const JobSpec& spec, const plan::Plan& jobPlan, int replicas, Bytes dataBytes,

@@ -153,6 +153,7 @@ void readPlan(ObjectReader& top, JobSpec* s) {
   }
   ObjectReader r(*raw, top.child("plan"));
   s->plan_file = r.optString("file").value_or("");
+  s->profile_file = r.optString("profile").value_or("");
   if (auto v = r.optCount("data_parallel", kWorkersRange)) s->data_parallel = static_cast<int>(*v);
   if (auto v = r.optCount("stages", kWorkersRange)) s->stages = static_cast<int>(*v);
   s->microbatches = r.optCount("microbatches", kMicrobatchesRange);
@@ -328,6 +329,9 @@ Status validateJobSpec(const JobSpec& s, const std::string& origin) {
   }
   if (s.max_recoveries < 0 || s.max_recoveries > 1000) return bad("cluster.max_recoveries", "must be 0 to 1000");
   if (s.control_port < 0 || s.control_port > 65535) return bad("cluster.control_port", "must be 0 to 65535");
+  if (!s.plan_file.empty() && !s.profile_file.empty()) {
+    return bad("plan.profile", "is for planning here, but plan.file gives a plan already: keep one of them");
+  }
   // Both at most kWorkersRange.max, so the product fits in 64 bits.
   const std::int64_t A = s.data_parallel.value_or(1), B = s.stages.value_or(1);
   if (s.data_parallel && s.stages && A * B > s.workers) {
@@ -371,6 +375,7 @@ Json jobSpecToJson(const JobSpec& s) {
   for (const auto& [k, v] : s.model_options) options[k] = v;
   Json plan = {{"objective", s.objective}};
   if (!s.plan_file.empty()) plan["file"] = s.plan_file;
+  if (!s.profile_file.empty()) plan["profile"] = s.profile_file;
   if (s.data_parallel) plan["data_parallel"] = *s.data_parallel;
   if (s.stages) plan["stages"] = *s.stages;
   if (s.microbatches) plan["microbatches"] = *s.microbatches;

@@ -89,6 +89,7 @@ struct JobSpec {
   int control_port = 0;                     // 0: any free port
   // plan
   std::string plan_file;  // "" : plan here
+  std::string profile_file;  // plan from this profile instead of measuring one ("" : measure, or the cache)
   std::optional<int> data_parallel, stages;
   std::optional<std::int64_t> microbatches, microbatch_size;
   std::string objective = "fastest";

@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <sstream>
 #include <system_error>
 
+#include "core/limits.h"
 #include "report/stage_timing.h"
 
 namespace hydrozoa::report {
@@ -31,7 +33,8 @@ std::optional<double> optNumber(const Json& j, const char* key) {
 
 std::optional<std::int64_t> optInt(const Json& j, const char* key) {
   const auto v = optNumber(j, key);
-  if (!v) return std::nullopt;
+  // Past ±2^62 (or NaN) the cast would be undefined: such a figure is no count.
+  if (!v || !(std::fabs(*v) < 4.6e18)) return std::nullopt;
   return static_cast<std::int64_t>(*v);
 }
 
@@ -193,6 +196,18 @@ RunOutcome outcomeFromJson(const Json& s) {
   if (!policy.empty()) o.scaling_policy = policy;
   const std::string launcher = optString(member(s, "launcher"), "kind");
   if (!launcher.empty()) o.launcher = launcher;
+  const Json& workers = member(s, "workers");
+  if (workers.is_array()) {
+    for (const Json& w : workers) {
+      const auto id = optInt(w, "id"), replica = optInt(w, "replica"), stage = optInt(w, "stage");
+      auto valid = [](const std::optional<std::int64_t>& v) { return v && *v >= 0 && *v < kWorkersRange.max; };
+      if (!valid(id) || !valid(replica) || !valid(stage)) continue;
+      WorkerOutcome out{static_cast<int>(*id), static_cast<int>(*replica), static_cast<int>(*stage), std::nullopt};
+      const auto peak = optInt(w, "peak_memory");
+      if (peak && *peak > 0 && *peak <= kMaxBytes) out.peak_memory = *peak;
+      o.workers.push_back(out);
+    }
+  }
   return o;
 }
 
@@ -302,6 +317,11 @@ Json runReportToJson(const RunReport& run) {
                {"samples_per_dollar", opt(o.samples_per_dollar)},
                {"scaling_policy", opt(o.scaling_policy)},
                {"launcher", opt(o.launcher)}};
+    Json workers = Json::array();
+    for (const auto& w : o.workers) {
+      workers.push_back({{"id", w.id}, {"replica", w.replica}, {"stage", w.stage}, {"peak_memory", opt(w.peak_memory)}});
+    }
+    outcome["workers"] = std::move(workers);
   }
   Json steps = Json::array();
   for (const auto& s : run.steps) {

@@ -83,6 +83,12 @@ struct StageTiming {
   int steps_traced = 0;  // steps of the stage's first traced worker
 };
 
+// A worker as summary.json lists it (the last generation's).
+struct WorkerOutcome {
+  int id = 0, replica = 0, stage = 0;
+  std::optional<Bytes> peak_memory;  // resident, the most it reported
+};
+
 // The typed part of summary.json that reports show (all optional: an older
 // or a partial summary may lack any of them).
 struct RunOutcome {
@@ -97,6 +103,7 @@ struct RunOutcome {
   std::optional<double> samples_per_dollar;
   std::optional<std::string> scaling_policy;
   std::optional<std::string> launcher;
+  std::vector<WorkerOutcome> workers;  // entries without an id, replica or stage are skipped
 };
 
 struct RunReport {

@@ -317,6 +317,77 @@ TEST(Train, WorkersSharingCoresArePlannedAsSharingThem) {
   EXPECT_EQ((*plan)["inputs"]["host_cores"], 2);
 }
 
+// issue 9 §2: the measured step times and memory go back into the profile,
+// and the next run plans from it.
+TEST(Train, AProfileCorrectedFromARunPlansTheNextRun) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << "name: fromrun\n"
+                                     "model: {name: mlp, options: {hidden: 64, depth: 2}}\n"
+                                     "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 24}\n"
+                                     "training: {epochs: 1, global_batch: 24, eval: false}\n"
+                                     "cluster: {workers: 2, bandwidth: 1Gbit/s}\n"
+                                     "plan: {data_parallel: 1, stages: 2, microbatches: 3}\n"
+                                     "output: {trace_steps: 8}\n";
+  Outcome r = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--launcher", "local", "--no-progress", "--out", "first"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = runHydrozoa(dir.path().string(), {"profile", "--from-run", "first", "-o", "corrected.json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Wrote corrected.json"), std::string::npos) << r.out;
+  auto firstPlan = readJsonFile(dir / "first/plan.json");
+  auto firstSummary = readJsonFile(dir / "first/summary.json");
+  auto original = readJsonFile(dir / "first/profile.json");
+  auto corrected = readJsonFile(dir / "corrected.json");
+  ASSERT_TRUE(firstPlan.ok() && firstSummary.ok() && original.ok() && corrected.ok());
+  // Every layer's times moved by its stage's factor, the same at every size.
+  const Json& was = (*original)["measurements"];
+  const Json& now = (*corrected)["measurements"];
+  ASSERT_EQ(was.size(), now.size());
+  for (const Json& stage : (*firstPlan)["stages"]) {
+    const int first = stage["first_layer"], last = stage["last_layer"];
+    const double factor = now[0]["layers"][first]["forward_ms"].get<double>() /
+                          was[0]["layers"][first]["forward_ms"].get<double>();
+    EXPECT_GT(factor, 1 / 20.0);
+    EXPECT_LT(factor, 20.0);
+    for (size_t m = 0; m < was.size(); ++m) {
+      for (int i = first; i <= last; ++i) {
+        EXPECT_NEAR(now[m]["layers"][i]["backward_ms"].get<double>(),
+                    factor * was[m]["layers"][i]["backward_ms"].get<double>(), 1e-9 * (1 + factor));
+      }
+    }
+  }
+  // The process memory is what the worst worker exceeded its plan by.
+  std::int64_t excess = INT64_MIN;
+  for (const Json& w : (*firstSummary)["workers"]) {
+    const std::int64_t planned = (*firstPlan)["stages"][w["stage"].get<int>()]["memory_bytes"];
+    excess = std::max<std::int64_t>(excess, w["peak_memory"].get<std::int64_t>() - planned);
+  }
+  EXPECT_EQ((*corrected)["runtime_bytes"].get<std::int64_t>(),
+            std::max<std::int64_t>(0, (*original)["runtime_bytes"].get<std::int64_t>() + excess));
+
+  // The next run plans from it instead of profiling.
+  r = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--launcher", "local", "--no-progress", "--max-steps", "2",
+                                        "--profile", "corrected.json", "--out", "second"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("Using the profile " + (dir.path() / "corrected.json").string()), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Profiling"), std::string::npos) << r.err;
+  auto secondProfile = readJsonFile(dir / "second/profile.json");
+  ASSERT_TRUE(secondProfile.ok());
+  EXPECT_EQ((*secondProfile)["runtime_bytes"], (*corrected)["runtime_bytes"]);
+  EXPECT_EQ((*secondProfile)["measurements"], now);
+
+  // Mistakes: the run's own profile as output, a profile of another model.
+  r = runHydrozoa(dir.path().string(), {"profile", "--from-run", "first", "-o", "first/profile.json"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("the run's own profile"), std::string::npos) << r.err;
+  r = runHydrozoa(dir.path().string(), {"profile", "--model", "cnn", "--microbatch-sizes", "1", "--min-time", "0s",
+                                        "--repeats", "1", "-o", "cnn.json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--launcher", "local", "--no-progress", "--max-steps", "2",
+                                        "--profile", "cnn.json", "--out", "third"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("give a profile of this model"), std::string::npos) << r.err;
+}
+
 TEST(Train, WithRecoveryOffAKilledWorkerStopsTheJobWithAMessageNamingIt) {
   ScratchDir dir;
   std::ofstream(dir / "job.yaml") << longJob("cluster: {workers: 4, bandwidth: 1Gbit/s, max_recoveries: 0}\n");
