@@ -23,7 +23,7 @@ struct PlanArgs {
   std::string workers, memory, bandwidth, global_batch, objective = "fastest";
   std::string data_parallel, stages, microbatch_size, microbatches, partition;
   std::string microbatch_sizes, optimizer = "sgd_momentum", max_microbatches = "64", graph_batch_size = "1";
-  std::string alpha, beta, host_cores, threads;
+  std::string alpha, beta, latency, host_cores, threads;
   bool all_strategies = false;
 };
 
@@ -198,6 +198,10 @@ Status runPlan(const PlanArgs& a, bool json) {
   if (!a.beta.empty()) {
     HZ_ASSIGN_OR_RETURN(o.allreduce_beta, nonNegativeNumber(a.beta, "--allreduce-beta", 3600.0));
   }
+  if (!a.latency.empty()) {
+    HZ_ASSIGN_OR_RETURN(o.latency, parseSeconds(a.latency, "--latency"));
+    if (!(o.latency >= 0 && o.latency <= 60)) return invalidArgument("--latency: " + a.latency + " is not 0 to 60s");
+  }
 
   const std::string capped = memoryCapNote(catalog, o);
   if (!capped.empty()) spdlog::warn("{}", capped);
@@ -246,6 +250,8 @@ void addPlanCommand(CLI::App& app, Status* status) {
   cmd->add_option("--bandwidth", args->bandwidth, "Bandwidth between workers, e.g. 10Gbit/s or 100MB/s");
   cmd->add_option("--allreduce-alpha", args->alpha, "Allreduce overhead per byte per round, seconds");
   cmd->add_option("--allreduce-beta", args->beta, "Allreduce overhead per round, seconds");
+  cmd->add_option("--latency", args->latency,
+                  "One-way delay of each message between workers beyond the measured figures, e.g. 2ms (default 0)");
   cmd->add_option("--host-cores", args->host_cores,
                   "All workers share one machine with this many cores (default: a core per worker thread)");
   cmd->add_option("--threads", args->threads, "Compute threads per worker, with --host-cores (default 1)");

@@ -152,6 +152,9 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
     o.allreduce_alpha = std::max(0.0, prof.network->alpha);
     o.allreduce_beta = prof.network->beta;
   }
+  // Containers delay each worker's egress by cluster.latency (tc netem):
+  // every transfer and allreduce round pays it on top of what was measured.
+  o.latency = spec.latency;
   o.global_batch = spec.global_batch;
   o.recovery_copies = spec.max_recoveries > 0;  // the workers keep them only then
   o.data_bytes = dataBytes;

@@ -81,6 +81,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
   p.bandwidth = o.bandwidth;
   p.allreduce_alpha = o.allreduce_alpha;
   p.allreduce_beta = o.allreduce_beta;
+  p.latency = o.latency;
   p.global_batch_requested = o.global_batch;
   p.objective = objectiveName(o.objective);
   p.platform = platform;
@@ -165,6 +166,7 @@ Json planToJson(const Plan& p) {
             {"bandwidth_bytes_per_s", p.bandwidth},
             {"allreduce_alpha_s_per_byte", p.allreduce_alpha},
             {"allreduce_beta_s", p.allreduce_beta},
+            {"latency_s", p.latency},
             {"global_batch", p.global_batch_requested ? Json(*p.global_batch_requested) : Json(nullptr)},
             {"objective", p.objective},
             {"platform", p.platform}}},
@@ -295,6 +297,7 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     p.bandwidth = optNumberIn(r, "bandwidth_bytes_per_s", kPlannedBandwidthRange).value_or(0);
     p.allreduce_alpha = optNumberIn(r, "allreduce_alpha_s_per_byte", kAlphaRange).value_or(0);
     p.allreduce_beta = optSeconds(r, "allreduce_beta_s");
+    p.latency = optSeconds(r, "latency_s");  // plans written before it: none
     p.global_batch_requested = r.optCount("global_batch", kSamplesRange);
     p.objective = r.optString("objective").value_or("");
     p.platform = r.optString("platform").value_or("");
@@ -345,6 +348,7 @@ std::string renderPlanTable(const Plan& p) {
   out += fmt::format("Plan for {} ({} profile, {} layers) on {} workers: {} per worker, {} between workers, ",
                      p.model, p.profile_source.empty() ? "a" : p.profile_source, p.layer_names.size(), p.workers,
                      p.memory_limit ? formatBytes(*p.memory_limit) : "memory unlimited", formatBandwidth(p.bandwidth));
+  if (p.latency > 0) out += fmt::format("{} latency per message, ", formatSeconds(p.latency));
   out += p.global_batch_requested ? fmt::format("global batch {}", *p.global_batch_requested)
                                   : std::string("global batch searched");
   out += fmt::format(", objective {}, platform {}\n\n", p.objective, p.platform);

@@ -74,6 +74,7 @@ struct Plan {
   BytesPerSecond bandwidth = 0;
   double allreduce_alpha = 0;
   Seconds allreduce_beta = 0;
+  Seconds latency = 0;  // per message, beyond α and β (SearchOptions::latency)
   std::optional<std::int64_t> global_batch_requested;
   std::string objective, platform;
   // Everything considered, the chosen row included.

@@ -27,14 +27,15 @@ const char* objectiveName(Objective objective) {
   return "?";
 }
 
-ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth) {
+ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth,
+                      Seconds latency) {
   HZ_CHECK(bandwidth > 0);
   ChainCosts c;
   const size_t L = profile.numLayers();
   for (size_t i = 0; i < L; ++i) {
     c.forward.push_back(m.layers[i].forward_ms / 1e3);
     c.backward.push_back(m.layers[i].backward_ms / 1e3);
-    if (i + 1 < L) c.cut.push_back(static_cast<double>(m.layers[i].output_bytes) / bandwidth);
+    if (i + 1 < L) c.cut.push_back(latency + static_cast<double>(m.layers[i].output_bytes) / bandwidth);
   }
   return c;
 }
@@ -102,7 +103,7 @@ class Searcher {
     c.microbatch_size = meas.microbatch_size;
     c.microbatches = M;
     PartitionProblem problem;
-    problem.costs = chainCosts(profile_, meas, o_.bandwidth);
+    problem.costs = chainCosts(profile_, meas, o_.bandwidth, o_.latency);
     c.compute_scale = computeScale(A * B, o_.threads, o_.host_cores);
     for (auto* times : {&problem.costs.forward, &problem.costs.backward}) {
       for (Seconds& t : *times) t *= c.compute_scale;
@@ -149,7 +150,7 @@ class Searcher {
         return c;
       }
       const AllreduceTime ar = overlappedAllreduce(layerBytes, layerBackward, drain, A, o_.bandwidth,
-                                                   o_.allreduce_alpha, o_.allreduce_beta);
+                                                   o_.allreduce_alpha, o_.allreduce_beta + o_.latency);
       d.allreduce = ar.total;
       // NOTE [Allreduce on a full host]: when the plan's compute threads take
       // every core of the host, the allreduce (Gloo's threads, the kernel's
@@ -379,6 +380,9 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
     }
   }
   if (!(o.bandwidth > 0)) return invalidArgument("the bandwidth between workers must be positive (--bandwidth)");
+  if (!(o.latency >= 0 && o.latency <= 60)) {
+    return invalidArgument(fmt::format("the latency between workers must be 0 to 60 s (--latency), not {}", o.latency));
+  }
   if (o.microbatch_size && !profile.at(*o.microbatch_size)) {
     std::string sizes;
     for (auto s : profile.microbatchSizes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(s);

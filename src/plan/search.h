@@ -51,6 +51,10 @@ struct SearchOptions {
   BytesPerSecond bandwidth = 0;       // D, between any two workers
   double allreduce_alpha = 0;         // s per byte per round (beyond 1/D)
   Seconds allreduce_beta = 0;         // s per round
+  // One-way delay of every message between two workers beyond what α and β
+  // were measured with (a shaped link's added latency, a remote network's):
+  // each transfer between stages and each allreduce round pays it once.
+  Seconds latency = 0;
   std::optional<std::int64_t> global_batch;
   std::int64_t max_microbatches = 64;  // cap of the search when there is no global batch
   Objective objective = Objective::kFastest;
@@ -126,8 +130,10 @@ struct SearchResult {
 // (docs/plan.md, "Shared hosts").
 double computeScale(int workers, int threads, int hostCores);
 
-// Per-layer costs of `profile` at microbatch size m and bandwidth D.
-ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth);
+// Per-layer costs of `profile` at microbatch size m, bandwidth D and a
+// message latency: the cut after layer i costs latency + output_i / D.
+ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth,
+                      Seconds latency = 0);
 // `stepBefore`: count recovery's copy of the state before the last update.
 MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore = false,
                         Bytes data = 0);

@@ -110,6 +110,7 @@ const std::vector<Field> kFields = {
     {"tests/fixtures/plan_cnn_k80.json", "/inputs/bandwidth_bytes_per_s", kNonNegative},
     {"tests/fixtures/plan_cnn_k80.json", "/inputs/allreduce_alpha_s_per_byte", kSigned},
     {"tests/fixtures/plan_cnn_k80.json", "/inputs/allreduce_beta_s", kSeconds},
+    {"tests/fixtures/plan_cnn_k80.json", "/inputs/latency_s", kSeconds},
     {"tests/fixtures/plan_cnn_k80.json", "/inputs/global_batch", kNone},
     {"tests/fixtures/plan_cnn_k80.json", "/alternatives/0/data_parallel", kNone},
     {"tests/fixtures/plan_cnn_k80.json", "/alternatives/0/pipeline_stages", kNone},

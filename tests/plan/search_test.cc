@@ -96,6 +96,55 @@ Result<SearchResult> planWithAllreduce(const profile::Profile& prof, int A, int 
   return searchPlan(prof, aci(), o);
 }
 
+TEST(SearchPlan, ALinksLatencyIsPaidByEveryTransferAndEveryAllreduceRound) {
+  const auto prof = toyProfile(6);
+  SearchOptions o = basic(4);
+  o.data_parallel = 2;
+  o.stages = 2;
+  o.microbatch_size = 4;
+  o.microbatches = 3;
+  o.allreduce_alpha = 1e-10;
+  o.allreduce_beta = 1e-4;
+  auto without = searchPlan(prof, aci(), o);
+  o.latency = 0.002;
+  o.partition = without.ok() ? std::optional<Partition>(without->best().partition) : std::nullopt;
+  auto with = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(without.ok() && with.ok());
+  const Candidate& a = without->best();
+  const Candidate& b = with->best();
+  // Each cut costs the latency more.
+  const ChainCosts plain = chainCosts(prof, *prof.at(4), o.bandwidth);
+  const ChainCosts delayed = chainCosts(prof, *prof.at(4), o.bandwidth, 0.002);
+  ASSERT_EQ(plain.cut.size(), delayed.cut.size());
+  for (size_t i = 0; i < plain.cut.size(); ++i) EXPECT_NEAR(delayed.cut[i], plain.cut[i] + 0.002, 1e-12);
+  EXPECT_NEAR(b.pipeline.total, pipelineTime(delayed, b.partition, 3).total, 1e-12);
+  EXPECT_GT(b.pipeline.total, a.pipeline.total + 2 * 0.002 - 1e-12);  // one cut, forward and backward
+  // Each of an allreduce's 2(A-1) rounds pays it once.
+  for (size_t s = 0; s < 2; ++s) {
+    std::vector<Bytes> bytes;
+    for (int i = b.stage_details[s].first_layer; i <= b.stage_details[s].last_layer; ++i) {
+      bytes.push_back(prof.layers[i].parameter_bytes);
+    }
+    Seconds total = 0;
+    for (const auto& bucket : gradientBuckets(bytes, kFirstBucketBytes, kBucketBytes)) {
+      Bytes n = 0;
+      for (int i : bucket) n += bytes[i];
+      total += ringAllreduceTime(n, 2, o.bandwidth, 1e-10, 1e-4 + 0.002);
+    }
+    EXPECT_NEAR(b.stage_details[s].allreduce, total, 1e-12);
+  }
+  // The plan records it; plans without it read as none.
+  const Plan p = makePlan(*with, prof, o, "aci");
+  Json j = planToJson(p);
+  EXPECT_EQ(j["inputs"]["latency_s"], 0.002);
+  EXPECT_EQ(planFromJson(j, "plan.json")->latency, 0.002);
+  j["inputs"].erase("latency_s");
+  EXPECT_EQ(planFromJson(j, "plan.json")->latency, 0);
+  // Out of range is refused.
+  o.latency = -1;
+  EXPECT_FALSE(searchPlan(prof, aci(), o).ok());
+}
+
 TEST(SearchPlan, AllreduceTermUsesTheReplicaGroupSize) {
   const auto prof = toyProfile(6);
   auto r = planWithAllreduce(prof, 4, 1);
