@@ -116,6 +116,30 @@ void measurePass(model::Model& m, const torch::Tensor& input, const torch::Tenso
   }
 }
 
+// NOTE [A worker process's own memory]: the resident memory of the process
+// before it builds the model (libtorch, the allocator) is not all a worker
+// holds beyond its model. The first matrix multiplications allocate BLAS
+// buffers, OpenMP starts its threads, and glibc keeps freed tensor memory in
+// its heap (NOTE [glibc malloc and tensor-sized allocations]). Measured here,
+// a profile's peak was 12-30 MB above its start plus its model's weights,
+// gradients and largest pass (MLP, CNN, GPT). runtime_bytes counts that too,
+// from the profiling process's own peak. What the worker adds on top
+// (Gloo, ZeroMQ, loader threads) is left for `hydrozoa profile --from-run`.
+Bytes unmodelledPeak(const Profile& p, Bytes peak, Bytes runtime, Bytes held) {
+  Bytes weights = 0;
+  for (const auto& l : p.layers) weights += 2 * l.parameter_bytes;  // and their gradients
+  Bytes pass = 0;
+  for (const Measurement& m : p.measurements) {
+    Bytes stashed = 0, workspace = 0;
+    for (const auto& c : m.layers) {
+      stashed += c.stashed_bytes;
+      workspace = std::max(workspace, c.workspace_bytes);
+    }
+    pass = std::max(pass, stashed + workspace);
+  }
+  return std::max<Bytes>(0, peak - (runtime + weights + pass + held));
+}
+
 }  // namespace
 
 Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOptions& o) {
@@ -144,7 +168,6 @@ Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOption
   p.device_memory = static_cast<Bytes>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
   p.threads = torch::get_num_threads();
   p.optimizer = o.optimizer;
-  p.runtime_bytes = runtime;
   for (const auto& layer : m.layers) {
     Bytes params = 0;
     for (const auto& t : layer.module->parameters()) params += tensorBytes(t);
@@ -207,6 +230,9 @@ Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOption
     }
     p.measurements.push_back(std::move(meas));
   }
+  Bytes held = 0;  // every size's inputs and labels, held at once while profiling
+  for (const SizeRun& run : runs) held += tensorBytes(run.input) + tensorBytes(run.labels);
+  p.runtime_bytes = runtime + unmodelledPeak(p, peakResidentBytes(), runtime, held);
   HZ_RETURN_IF_ERROR(validateProfile(p, "measured profile"));
   return p;
 }
