@@ -200,10 +200,12 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
   const std::string here = run.file("profile.json");
   if (!spec.profile_file.empty()) {
     HZ_ASSIGN_OR_RETURN(profile::Profile given, profile::loadProfile(spec.profile_file));
-    if (given.numLayers() != model.layer_names.size()) {
-      return invalidArgument(fmt::format("{} profiles {} layers, but {} has {}: give a profile of this model (hydrozoa "
-                                         "profile --from-run of one of its runs), or drop plan.profile / --profile",
-                                         spec.profile_file, given.numLayers(), model.name, model.layer_names.size()));
+    if (given.model != model.name || given.numLayers() != model.layer_names.size()) {
+      return invalidArgument(fmt::format("{} profiles {} ({} layers), but this job trains {} ({} layers): give a "
+                                         "profile of this model (hydrozoa profile --from-run of one of its runs), or "
+                                         "drop plan.profile / --profile",
+                                         spec.profile_file, given.model, given.numLayers(), model.name,
+                                         model.layer_names.size()));
     }
     HZ_RETURN_IF_ERROR(profile::saveProfile(given, here));
     progress.note(fmt::format("Using the profile {} (plan.profile)", spec.profile_file));

@@ -121,23 +121,25 @@ void measurePass(model::Model& m, const torch::Tensor& input, const torch::Tenso
 // holds beyond its model. The first matrix multiplications allocate BLAS
 // buffers, OpenMP starts its threads, and glibc keeps freed tensor memory in
 // its heap (NOTE [glibc malloc and tensor-sized allocations]). Measured here,
-// a profile's peak was 12-30 MB above its start plus its model's weights,
-// gradients and largest pass (MLP, CNN, GPT). runtime_bytes counts that too,
-// from the profiling process's own peak. What the worker adds on top
-// (Gloo, ZeroMQ, loader threads) is left for `hydrozoa profile --from-run`.
+// the process's peak after its first pass (of the smallest microbatch size)
+// was 10-20 MB above its start plus the model's weights, their gradients,
+// that pass's activations and the inputs (MLP, CNN). runtime_bytes counts
+// that too. It is taken after the smallest pass only: over all sizes, the
+// peak also holds what the largest passes' allocations leave in the heap,
+// which grows with the size and is not a constant of the process (with it,
+// a GPT's plan came out 22% above its workers' peaks). What a training worker
+// adds on top (Gloo, ZeroMQ, loader threads) is left for
+// `hydrozoa profile --from-run`.
 Bytes unmodelledPeak(const Profile& p, Bytes peak, Bytes runtime, Bytes held) {
+  if (p.measurements.empty() || peak <= 0) return 0;
   Bytes weights = 0;
   for (const auto& l : p.layers) weights += 2 * l.parameter_bytes;  // and their gradients
-  Bytes pass = 0;
-  for (const Measurement& m : p.measurements) {
-    Bytes stashed = 0, workspace = 0;
-    for (const auto& c : m.layers) {
-      stashed += c.stashed_bytes;
-      workspace = std::max(workspace, c.workspace_bytes);
-    }
-    pass = std::max(pass, stashed + workspace);
+  Bytes stashed = 0, workspace = 0;
+  for (const auto& c : p.measurements.front().layers) {  // the smallest size
+    stashed += c.stashed_bytes;
+    workspace = std::max(workspace, c.workspace_bytes);
   }
-  return std::max<Bytes>(0, peak - (runtime + weights + pass + held));
+  return std::max<Bytes>(0, peak - (runtime + weights + stashed + workspace + held));
 }
 
 }  // namespace
@@ -195,6 +197,7 @@ Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOption
   if (torch::get_num_threads() == 1) pin.emplace();
   // Warm-up passes, then timed passes until both --repeats and --min-time are met.
   Clock::time_point measuring = Clock::now();
+  Bytes firstPeak = 0;
   int kept = 0;
   for (int rep = 0;; ++rep) {
     const bool keep = rep >= o.warmup;
@@ -211,6 +214,7 @@ Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOption
     for (SizeRun& run : runs) {
       try {
         measurePass(m, run.input, run.labels, keep, tracker, &run.samples);
+        if (firstPeak == 0) firstPeak = peakResidentBytes();  // after one pass of the smallest size
       } catch (const c10::Error& e) {
         const std::string what = e.what_without_backtrace();
         return invalidArgument(fmt::format("{}: running microbatch size {} failed: {}", p.model, run.microbatch,
@@ -232,7 +236,7 @@ Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOption
   }
   Bytes held = 0;  // every size's inputs and labels, held at once while profiling
   for (const SizeRun& run : runs) held += tensorBytes(run.input) + tensorBytes(run.labels);
-  p.runtime_bytes = runtime + unmodelledPeak(p, peakResidentBytes(), runtime, held);
+  p.runtime_bytes = runtime + unmodelledPeak(p, firstPeak, runtime, held);
   HZ_RETURN_IF_ERROR(validateProfile(p, "measured profile"));
   return p;
 }
