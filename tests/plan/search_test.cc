@@ -96,6 +96,18 @@ Result<SearchResult> planWithAllreduce(const profile::Profile& prof, int A, int 
   return searchPlan(prof, aci(), o);
 }
 
+// Every bucket's ring allreduce of `bytes` (a stage's layers) over A
+// replicas at 1 GB/s, one after another.
+Seconds bucketsInSequence(const std::vector<Bytes>& bytes, int A, double alpha, Seconds beta) {
+  Seconds total = 0;
+  for (const auto& bucket : gradientBuckets(bytes, kFirstBucketBytes, kBucketBytes)) {
+    Bytes b = 0;
+    for (int i : bucket) b += bytes[i];
+    total += ringAllreduceTime(b, A, 1e9, alpha, beta);
+  }
+  return total;
+}
+
 TEST(SearchPlan, ALinksLatencyIsPaidByEveryTransferAndEveryAllreduceRound) {
   const auto prof = toyProfile(6);
   SearchOptions o = basic(4);
@@ -125,13 +137,7 @@ TEST(SearchPlan, ALinksLatencyIsPaidByEveryTransferAndEveryAllreduceRound) {
     for (int i = b.stage_details[s].first_layer; i <= b.stage_details[s].last_layer; ++i) {
       bytes.push_back(prof.layers[i].parameter_bytes);
     }
-    Seconds total = 0;
-    for (const auto& bucket : gradientBuckets(bytes, kFirstBucketBytes, kBucketBytes)) {
-      Bytes n = 0;
-      for (int i : bucket) n += bytes[i];
-      total += ringAllreduceTime(n, 2, o.bandwidth, 1e-10, 1e-4 + 0.002);
-    }
-    EXPECT_NEAR(b.stage_details[s].allreduce, total, 1e-12);
+    EXPECT_NEAR(b.stage_details[s].allreduce, bucketsInSequence(bytes, 2, 1e-10, 1e-4 + 0.002), 1e-12);
   }
   // The plan records it; plans without it read as none.
   const Plan p = makePlan(*with, prof, o, "aci");
@@ -155,12 +161,7 @@ TEST(SearchPlan, AllreduceTermUsesTheReplicaGroupSize) {
   for (const auto& l : prof.layers) bytes.push_back(l.parameter_bytes);
   // Every bucket's allreduce over the 4 replicas, one after another; the
   // iteration waits for what outlasts the backward pass.
-  Seconds total = 0;
-  for (const auto& bucket : gradientBuckets(bytes, kFirstBucketBytes, kBucketBytes)) {
-    Bytes b = 0;
-    for (int i : bucket) b += bytes[i];
-    total += ringAllreduceTime(b, 4, 1e9, 1e-10, 1e-4);
-  }
+  const Seconds total = bucketsInSequence(bytes, 4, 1e-10, 1e-4);
   const AllreduceTime expected = overlappedAllreduce(bytes, costs.backward, 0, 4, 1e9, 1e-10, 1e-4);
   ASSERT_EQ(c.stage_details.size(), 1u);
   EXPECT_NEAR(c.stage_details[0].allreduce, total, 1e-12);
