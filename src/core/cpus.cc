@@ -23,4 +23,14 @@ std::vector<int> usableCpus() {
   return cpus;
 }
 
+bool runThreadOn(const std::vector<int>& cpus) {
+  if (cpus.empty()) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) {
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+  }
+  return ::sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
 }  // namespace hydrozoa

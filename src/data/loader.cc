@@ -3,11 +3,13 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "core/cpus.h"
+
 namespace hydrozoa::data {
 
 PrefetchLoader::PrefetchLoader(std::shared_ptr<const Dataset> dataset, EpochSampler sampler, int replica, int depth)
     : dataset_(std::move(dataset)), sampler_(std::move(sampler)), replica_(replica),
-      depth_(static_cast<size_t>(std::max(1, depth))) {}
+      depth_(static_cast<size_t>(std::max(1, depth))), cpus_(usableCpus()) {}
 
 PrefetchLoader::~PrefetchLoader() { stopThread(); }
 
@@ -36,7 +38,10 @@ void PrefetchLoader::start(std::int64_t epoch, std::int64_t firstStep) {
     remaining_ = total;
     generation = ++generation_;
   }
-  thread_ = std::thread([this, generation, epoch, firstStep] { produce(generation, epoch, firstStep); });
+  thread_ = std::thread([this, generation, epoch, firstStep] {
+    runThreadOn(cpus_);  // best effort: a refused affinity leaves the creator's
+    produce(generation, epoch, firstStep);
+  });
 }
 
 void PrefetchLoader::produce(std::uint64_t generation, std::int64_t epoch, std::int64_t firstStep) {

@@ -9,6 +9,10 @@
 // start() may be called again (a new epoch, or evaluation over another
 // dataset's sampler); it discards what was prefetched. The destructor stops
 // the thread. Errors in the background thread are rethrown by next().
+// The thread runs on the cores that the constructing thread could run on
+// when it built the loader, not on those of whoever calls start(): a worker
+// pins its compute thread after building its loaders, and its loader must
+// not take that core from it (NOTE [Cores for compute threads]).
 //
 // Thread-safety: next() and start() from one thread.
 #pragma once
@@ -20,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "data/dataset.h"
 #include "data/sampler.h"
@@ -52,6 +57,7 @@ class PrefetchLoader {
   EpochSampler sampler_;
   int replica_;
   size_t depth_;
+  std::vector<int> cpus_;  // where the producer thread runs
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -6,8 +6,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
+#include "core/cpus.h"
 #include "data/loader.h"
 
 namespace hydrozoa::data {
@@ -271,6 +274,48 @@ TEST(PrefetchLoader, StopsWhileTheQueueIsFull) {
     (void)loader.next();
   }  // the producer is blocked on a full queue: the destructor must not hang
   SUCCEED();
+}
+
+// Records the cores of the thread that reads it.
+class AffinityDataset : public Dataset {
+ public:
+  std::int64_t size() const override { return 100; }
+  Batch get(const std::vector<std::int64_t>& indices) const override {
+    const std::lock_guard<std::mutex> lock(mu_);
+    cpus_ = usableCpus();
+    return {torch::zeros({static_cast<std::int64_t>(indices.size()), 1}), torch::zeros({1}, torch::kLong)};
+  }
+  model::InputSpec input() const override { return {}; }
+  model::TaskSpec task() const override { return {}; }
+  std::string describe() const override { return "affinity"; }
+  std::int64_t memoryBytes() const override { return 0; }
+  std::vector<int> cpus() const {
+    const std::lock_guard<std::mutex> lock(mu_);
+    return cpus_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::vector<int> cpus_;
+};
+
+// A worker builds its loaders, then pins its compute thread to one core and
+// starts them: the producer must not share that core (NOTE [Cores for
+// compute threads]).
+TEST(PrefetchLoader, ProducesOnTheCoresOfTheThreadThatBuiltIt) {
+  const std::vector<int> all = usableCpus();
+  if (all.size() < 2) GTEST_SKIP() << "needs two usable cores";
+  std::vector<int> seen;
+  std::thread([&] {  // pin a thread of our own, not the test runner
+    auto data = std::make_shared<AffinityDataset>();
+    PrefetchLoader loader(data, EpochSampler({100, 10, 1, 1, 0, false, false}), 0, 1);
+    ASSERT_TRUE(runThreadOn({all.front()}));
+    ASSERT_EQ(usableCpus(), std::vector<int>{all.front()});
+    loader.start(0, 0);
+    (void)loader.next();
+    seen = data->cpus();
+  }).join();
+  EXPECT_EQ(seen, all);
 }
 
 }  // namespace
