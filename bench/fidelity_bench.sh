@@ -7,8 +7,10 @@
 # Each cell is `hydrozoa train` as a user runs it, with the strategy pinned
 # (A replicas x B stages; the planner picks the split and the microbatches):
 # the coordinator measures the profile in a worker process on this machine
-# (cached per model for the whole benchmark) and the network between two
-# workers, plans with them, and trains `steps` steps. Measured: the median
+# and the network between two workers, plans with them, and trains `steps`
+# steps. Each cell profiles afresh, minutes apart: this VM's cores run 25-40%
+# faster or slower for minutes at a time, and a profile shared by a model's
+# twelve cells would compare runs with a profile of another machine state. Measured: the median
 # step (summary.json's iteration_seconds.measured_median; the median leaves
 # out the slow first steps), and the worker whose peak resident memory is
 # furthest from its planned memory. The planner's choice for W workers is what
@@ -31,7 +33,6 @@ models="${3:-mlp cnn vgg11 resnet18 gpt}"
 hz=build/hydrozoa
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export HYDROZOA_CACHE_DIR="$work/cache"   # profile afresh, once per model
 cores=$(nproc)
 
 model_spec() {
@@ -76,6 +77,7 @@ for model in $models; do
       A=${plan%x*}; B=${plan#*x}; W=$((A * B))
       out="$work/run-$model-$launcher-$plan"
       echo "$model $launcher $plan..." >&2
+      export HYDROZOA_CACHE_DIR="$out.cache"   # profile afresh for each cell
       if ! $hz train "$work/$model.yaml" --workers "$W" --data-parallel "$A" --stages "$B" --max-steps "$steps" \
           --no-progress --launcher "$launcher" "${link_args[@]}" --out "$out" > "$out.log" 2>&1; then
         echo "  failed: $(tail -1 "$out.log")" >&2
@@ -108,7 +110,7 @@ print(json.dumps({"model": model, "launcher": launcher, "link": link, "plan": pl
                   "measured": it["measured_median"], "planned_memory": worst[0], "peak_memory": worst[1],
                   "chosen": chosen}))
 PY
-      rm -rf "$out"
+      rm -rf "$out" "$out.cache"
     done
   done
 done

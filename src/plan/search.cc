@@ -149,8 +149,19 @@ class Searcher {
         c.memory_bound = true;
         return c;
       }
-      const AllreduceTime ar = overlappedAllreduce(layerBytes, layerBackward, drain, A, o_.bandwidth,
-                                                   o_.allreduce_alpha, o_.allreduce_beta + o_.latency);
+      // NOTE [Allreduce on a shared host]: α and β are the allreduce's CPU
+      // work beyond the link's 1/D (copies through the kernel, the sums,
+      // Gloo's threads), measured with each probe worker's compute thread
+      // busy on a core of its own. When more workers than cores share the
+      // host, that work gets a share of a core as their compute does, so it
+      // is scaled as the compute is; the link's part (1/D, a shaped
+      // container's bandwidth) and its latency are not. Measured on 2 cores
+      // before this: every local 4x1 plan ran 34-98% over its prediction
+      // (VGG-11 2,144 ms against 1,296), and the planner chose VGG-11's 4x1
+      // over the 1x4 that was 3x faster (bench/README.md).
+      const AllreduceTime ar =
+          overlappedAllreduce(layerBytes, layerBackward, drain, A, o_.bandwidth, o_.allreduce_alpha * c.compute_scale,
+                              o_.allreduce_beta * c.compute_scale + o_.latency);
       d.allreduce = ar.total;
       // NOTE [Allreduce on a full host]: when the plan's compute threads take
       // every core of the host, the allreduce (Gloo's threads, the kernel's

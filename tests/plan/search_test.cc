@@ -220,6 +220,31 @@ TEST(SearchPlan, OnAFullHostTheWholeAllreduceIsCharged) {
   EXPECT_NEAR(b.iteration, b.pipeline.total + b.stage_details[0].allreduce, 1e-12);
 }
 
+// NOTE [Allreduce on a shared host]: the allreduce's CPU work (α, β) slows
+// down with the compute on an oversubscribed host; the link (1/D) and its
+// latency do not.
+TEST(SearchPlan, OnAnOversubscribedHostTheAllreducesCpuWorkIsScaledAsTheCompute) {
+  const auto prof = toyProfile(6);
+  SearchOptions o = basic(4);
+  o.data_parallel = 4;
+  o.stages = 1;
+  o.allreduce_alpha = 1e-10;
+  o.allreduce_beta = 1e-4;
+  o.latency = 0.002;
+  std::vector<Bytes> bytes;
+  for (const auto& l : prof.layers) bytes.push_back(l.parameter_bytes);
+  for (const int cores : {4, 2, 1}) {  // 4 workers: a core each, 2 to a core, 4 to a core
+    o.host_cores = cores;
+    auto r = searchPlan(prof, aci(), o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const Candidate& c = r->best();
+    const double s = 4.0 / cores;
+    EXPECT_EQ(c.compute_scale, s);
+    EXPECT_NEAR(c.stage_details[0].allreduce, bucketsInSequence(bytes, 4, s * 1e-10, s * 1e-4 + 0.002), 1e-12);
+    EXPECT_NEAR(c.allreduce, c.stage_details[0].allreduce, 1e-12);  // a full host: all of it is charged
+  }
+}
+
 TEST(ComputeScale, WorkersSharingAHostsCoresComputeSlower) {
   EXPECT_EQ(computeScale(4, 1, 0), 1);  // no shared host: a core per thread
   EXPECT_EQ(computeScale(2, 1, 2), 1);
