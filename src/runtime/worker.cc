@@ -192,7 +192,7 @@ class Worker {
   TraceRecorder trace_{true};
   std::atomic<std::int64_t> currentStep_{0};
   std::thread controlThread_;
-  std::vector<int> helperCpus_;  // the process's cores, for threads started after pinning
+  std::vector<int> helperCpus_ = usableCpus();  // the process's cores, for threads started after pinning
   std::atomic<bool> controlRunning_{false}, stopControl_{false}, doneAcked_{false};
   std::mutex outMu_;
   std::deque<Json> outbox_;  // posted by the compute thread, sent by the control thread
@@ -346,7 +346,6 @@ Status Worker::build() {
   // the compute thread's core, and so are put back on helperCpus_: with the
   // loader sharing the compute core, a ResNet-18 1x1 step took 400 ms where
   // its profile said 273 ms, while the other core sat idle.
-  helperCpus_ = usableCpus();
   if (!role_.cpus.empty()) {
     cpu_set_t set;
     CPU_ZERO(&set);
