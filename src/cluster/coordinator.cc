@@ -1161,7 +1161,13 @@ void Job::maybePrestart() {
   const double eval = !spec_.eval ? 0
                       : lastEvalSeconds_ > 0 ? lastEvalSeconds_
                                              : static_cast<double>(testSize_) / std::max(1.0, rateEma_) / 3;
-  const double eta = static_cast<double>(genStop_ - reached_) * step + eval;
+  // Counted from the last step report, so that the estimate keeps falling
+  // while nothing is reported: during the boundary's evaluation, or a step
+  // longer than the rest. (Counted from the report alone, an evaluation
+  // estimated longer than the lead kept it above the lead until the
+  // boundary, and nothing was pre-started.)
+  const double eta =
+      std::max(0.0, static_cast<double>(genStop_ - reached_) * step + eval - since(lastStepAt_));
   // How long a worker takes from launch to running: the slowest measured so
   // far, else what the start-up delay allows; a quarter more and a second.
   double delay = 0;
