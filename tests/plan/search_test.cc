@@ -197,13 +197,19 @@ TEST(SearchPlan, AStageAfterTheFirstHidesItsAllreduceBehindTheStagesBeforeIt) {
   EXPECT_NEAR(c.allreduce, std::max(x0, x1), 1e-12);
 }
 
-TEST(SearchPlan, OnAFullHostTheWholeAllreduceIsCharged) {
-  const auto prof = toyProfile(6);
+// Four replicas of one stage, with an allreduce to pay.
+SearchOptions fourReplicas() {
   SearchOptions o = basic(4);
   o.data_parallel = 4;
   o.stages = 1;
   o.allreduce_alpha = 1e-10;
   o.allreduce_beta = 1e-4;
+  return o;
+}
+
+TEST(SearchPlan, OnAFullHostTheWholeAllreduceIsCharged) {
+  const auto prof = toyProfile(6);
+  SearchOptions o = fourReplicas();
   o.host_cores = 8;  // 4 workers on 8 cores: buckets hide behind the backward pass
   auto spare = searchPlan(prof, aci(), o);
   o.host_cores = 4;  // every core computes: the allreduce takes their time
@@ -225,11 +231,7 @@ TEST(SearchPlan, OnAFullHostTheWholeAllreduceIsCharged) {
 // latency do not.
 TEST(SearchPlan, OnAnOversubscribedHostTheAllreducesCpuWorkIsScaledAsTheCompute) {
   const auto prof = toyProfile(6);
-  SearchOptions o = basic(4);
-  o.data_parallel = 4;
-  o.stages = 1;
-  o.allreduce_alpha = 1e-10;
-  o.allreduce_beta = 1e-4;
+  SearchOptions o = fourReplicas();
   o.latency = 0.002;
   std::vector<Bytes> bytes;
   for (const auto& l : prof.layers) bytes.push_back(l.parameter_bytes);
