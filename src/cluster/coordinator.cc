@@ -909,10 +909,27 @@ void Job::stopWorkers(Seconds grace) {
   for (const auto& w : workers_) {
     if (launcher_->alive(w.id)) control_->send(from(w.id), {{"type", "stop"}});
   }
-  for (const WorkerExit& e : launcher_->stopAll(grace)) {
+  auto record = [&](const WorkerExit& e) {
     const WorkerState* w = current(e.id);
     exits_.emplace_back(w ? w->name() : everyWorker_[e.id], e.how);
+  };
+  // Workers that finished or were told to stop exit by themselves within
+  // moments (tearing down Gloo, joining their threads). Given a second of the
+  // grace before the launcher's SIGTERM, the summary says how they ended
+  // ("exited with status 0") instead of "killed by signal 15" for a run that
+  // stopped as asked. An interrupt does not wait.
+  if (!interrupted_) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(std::min<Seconds>(1.0, grace / 2));
+    auto anyAlive = [&] {
+      return std::any_of(workers_.begin(), workers_.end(), [&](const WorkerState& w) { return launcher_->alive(w.id); });
+    };
+    while (anyAlive() && Clock::now() < deadline) {
+      for (const WorkerExit& e : launcher_->poll()) record(e);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    grace -= std::min<Seconds>(1.0, grace / 2);
   }
+  for (const WorkerExit& e : launcher_->stopAll(grace)) record(e);
   for (const auto& w : workers_) ledger_.stop(w.id, now());
   for (const auto& w : next_) ledger_.stop(w.id, now());
 }

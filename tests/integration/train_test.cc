@@ -126,6 +126,9 @@ TEST(Train, IssueCommandsAsWritten) {
   EXPECT_EQ((*plan)["num_microbatches"], 4);
   auto summary = readJsonFile(run + "/summary.json");
   EXPECT_EQ((*summary)["status"], "stopped");  // --max-steps: resumable, not done
+  // Stopped as asked, every worker exits by itself, not by the launcher's signal.
+  ASSERT_EQ((*summary)["workers"].size(), 4u);
+  for (const auto& w : (*summary)["workers"]) EXPECT_EQ(w["exit"], "exited with status 0") << w.dump();
   EXPECT_NE(r.out.find("Stopped at step 5 of "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("continue with: hydrozoa train --resume"), std::string::npos) << r.out;
   EXPECT_TRUE(std::filesystem::exists(run + "/checkpoints/step-00000005"));
