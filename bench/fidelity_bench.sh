@@ -8,10 +8,11 @@
 # (A replicas x B stages; the planner picks the split and the microbatches):
 # the coordinator measures the profile in a worker process on this machine
 # and the network between two workers, plans with them, and trains `steps`
-# steps. Each cell profiles afresh, minutes apart: this VM's cores run 25-40%
-# faster or slower for minutes at a time, and a profile shared by a model's
-# twelve cells would compare runs with a profile of another machine state. Measured: the median
-# step (summary.json's iteration_seconds.measured_median; the median leaves
+# steps. Each cell profiles afresh, a minute before its run: on this VM the
+# same process runs 25-40% faster or slower from one run to the next, and the
+# whole machine changes pace over hours, so a profile shared by a model's
+# twelve cells would compare runs with another machine state. Measured: the
+# median step (summary.json's iteration_seconds.measured_median; the median leaves
 # out the slow first steps), and the worker whose peak resident memory is
 # furthest from its planned memory. The planner's choice for W workers is what
 # `hydrozoa plan` picks from the same profile and network figures, for this

@@ -919,7 +919,8 @@ void Job::stopWorkers(Seconds grace) {
   // ("exited with status 0") instead of "killed by signal 15" for a run that
   // stopped as asked. An interrupt does not wait.
   if (!interrupted_) {
-    const auto deadline = Clock::now() + std::chrono::duration<double>(std::min<Seconds>(1.0, grace / 2));
+    const Seconds wait = std::min<Seconds>(1.0, grace / 2);
+    const auto deadline = Clock::now() + std::chrono::duration<double>(wait);
     auto anyAlive = [&] {
       return std::any_of(workers_.begin(), workers_.end(), [&](const WorkerState& w) { return launcher_->alive(w.id); });
     };
@@ -927,7 +928,7 @@ void Job::stopWorkers(Seconds grace) {
       for (const WorkerExit& e : launcher_->poll()) record(e);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    grace -= std::min<Seconds>(1.0, grace / 2);
+    grace -= wait;
   }
   for (const WorkerExit& e : launcher_->stopAll(grace)) record(e);
   for (const auto& w : workers_) ledger_.stop(w.id, now());

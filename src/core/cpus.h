@@ -12,7 +12,7 @@ namespace hydrozoa {
 std::vector<int> usableCpus();
 
 // Lets the calling thread run on `cpus` (sched_setaffinity); false if the
-// kernel refuses. A thread starts with its creator's affinity, so a helper
+// kernel refuses (errno says why) or `cpus` is empty. A thread starts with its creator's affinity, so a helper
 // thread started by a pinned thread calls this to run elsewhere
 // (NOTE [Cores for compute threads], runtime/worker.cc).
 bool runThreadOn(const std::vector<int>& cpus);

@@ -1,7 +1,6 @@
 #include "profile/network.h"
 
 #include <fmt/format.h>
-#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -43,10 +42,7 @@ class BusyCompute {
     const std::vector<int> cpus = usableCpus();
     const int cpu = cpus[static_cast<size_t>(rank) % cpus.size()];
     thread_ = std::thread([this, cpu] {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(cpu, &set);
-      ::sched_setaffinity(0, sizeof(set), &set);  // best effort: unpinned is still busy
+      runThreadOn({cpu});  // best effort: unpinned is still busy
       at::set_num_threads(1);
       torch::NoGradGuard noGrad;
       const at::Tensor a = torch::rand({256, 256});

@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -347,10 +346,7 @@ Status Worker::build() {
   // loader sharing the compute core, a ResNet-18 1x1 step took 400 ms where
   // its profile said 273 ms, while the other core sat idle.
   if (!role_.cpus.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int c : role_.cpus) CPU_SET(c, &set);
-    if (::sched_setaffinity(0, sizeof(set), &set) != 0) {
+    if (!runThreadOn(role_.cpus)) {
       spdlog::warn("could not pin the compute thread to cores {}: {}", fmt::join(role_.cpus, ","), std::strerror(errno));
     } else {
       spdlog::info("compute thread pinned to core{} {}", role_.cpus.size() == 1 ? "" : "s", fmt::join(role_.cpus, ","));
