@@ -53,10 +53,14 @@ Status correctFromRun(const ProfileArgs& a, const CLI::App& cmd) {
   }
   HZ_ASSIGN_OR_RETURN(profile::Profile p, profile::loadProfile(own.string()));
   HZ_ASSIGN_OR_RETURN(report::ProfileCorrection c, report::correctProfile(p, run));
-  TextTable t({"stage", "layers", "compute predicted", "measured", "factor"}, {false, false, true, true, true});
+  TextTable t({"stage", "layers", "compute predicted", "measured", "factor", "update predicted", "measured", "factor"},
+              {false, false, true, true, true, true, true, true});
   for (const auto& s : c.stages) {
+    const bool update = s.update_predicted && s.update_measured;
     t.addRow({std::to_string(s.stage), fmt::format("{}-{}", s.first_layer, s.last_layer), formatSeconds(s.predicted),
-              formatSeconds(s.measured), fmt::format("{:.2f}x", s.factor)});
+              formatSeconds(s.measured), fmt::format("{:.2f}x", s.factor),
+              update ? formatSeconds(*s.update_predicted) : "-", update ? formatSeconds(*s.update_measured) : "-",
+              update ? fmt::format("{:.2f}x", s.update_factor) : "-"});
   }
   std::cout << "Per-layer times of " << p.model << ", corrected from " << a.from_run << ":\n";
   if (c.stages.empty()) {

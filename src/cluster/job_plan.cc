@@ -105,6 +105,13 @@ std::string lastLines(const std::string& path, int n) {
   return out;
 }
 
+// The profile's name for the job's optimizer: what its state holds and how
+// long its update takes (profile/profile.h).
+std::string profileOptimizer(const OptimizerSpec& o) {
+  if (o.name == "adam") return "adam";
+  return o.momentum > 0 ? "sgd_momentum" : "sgd";
+}
+
 // Measures the profile by running `hydrozoa profile` in a worker process.
 Status profileInWorker(const JobSpec& spec, const std::vector<std::int64_t>& sizes, bool network, const RunDir& run,
                        const std::string& executable, const std::string& out, Progress& progress,
@@ -113,7 +120,7 @@ Status profileInWorker(const JobSpec& spec, const std::vector<std::int64_t>& siz
   w.id = 0;
   w.log_path = run.file("workers/profile.log");
   w.args = {"--log-level", "warn", "profile", "--model", spec.model, "--threads", std::to_string(spec.threads),
-            "-o", out};
+            "--optimizer", profileOptimizer(spec.optimizer), "-o", out};
   std::string list;
   for (auto m : sizes) list += (list.empty() ? "" : ",") + std::to_string(m);
   w.args.insert(w.args.end(), {"--microbatch-sizes", list});
@@ -213,7 +220,9 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
   }
   HZ_ASSIGN_OR_RETURN(std::vector<std::int64_t> sizes, profileSizes(spec));
   const bool network = !spec.bandwidth.has_value();
-  std::string key = fmt::format("{}|{}|{}|{}", spec.model, spec.threads, network, spec.optimizer.name);
+  // v2: profiles with the optimizer's update time (NOTE [Timing the update]).
+  std::string key =
+      fmt::format("v2|{}|{}|{}|{}", spec.model, spec.threads, network, profileOptimizer(spec.optimizer));
   for (const auto& [k, v] : spec.model_options) key += "|" + k + "=" + v;
   for (auto m : sizes) key += "|" + std::to_string(m);
   if (!model::isZooModel(spec.model)) {

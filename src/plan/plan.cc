@@ -58,6 +58,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
     s.backward_seconds = d.backward;
     s.allreduce_seconds = d.allreduce;
     s.allreduce_exposed_seconds = d.allreduce_exposed;
+    s.update_seconds = d.update;
     s.worker = d.worker.description;
     s.vcpus = d.worker.vcpus;
     s.worker_memory_bytes = d.worker.memory;
@@ -68,6 +69,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
   p.iteration_seconds = c.iteration;
   p.pipeline_seconds = c.pipeline.total;
   p.allreduce_seconds = c.allreduce;
+  p.update_seconds = c.update;
   p.samples_per_second = c.samples_per_second;
   p.cost_per_hour = c.cost_per_hour;
   p.samples_per_dollar = c.samples_per_dollar;
@@ -118,6 +120,7 @@ Json planToJson(const Plan& p) {
                       {"backward_seconds", s.backward_seconds},
                       {"allreduce_seconds", s.allreduce_seconds},
                       {"allreduce_exposed_seconds", s.allreduce_exposed_seconds},
+                      {"update_seconds", s.update_seconds},
                       {"worker",
                        {{"description", s.worker},
                         {"vcpus", s.vcpus},
@@ -152,6 +155,7 @@ Json planToJson(const Plan& p) {
            {{"iteration_seconds", p.iteration_seconds},
             {"pipeline_seconds", p.pipeline_seconds},
             {"allreduce_seconds", p.allreduce_seconds},
+            {"update_seconds", p.update_seconds},
             {"samples_per_second", p.samples_per_second},
             {"cost_per_hour", p.cost_per_hour},
             {"samples_per_dollar", p.samples_per_dollar},
@@ -246,6 +250,7 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     // Plans written before the overlap was modelled: all of it.
     s.allreduce_exposed_seconds =
         optNumberIn(r, "allreduce_exposed_seconds", profile::kSecondsRange).value_or(s.allreduce_seconds);
+    s.update_seconds = optSeconds(r, "update_seconds");  // plans written before it: not counted
     if (const Json* w = r.raw("worker")) {
       ObjectReader wr(*w, r.child("worker"));
       s.worker = wr.optString("description").value_or("");
@@ -281,6 +286,7 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     p.samples_per_dollar = numberIn(r, "samples_per_dollar", kRateRange);
     p.pipeline_seconds = optNumberIn(r, "pipeline_seconds", profile::kSecondsRange).value_or(p.iteration_seconds);
     p.allreduce_seconds = optSeconds(r, "allreduce_seconds");
+    p.update_seconds = optSeconds(r, "update_seconds");
     p.bubble_fraction = optNumberIn(r, "bubble_fraction", kBubbleRange).value_or(0);
     p.partition_gap_seconds = optSeconds(r, "partition_gap_seconds");
     p.compute_scale = optNumberIn(r, "compute_scale", kComputeScaleRange).value_or(1);
@@ -373,8 +379,9 @@ std::string renderPlanTable(const Plan& p) {
                      p.data_parallel, p.pipeline_stages, p.data_parallel, p.data_parallel == 1 ? "copy" : "copies",
                      p.pipeline_stages, p.pipeline_stages == 1 ? "" : "s", p.num_microbatches,
                      p.num_microbatches == 1 ? "" : "es", p.microbatch_size, p.globalBatch());
-  TextTable stages({"stage", "layers", "fwd/mb", "bwd/mb", "params", "memory", "allreduce", "worker", "$/h each"},
-                   {true, false, true, true, true, true, true, false, true});
+  TextTable stages(
+      {"stage", "layers", "fwd/mb", "bwd/mb", "params", "memory", "allreduce", "update", "worker", "$/h each"},
+      {true, false, true, true, true, true, true, true, false, true});
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const PlanStage& st = p.stages[s];
     std::string layers = fmt::format("{}-{}", st.first_layer, st.last_layer);
@@ -391,13 +398,13 @@ std::string renderPlanTable(const Plan& p) {
     }
     stages.addRow({std::to_string(s), layers, formatSeconds(st.forward_seconds), formatSeconds(st.backward_seconds),
                    formatBytes(st.parameter_bytes), formatBytes(st.memory_bytes), formatSeconds(st.allreduce_seconds),
-                   st.worker, formatUsd(st.cost_per_hour)});
+                   formatSeconds(st.update_seconds), st.worker, formatUsd(st.cost_per_hour)});
   }
   out += stages.render();
-  out += fmt::format("Predicted: {} per iteration (pipeline {} + {} of allreduce after the backward pass), {:.1f} "
-                     "samples/s, bubble {:.0f}%, {}/hour, {} samples per dollar{}\n",
+  out += fmt::format("Predicted: {} per iteration (pipeline {} + {} of allreduce and {} of optimizer update after "
+                     "the backward pass), {:.1f} samples/s, bubble {:.0f}%, {}/hour, {} samples per dollar{}\n",
                      formatSeconds(p.iteration_seconds), formatSeconds(p.pipeline_seconds),
-                     formatSeconds(p.allreduce_seconds), p.samples_per_second, 100 * p.bubble_fraction,
+                     formatSeconds(p.allreduce_seconds), formatSeconds(p.update_seconds), p.samples_per_second, 100 * p.bubble_fraction,
                      formatUsd(p.cost_per_hour), formatCount(p.samples_per_dollar),
                      p.partition_gap_seconds > 0
                          ? fmt::format(" (partition within {} of optimal)", formatSeconds(p.partition_gap_seconds))

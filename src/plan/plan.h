@@ -29,6 +29,7 @@ struct PlanStage {
   Seconds forward_seconds = 0, backward_seconds = 0;
   Seconds allreduce_seconds = 0;          // its buckets' allreduces, one after another
   Seconds allreduce_exposed_seconds = 0;  // the part that outlasts the backward pass
+  Seconds update_seconds = 0;             // the optimizer's step (NOTE [The update], search.cc)
   std::string worker;  // "4 vCPU, 6.00 GB, 1x k80"
   double vcpus = 0;
   Bytes worker_memory_bytes = 0;
@@ -60,7 +61,8 @@ struct Plan {
   std::int64_t microbatch_size = 1, num_microbatches = 1;
   std::vector<PlanStage> stages;
   // Predictions.
-  Seconds iteration_seconds = 0, pipeline_seconds = 0, allreduce_seconds = 0;
+  // iteration = pipeline + allreduce + update (the update: what the iteration waits for beyond the allreduce)
+  Seconds iteration_seconds = 0, pipeline_seconds = 0, allreduce_seconds = 0, update_seconds = 0;
   double samples_per_second = 0;
   UsdPerHour cost_per_hour = 0;
   double samples_per_dollar = 0;

@@ -128,7 +128,7 @@ class Searcher {
     c.pipeline = pipelineTime(problem.costs, c.partition, M);
     std::vector<WorkerSpec> workers;
     const bool fullHost = o_.host_cores > 0 && A * B * std::max(1, o_.threads) >= o_.host_cores;
-    Seconds drain = 0;
+    Seconds drain = 0, tail = 0;
     for (int s = 0; s < B; ++s) {
       StageDetail d;
       d.first_layer = c.partition.first[s];
@@ -170,6 +170,18 @@ class Searcher {
       // backward pass took 1.43 s against 0.6 s alone while its buckets
       // reduced (bench/README.md). Then the whole of it is charged.
       d.allreduce_exposed = fullHost ? ar.total : ar.exposed;
+      // NOTE [The update]: once its gradients are summed, each stage steps
+      // its optimizer (profile's optimizer_ms; NOTE [Timing the update],
+      // profile/measure.cc), on its compute thread, so scaled as the compute
+      // is. A stage after the first does so while the stages before it still
+      // drain their backward passes; the iteration waits for what is left.
+      // Measured on 2 cores, the update was 13% of a VGG-11 step and 19% of
+      // the MLP's before the planner counted it (bench/README.md).
+      for (int i = d.first_layer; i <= d.last_layer; ++i) {
+        d.update += profile_.layers[i].optimizer_ms / 1e3 * c.compute_scale;
+      }
+      d.tail = fullHost ? ar.total + std::max<Seconds>(0, d.update - drain)
+                        : std::max<Seconds>(0, ar.after + d.update - drain);
       // Stage s+1's last backward pass ends this long before the iteration does.
       drain += d.backward + (s + 1 < B ? problem.costs.cut[d.last_layer] : 0);
       d.worker = rightSize(catalog_, {d.memory, d.parameter_bytes, o_.accelerator});
@@ -178,10 +190,12 @@ class Searcher {
         return c;
       }
       c.allreduce = std::max(c.allreduce, d.allreduce_exposed);
+      tail = std::max(tail, d.tail);
       for (int r = 0; r < A; ++r) workers.push_back(d.worker);
       c.stage_details.push_back(std::move(d));
     }
-    c.iteration = c.pipeline.total + c.allreduce;
+    c.update = tail - c.allreduce;  // >= 0: each stage's tail holds its exposed allreduce
+    c.iteration = c.pipeline.total + tail;
     c.samples_per_second = static_cast<double>(c.globalBatch()) / c.iteration;
     c.cost_per_hour = totalCostPerHour(catalog_, workers);
     c.samples_per_dollar = c.cost_per_hour > 0 ? c.samples_per_second * 3600.0 / c.cost_per_hour : 0;

@@ -10,8 +10,10 @@
 //
 //   T = R + max_j X_j
 //
-// where X_j is the part of stage j's gradient allreduce that outlasts the
-// backward pass: the runtime reduces the stage's gradients in buckets, each
+// where X_j is the part of stage j's gradient allreduce and optimizer update
+// (U_j, the profile's optimizer_ms) that outlasts the backward passes still
+// draining through the stages before it (NOTE [The update], search.cc): the
+// runtime reduces the stage's gradients in buckets, each
 // a ring allreduce over the A replicas, 2(A−1)(|b|/(A·D) + α|b|/A + β) for a
 // bucket of |b| bytes (the seed prints B where the group size A is meant),
 // started as soon as the final microbatch's backward pass has made the
@@ -88,6 +90,8 @@ struct StageDetail {
   Bytes parameter_bytes = 0;
   Seconds allreduce = 0;          // the stage's buckets, one after another
   Seconds allreduce_exposed = 0;  // the part the iteration waits for
+  Seconds update = 0;             // the optimizer's step over the stage's parameters
+  Seconds tail = 0;               // how long the iteration waits for the allreduce and the update
   WorkerSpec worker;
 };
 
@@ -100,7 +104,8 @@ struct Candidate {
   Partition partition;
   PipelineTime pipeline;
   Seconds allreduce = 0;  // max over stages of the exposed allreduce
-  Seconds iteration = 0;  // T
+  Seconds update = 0;     // the rest of the longest tail: the updates (NOTE [The update], search.cc)
+  Seconds iteration = 0;  // T = pipeline + allreduce + update
   double samples_per_second = 0;
   UsdPerHour cost_per_hour = 0;
   double samples_per_dollar = 0;

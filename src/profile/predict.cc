@@ -5,6 +5,20 @@
 #include <algorithm>
 
 namespace hydrozoa::profile {
+namespace {
+
+// Bytes an update reads and writes per byte of parameters, as libtorch's
+// elementwise operations make it (NOTE [Timing the update], measure.cc):
+// SGD reads the weight and its gradient and writes the weight; momentum
+// also updates its buffer (buf = m·buf + g; w −= lr·buf); Adam updates two
+// moments and divides by the root of the second.
+double updateTraffic(const std::string& optimizer) {
+  if (optimizer == "sgd") return 3;
+  if (optimizer == "sgd_momentum") return 6;
+  return 14;  // adam, adamw
+}
+
+}  // namespace
 
 Result<Profile> predictProfile(const model::Arch& arch, const DeviceSpec& device,
                                const std::vector<std::int64_t>& microbatchSizes, const std::string& optimizer) {
@@ -20,12 +34,16 @@ Result<Profile> predictProfile(const model::Arch& arch, const DeviceSpec& device
   p.device_memory = device.memory;
   p.optimizer = optimizer;
   p.runtime_bytes = device.runtime_memory;
-  for (const auto& l : layers) {
-    const Bytes params = 4 * l.parameters;
-    p.layers.push_back({l.name, l.kind, params, static_cast<Bytes>(stateFactor * static_cast<double>(params))});
-  }
   const double flops = device.peak_flops * device.compute_efficiency;
   const double bandwidth = device.memory_bandwidth * device.memory_efficiency;
+  for (const auto& l : layers) {
+    const Bytes params = 4 * l.parameters;
+    LayerInfo info{l.name, l.kind, params, static_cast<Bytes>(stateFactor * static_cast<double>(params))};
+    if (params > 0) {
+      info.optimizer_ms = 1e3 * (updateTraffic(optimizer) * static_cast<double>(params) / bandwidth + device.layer_overhead);
+    }
+    p.layers.push_back(std::move(info));
+  }
   std::vector<std::int64_t> sizes = microbatchSizes;
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());

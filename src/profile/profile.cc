@@ -44,7 +44,8 @@ Json profileToJson(const Profile& p) {
     layers.push_back({{"name", l.name},
                       {"kind", l.kind},
                       {"parameter_bytes", l.parameter_bytes},
-                      {"optimizer_state_bytes", l.optimizer_state_bytes}});
+                      {"optimizer_state_bytes", l.optimizer_state_bytes},
+                      {"optimizer_ms", l.optimizer_ms}});
   }
   Json measurements = Json::array();
   for (const auto& m : p.measurements) {
@@ -143,6 +144,7 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
     l.kind = r.optString("kind").value_or("");
     l.parameter_bytes = bytesIn(r, "parameter_bytes");
     l.optimizer_state_bytes = bytesIn(r, "optimizer_state_bytes");
+    l.optimizer_ms = optNumberIn(r, "optimizer_ms", kMillisecondsRange).value_or(0);
     HZ_RETURN_IF_ERROR(r.status());
     p.layers.push_back(std::move(l));
   }
@@ -203,8 +205,13 @@ Status validateProfile(const Profile& p, const std::string& origin) {
   // Each size is below kMaxBytes; so are the model's totals, which keeps the
   // planner's sums of them over layers far from overflowing.
   Bytes modelBytes = 0;
-  for (const auto& l : p.layers) {
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    const auto& l = p.layers[i];
     modelBytes = saturatingAdd(modelBytes, saturatingAdd(l.parameter_bytes, l.optimizer_state_bytes));
+    if (!inNumberRange(l.optimizer_ms, kMillisecondsRange)) {
+      return parseError(fmt::format("{}: layers[{}].optimizer_ms: {} is out of range; expected {}", origin, i,
+                                    l.optimizer_ms, describeNumberRange(kMillisecondsRange)));
+    }
   }
   if (modelBytes > kMaxBytes) {
     return parseError(fmt::format("{}: layers: the parameters and optimizer state add up to {} bytes, more than the "

@@ -1,7 +1,8 @@
 // Profile: what the planner knows about a model on a device, as a plain value
 // with a versioned JSON form (schema "hydrozoa.profile/1", docs/formats.md).
 //
-// Per layer, fixed: parameter and optimizer-state bytes. Per layer and per
+// Per layer, fixed: parameter and optimizer-state bytes and the time of the
+// optimizer's update. Per layer and per
 // microbatch size: forward and backward milliseconds, the bytes a stage
 // boundary after the layer sends, the bytes kept for backward, and transient
 // workspace. A profile is measured (src/profile/measure.h), predicted from a
@@ -13,7 +14,7 @@
 // unique, ascending and in kSamplesRange; every measurement has one entry per
 // layer; every size from 0 to kMaxBytes, and so are the model's parameters and
 // optimizer state together and each measurement's stashed and workspace bytes
-// together; times from 0 to 1e12 ms; stashed_bytes >= output_bytes
+// together; times (the updates' too) from 0 to 1e12 ms; stashed_bytes >= output_bytes
 // (core/limits.h, profile/field_checks.h).
 #pragma once
 
@@ -35,6 +36,10 @@ struct LayerInfo {
   std::string kind;                 // "conv", "transformer", "pipedream", "script", ...
   Bytes parameter_bytes = 0;        // weights (gradients take as much again)
   Bytes optimizer_state_bytes = 0;  // e.g. momentum: = parameter_bytes; Adam: 2x
+  // The optimizer's update of this layer's parameters once per iteration, the
+  // same at every microbatch size (0 for a layer without parameters, and in
+  // profiles from before it was measured).
+  double optimizer_ms = 0;
 };
 
 struct LayerCost {

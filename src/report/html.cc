@@ -205,7 +205,8 @@ std::string stageSection(const RunReport& run, size_t index) {
   }
   std::string table = "<table><tr>" + th("stage", true) + th("layers") + th("compute predicted", true) +
                       th("measured", true) + th("error", true) + th("allreduce predicted", true) +
-                      th("measured", true) + th("error", true) + th("traced", true) + "</tr>";
+                      th("measured", true) + th("error", true) + th("update predicted", true) + th("measured", true) +
+                      th("traced", true) + "</tr>";
   for (const auto& s : run.stages) {
     c.groups.push_back(fmt::format("stage {}", s.stage));
     std::vector<std::optional<double>> v = {s.predicted_compute, s.measured_compute};
@@ -218,6 +219,7 @@ std::string stageSection(const RunReport& run, size_t index) {
              td(optText(s.predicted_allreduce, formatSeconds), true) +
              td(optText(s.measured_allreduce, formatSeconds), true) +
              td(relativeError(s.measured_allreduce, s.predicted_allreduce), true) +
+             td(optText(s.predicted_update, formatSeconds), true) + td(optText(s.measured_update, formatSeconds), true) +
              td(s.workers_traced ? fmt::format("{} worker{}, {} steps", s.workers_traced,
                                                s.workers_traced == 1 ? "" : "s", s.steps_traced)
                                  : "-",
@@ -225,7 +227,8 @@ std::string stageSection(const RunReport& run, size_t index) {
              "</tr>";
   }
   return "<h3>Predicted vs measured time per step, by stage</h3>"
-         "<p class=\"sub\">Predicted: the plan's microbatches \u00d7 (forward + backward) and its allreduce; measured: "
+         "<p class=\"sub\">Predicted: the plan's microbatches \u00d7 (forward + backward), its allreduce and the "
+         "optimizer's update; measured: "
          "the workers' spans in trace.json, median over the traced steps, mean over each stage's replicas.</p>" +
          renderBarChart(c) + table + "</table>";
 }

@@ -35,16 +35,27 @@ Result<ProfileCorrection> correctProfile(const profile::Profile& profile, const 
     const plan::PlanStage& st = plan.stages[static_cast<size_t>(t.stage)];
     StageCorrection c{t.stage, st.first_layer, st.last_layer, *t.predicted_compute, *t.measured_compute,
                       *t.measured_compute / *t.predicted_compute};
-    if (!std::isfinite(c.factor) || c.factor > kMaxCorrection || c.factor < 1 / kMaxCorrection) {
+    auto comparable = [&](const char* what, double factor, Seconds measured, Seconds predicted) -> Status {
+      if (std::isfinite(factor) && factor <= kMaxCorrection && factor >= 1 / kMaxCorrection) return Status();
       return invalidArgument(fmt::format(
-          "{}: stage {} computed for {} per step against a predicted {} ({:.2f}x); a run this far from its profile "
+          "{}: stage {}'s {} took {} per step against a predicted {} ({:.2f}x); a run this far from its profile "
           "was not made with it (another machine, or a run that spent its traced steps waiting)",
-          run.dir, t.stage, formatSeconds(c.measured), formatSeconds(c.predicted), c.factor));
-    }
+          run.dir, t.stage, what, formatSeconds(measured), formatSeconds(predicted), factor));
+    };
+    HZ_RETURN_IF_ERROR(comparable("compute", c.factor, c.measured, c.predicted));
     for (profile::Measurement& m : out.profile.measurements) {
       for (int i = c.first_layer; i <= c.last_layer; ++i) {
         m.layers[static_cast<size_t>(i)].forward_ms *= c.factor;
         m.layers[static_cast<size_t>(i)].backward_ms *= c.factor;
+      }
+    }
+    if (t.predicted_update && t.measured_update && *t.predicted_update > 0 && *t.measured_update > 0) {
+      c.update_predicted = t.predicted_update;
+      c.update_measured = t.measured_update;
+      c.update_factor = *t.measured_update / *t.predicted_update;
+      HZ_RETURN_IF_ERROR(comparable("optimizer update", c.update_factor, *c.update_measured, *c.update_predicted));
+      for (int i = c.first_layer; i <= c.last_layer; ++i) {
+        out.profile.layers[static_cast<size_t>(i)].optimizer_ms *= c.update_factor;
       }
     }
     out.stages.push_back(c);

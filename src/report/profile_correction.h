@@ -9,7 +9,9 @@
 // backward times multiplied by it, at every microbatch size of the profile
 // (a layer's relative error is taken to be the same at every size: only the
 // run's size was observed). The allreduce and the transfers are not changed:
-// they come from the network figures, not the per-layer times.
+// they come from the network figures, not the per-layer times. The
+// optimizer's update is corrected the same way, by its own factor per stage
+// (measured "optimizer step" over the plan's update_seconds).
 //
 // Memory: the worker whose peak resident memory most exceeds its stage's
 // planned memory sets the excess; the profile's runtime_bytes (the memory of a
@@ -34,6 +36,10 @@ struct StageCorrection {
   int first_layer = 0, last_layer = 0;
   Seconds predicted = 0, measured = 0;  // compute per step
   double factor = 1;                    // measured / predicted
+  // The optimizer's update per step, when the plan predicted one and the
+  // trace has it: the stage's layers' optimizer_ms are multiplied by its factor.
+  std::optional<Seconds> update_predicted, update_measured;
+  double update_factor = 1;
 };
 
 struct ProfileCorrection {

@@ -352,6 +352,8 @@ Json runReportToJson(const RunReport& run) {
                       {"measured_compute_seconds", opt(s.measured_compute)},
                       {"predicted_allreduce_seconds", opt(s.predicted_allreduce)},
                       {"measured_allreduce_seconds", opt(s.measured_allreduce)},
+                      {"predicted_update_seconds", opt(s.predicted_update)},
+                      {"measured_update_seconds", opt(s.measured_update)},
                       {"workers_traced", s.workers_traced},
                       {"steps_traced", s.steps_traced}});
   }

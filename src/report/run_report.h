@@ -79,6 +79,8 @@ struct StageTiming {
   // the mean over the stage's workers (stage_timing.h).
   std::optional<Seconds> predicted_compute, measured_compute;
   std::optional<Seconds> predicted_allreduce, measured_allreduce;
+  // The optimizer's step ("optimizer step" spans; the plan's update_seconds).
+  std::optional<Seconds> predicted_update, measured_update;
   int workers_traced = 0;
   int steps_traced = 0;  // steps of the stage's first traced worker
 };

@@ -23,6 +23,7 @@ struct WorkerSpans {
   int stage = -1;
   std::map<std::int64_t, double> compute_us;        // step -> forward + backward
   std::map<std::int64_t, double> backward_end_us;   // step -> end of its last backward
+  std::vector<double> update_us;                    // each traced step's optimizer step
   std::vector<double> allreduce_end_us;             // each bucket's end
 };
 
@@ -84,6 +85,8 @@ std::vector<StageTiming> stageTimingsFromTrace(const Json& trace, const plan::Pl
           double& end = workers[pid].backward_end_us[step];
           end = std::max(end, e["ts"].get<double>() + dur);
         }
+      } else if (cat == "compute" && name == "optimizer step") {
+        workers[pid].update_us.push_back(dur);
       } else if (cat == "allreduce" && e.contains("ts") && e["ts"].is_number()) {
         workers[pid].allreduce_end_us.push_back(e["ts"].get<double>() + dur);
       }
@@ -104,15 +107,20 @@ std::vector<StageTiming> stageTimingsFromTrace(const Json& trace, const plan::Pl
       t.last_layer = ps.last_layer;
       t.predicted_compute = static_cast<double>(plan->num_microbatches) * (ps.forward_seconds + ps.backward_seconds);
       if (plan->data_parallel > 1) t.predicted_allreduce = ps.allreduce_exposed_seconds;
+      if (ps.update_seconds > 0) t.predicted_update = ps.update_seconds;
     }
-    double compute = 0, allreduce = 0;
-    int allreducing = 0;
+    double compute = 0, allreduce = 0, update = 0;
+    int allreducing = 0, updating = 0;
     for (const auto& [pid, w] : workers) {
       if (w.stage != s || w.compute_us.empty()) continue;
       std::vector<double> perStep;
       for (const auto& [step, us] : w.compute_us) perStep.push_back(us * 1e-6);
       compute += median(perStep);
       if (t.workers_traced++ == 0) t.steps_traced = static_cast<int>(perStep.size());
+      if (!w.update_us.empty()) {
+        update += median(w.update_us) * 1e-6;
+        ++updating;
+      }
       if (const std::vector<double> waits = exposedAllreduce(w); !waits.empty()) {
         allreduce += median(waits);
         ++allreducing;
@@ -120,6 +128,7 @@ std::vector<StageTiming> stageTimingsFromTrace(const Json& trace, const plan::Pl
     }
     if (t.workers_traced > 0) t.measured_compute = compute / t.workers_traced;
     if (allreducing > 0) t.measured_allreduce = allreduce / allreducing;
+    if (updating > 0) t.measured_update = update / updating;
   }
   return out;
 }

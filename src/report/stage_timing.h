@@ -21,7 +21,8 @@ namespace hydrozoa::report {
 // a span's step from its args.step ("forward mb0", "backward mb0"), and the
 // allreduce a step waited for is from the end of its last backward to the end
 // of its last "allreduce" bucket (the part the compute did not hide, as the
-// plan predicts it). Events it does not recognise are ignored.
+// plan predicts it), and the optimizer's update from its "optimizer step"
+// spans. Events it does not recognise are ignored.
 std::vector<StageTiming> stageTimingsFromTrace(const Json& trace, const plan::Plan* plan);
 
 // Reads `path` and calls stageTimingsFromTrace. Errors: unreadable or not

@@ -120,14 +120,16 @@ std::string renderRunText(const RunReport& run) {
     out += "\nEvents\n" + t.render();
   }
   if (!run.stages.empty()) {
-    TextTable t({"stage", "layers", "compute predicted", "measured", "error", "allreduce predicted", "measured", "error"},
-                {true, false, true, true, true, true, true, true});
+    TextTable t({"stage", "layers", "compute predicted", "measured", "error", "allreduce predicted", "measured", "error",
+                 "update predicted", "measured"},
+                {true, false, true, true, true, true, true, true, true, true});
     for (const auto& s : run.stages) {
       const std::string layers =
           s.first_layer && s.last_layer ? fmt::format("{}-{}", *s.first_layer, *s.last_layer) : "-";
       t.addRow({std::to_string(s.stage), layers, optSeconds(s.predicted_compute), optSeconds(s.measured_compute),
                 relativeError(s.measured_compute, s.predicted_compute), optSeconds(s.predicted_allreduce),
-                optSeconds(s.measured_allreduce), relativeError(s.measured_allreduce, s.predicted_allreduce)});
+                optSeconds(s.measured_allreduce), relativeError(s.measured_allreduce, s.predicted_allreduce),
+                optSeconds(s.predicted_update), optSeconds(s.measured_update)});
     }
     out += "\nTime per step by stage (predicted: plan.json; measured: trace.json, median of the traced steps)\n" +
            t.render();

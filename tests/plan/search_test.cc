@@ -247,6 +247,71 @@ TEST(SearchPlan, OnAnOversubscribedHostTheAllreducesCpuWorkIsScaledAsTheCompute)
   }
 }
 
+// NOTE [The update]: each stage's optimizer step follows its allreduce; a
+// stage after the first steps while the stages before it still drain their
+// backward passes, and the iteration waits only for what outlasts them.
+profile::Profile withUpdates(profile::Profile prof, double msPerLayer) {
+  for (auto& l : prof.layers) l.optimizer_ms = l.parameter_bytes > 0 ? msPerLayer : 0;
+  return prof;
+}
+
+TEST(SearchPlan, OneReplicaWaitsForItsUpdateAfterThePipeline) {
+  const auto prof = withUpdates(toyProfile(6), 2.0);
+  SearchOptions o = basic(1);
+  o.microbatch_size = 4;  // pinned: a longer tail would favour more microbatches
+  o.microbatches = 2;
+  auto r = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Candidate& c = r->best();
+  EXPECT_NEAR(c.stage_details[0].update, 6 * 2e-3, 1e-12);
+  EXPECT_NEAR(c.update, 6 * 2e-3, 1e-12);
+  EXPECT_NEAR(c.iteration, c.pipeline.total + 6 * 2e-3, 1e-12);
+  // A profile from before updates were measured plans as it always did.
+  auto old = searchPlan(toyProfile(6), aci(), o);
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->best().update, 0);
+  EXPECT_NEAR(old->best().iteration, c.pipeline.total, 1e-12);
+}
+
+TEST(SearchPlan, ALaterStagesUpdateOverlapsTheBackwardPassesDrainingBeforeIt) {
+  SearchOptions o = basic(2);
+  o.data_parallel = 1;
+  o.stages = 2;
+  for (const double ms : {0.01, 1000.0}) {  // shorter than the drain, then far longer
+    const auto prof = withUpdates(toyProfile(6), ms);
+    auto r = searchPlan(prof, aci(), o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const Candidate& c = r->best();
+    ASSERT_EQ(c.stage_details.size(), 2u);
+    const ChainCosts costs = chainCosts(prof, *prof.at(c.microbatch_size), o.bandwidth);
+    const StageDetail& s0 = c.stage_details[0];
+    const StageDetail& s1 = c.stage_details[1];
+    const Seconds drain = s0.backward + costs.cut[s0.last_layer];
+    EXPECT_NEAR(s0.update, (s0.last_layer - s0.first_layer + 1) * ms / 1e3, 1e-12);
+    EXPECT_NEAR(s0.tail, s0.update, 1e-12);
+    EXPECT_NEAR(s1.tail, std::max<Seconds>(0, s1.update - drain), 1e-12);
+    EXPECT_NEAR(c.iteration, c.pipeline.total + std::max(s0.tail, s1.tail), 1e-12);
+    EXPECT_NEAR(c.update, std::max(s0.tail, s1.tail), 1e-12);  // no allreduce: all of the tail is update
+  }
+}
+
+TEST(SearchPlan, TheUpdateFollowsTheAllreduceAndComputesAtTheSharedHostsPace) {
+  const auto prof = withUpdates(toyProfile(6), 3.0);
+  SearchOptions o = fourReplicas();
+  for (const int cores : {8, 4, 2}) {  // spare cores, a full host, two workers to a core
+    o.host_cores = cores;
+    auto r = searchPlan(prof, aci(), o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const Candidate& c = r->best();
+    const StageDetail& d = c.stage_details[0];
+    EXPECT_NEAR(d.update, c.compute_scale * 6 * 3e-3, 1e-12);
+    // One stage: nothing drains after it, so all of its allreduce's tail and its update are waited for.
+    EXPECT_NEAR(d.tail, d.allreduce_exposed + d.update, 1e-12);
+    EXPECT_NEAR(c.iteration, c.pipeline.total + c.allreduce + c.update, 1e-12);
+    EXPECT_NEAR(c.update, d.update, 1e-12);
+  }
+}
+
 TEST(ComputeScale, WorkersSharingAHostsCoresComputeSlower) {
   EXPECT_EQ(computeScale(4, 1, 0), 1);  // no shared host: a core per thread
   EXPECT_EQ(computeScale(2, 1, 2), 1);

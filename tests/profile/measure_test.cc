@@ -38,6 +38,12 @@ TEST(MeasureProfile, FashionCnnFiguresAreConsistent) {
   for (size_t i = 0; i < analysis.size(); ++i) {
     EXPECT_EQ(p->layers[i].parameter_bytes, 4 * analysis[i].parameters);
     EXPECT_EQ(p->layers[i].optimizer_state_bytes, p->layers[i].parameter_bytes);
+    // NOTE [Timing the update]: every layer with weights has an update to time.
+    if (analysis[i].parameters > 0) {
+      EXPECT_GT(p->layers[i].optimizer_ms, 0) << p->layers[i].name;
+    } else {
+      EXPECT_EQ(p->layers[i].optimizer_ms, 0) << p->layers[i].name;
+    }
     for (const Measurement& m : p->measurements) {
       const LayerCost& c = m.layers[i];
       EXPECT_GT(c.forward_ms, 0);
@@ -70,6 +76,26 @@ TEST(MeasureProfile, BadInputs) {
   o.microbatch_sizes = {1};
   o.optimizer = "lion";
   EXPECT_FALSE(measureProfile({"cnn", {}}, o).ok());
+}
+
+// The update is timed with the profile's optimizer and leaves the weights as
+// they were (a learning rate of 0): Adam's state is twice SGD's, and so is
+// most of its work.
+TEST(MeasureProfile, TheUpdateIsTimedWithTheProfilesOptimizer) {
+  MeasureOptions o;
+  o.microbatch_sizes = {1};
+  o.repeats = 5;
+  o.min_seconds = 0;
+  o.optimizer = "adam";
+  const model::ModelSpec mlp{"mlp", {{"hidden", "512"}, {"depth", "2"}}};
+  auto adam = measureProfile(mlp, o);
+  o.optimizer = "sgd";
+  auto sgd = measureProfile(mlp, o);
+  ASSERT_TRUE(adam.ok() && sgd.ok());
+  EXPECT_EQ(adam->optimizer, "adam");
+  EXPECT_EQ(adam->layers[1].optimizer_state_bytes, 2 * adam->layers[1].parameter_bytes);
+  EXPECT_EQ(sgd->layers[1].optimizer_state_bytes, 0);
+  EXPECT_GT(adam->layers[1].optimizer_ms, sgd->layers[1].optimizer_ms);
 }
 
 TEST(CalibrateCpu, PlausibleFigures) {

@@ -60,6 +60,14 @@ TEST(Predict, AdamKeepsTwiceTheState) {
   auto p = predictProfile(*model::buildArch({"mlp", {}}), *loadDevice("k80"), {4}, "adam");
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->layers[0].optimizer_state_bytes, 2 * p->layers[0].parameter_bytes);
+  // The update moves memory: Adam's elementwise passes over weights, gradients and moments.
+  const auto k80 = *loadDevice("k80");
+  const double bandwidth = k80.memory_bandwidth * k80.memory_efficiency;
+  EXPECT_NEAR(p->layers[0].optimizer_ms,
+              1e3 * (14.0 * static_cast<double>(p->layers[0].parameter_bytes) / bandwidth + k80.layer_overhead), 1e-9);
+  auto sgd = predictProfile(*model::buildArch({"mlp", {}}), k80, {4}, "sgd");
+  ASSERT_TRUE(sgd.ok());
+  EXPECT_LT(sgd->layers[0].optimizer_ms, p->layers[0].optimizer_ms);
   EXPECT_FALSE(predictProfile(*model::buildArch({"mlp", {}}), *loadDevice("k80"), {4}, "rmsprop9").ok());
 }
 

@@ -20,7 +20,7 @@ Profile sample() {
   p.device_memory = 24 * kGB;
   p.threads = 1;
   p.runtime_bytes = 100 * kMB;
-  p.layers = {{"a", "conv", 400, 400}, {"b", "linear", 800, 800}};
+  p.layers = {{"a", "conv", 400, 400, 0.25}, {"b", "linear", 800, 800, 0.5}};
   for (std::int64_t m : {1, 4}) {
     Measurement meas;
     meas.microbatch_size = m;
@@ -40,6 +40,13 @@ TEST(ProfileJson, RoundTrips) {
   EXPECT_EQ(back->at(4)->layers[0].forward_ms, 6.0);
   EXPECT_EQ(back->at(2), nullptr);
   EXPECT_EQ(back->microbatchSizes(), (std::vector<std::int64_t>{1, 4}));
+  EXPECT_EQ(back->layers[1].optimizer_ms, 0.5);
+  // Profiles from before the update was measured: none.
+  Json old = profileToJson(p);
+  for (Json& l : old["layers"]) l.erase("optimizer_ms");
+  auto before = profileFromJson(old, "old.json");
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  EXPECT_EQ(before->layers[1].optimizer_ms, 0);
 }
 
 TEST(ProfileJson, SaveAndLoad) {
@@ -69,6 +76,8 @@ TEST(ProfileJson, RejectsMalformedFieldsNamingThem) {
       {[](Json& j) { j["measurements"][1]["microbatch_size"] = 1; }, "ascending"},
       {[](Json& j) { j["measurements"][0]["layers"][0]["stashed_bytes"] = 1; }, "stashed_bytes 1 does not include the output"},
       {[](Json& j) { j["optimizer"] = "lion"; }, "unknown optimizer"},
+      {[](Json& j) { j["layers"][0]["optimizer_ms"] = -1; }, "p.json.layers[0].optimizer_ms: -1 is out of range"},
+      {[](Json& j) { j["layers"][1]["optimizer_ms"] = "fast"; }, "p.json.layers[1].optimizer_ms: expected a number"},
       {[](Json& j) { j["network"]["bandwidth_bytes_per_s"] = 0; }, "network.bandwidth_bytes_per_s: 0 is out of range; expected bytes per second above 0"},
   };
   for (const auto& c : cases) {

@@ -28,6 +28,8 @@ RunReport twoStageRun() {
   a.stage = 0;
   a.predicted_compute = 0.010;
   a.measured_compute = 0.020;
+  a.predicted_update = 0.004;  // stage 0's optimizer step took 3x its prediction; stage 1's was not traced
+  a.measured_update = 0.012;
   b.stage = 1;
   b.predicted_compute = 0.030;
   b.measured_compute = 0.015;
@@ -56,6 +58,23 @@ TEST(CorrectProfile, EachStagesLayersTakeItsMeasuredOverPredictedFactorAtEverySi
       EXPECT_EQ(now.stashed_bytes, was.stashed_bytes);
     }
   }
+}
+
+TEST(CorrectProfile, TheUpdateTakesItsOwnFactorWhereTheRunTracedIt) {
+  profile::Profile before = plan::testing::toyProfile(6);
+  for (auto& l : before.layers) l.optimizer_ms = 1.5;
+  auto c = correctProfile(before, twoStageRun());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_DOUBLE_EQ(c->stages[0].update_factor, 3.0);
+  EXPECT_FALSE(c->stages[1].update_measured);
+  for (size_t i = 0; i < 6; ++i) EXPECT_DOUBLE_EQ(c->profile.layers[i].optimizer_ms, i <= 2 ? 4.5 : 1.5);
+
+  RunReport far = twoStageRun();
+  far.stages[0].measured_update = 1.0;  // 250x
+  auto refused = correctProfile(before, far);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("stage 0's optimizer update took"), std::string::npos)
+      << refused.status().message();
 }
 
 TEST(CorrectProfile, TheWorkerFurthestAboveItsPlanSetsTheProcessMemory) {

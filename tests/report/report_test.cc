@@ -34,7 +34,7 @@ plan::Plan fixturePlan() {
   p.num_microbatches = 4;
   plan::PlanStage s0, s1;
   s0.first_layer = 0, s0.last_layer = 0, s0.forward_seconds = 0.001, s0.backward_seconds = 0.002;
-  s0.allreduce_seconds = 0.0008, s0.allreduce_exposed_seconds = 0.0005;
+  s0.allreduce_seconds = 0.0008, s0.allreduce_exposed_seconds = 0.0005, s0.update_seconds = 0.04;
   s0.memory_bytes = 1000000, s0.worker = "1 vCPU, 2.00 GB";
   s1.first_layer = 1, s1.last_layer = 3, s1.forward_seconds = 0.002, s1.backward_seconds = 0.004;
   s1.allreduce_seconds = 0.005, s1.allreduce_exposed_seconds = 0.003;
@@ -192,6 +192,10 @@ TEST_F(RunFixture, StageTimesArePredictedFromThePlanAndMeasuredFromTheTrace) {
   EXPECT_NEAR(*stages[1].predicted_allreduce, 0.003, 1e-12);
   EXPECT_EQ(*stages[1].first_layer, 1);
   EXPECT_EQ(*stages[1].last_layer, 3);
+  EXPECT_NEAR(*stages[0].predicted_update, 0.04, 1e-12);  // the plan's update_seconds
+  EXPECT_NEAR(*stages[0].measured_update, 0.05, 1e-12);   // its "optimizer step" spans
+  EXPECT_FALSE(stages[1].predicted_update);               // planned without one
+  EXPECT_FALSE(stages[1].measured_update);                // and not traced
 
   // Without a trace: predictions only; without a plan: measurements only.
   const auto planned = stageTimingsFromTrace(Json::object(), &p);

@@ -52,7 +52,8 @@ AllreduceTime overlappedAllreduce(const std::vector<Bytes>& layerBytes, const st
     end = std::max(end, finalAt[bucket.back()]) + took;
     t.total += took;
   }
-  t.exposed = std::max<Seconds>(0, end - backwardEnd - drain);
+  t.after = std::max<Seconds>(0, end - backwardEnd);
+  t.exposed = std::max<Seconds>(0, t.after - drain);
   return t;
 }
 

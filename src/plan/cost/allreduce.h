@@ -37,7 +37,8 @@ Seconds ringAllreduceTime(Bytes bytes, int replicas, BytesPerSecond bandwidth, d
 
 struct AllreduceTime {
   Seconds total = 0;    // every bucket's allreduce, one after another
-  Seconds exposed = 0;  // how much of it the iteration waits for
+  Seconds after = 0;    // from the end of the stage's last backward pass to the end of its last bucket
+  Seconds exposed = 0;  // how much of it the iteration waits for: after − drain, or 0
 };
 
 // The stage's allreduce against its final backward pass. `layerBytes` and

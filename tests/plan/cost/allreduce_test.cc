@@ -49,6 +49,7 @@ TEST(OverlappedAllreduce, BucketsStartWhenTheirGradientsAreFinalAndRunOneAfterAn
   // A stage after the first: the iteration goes on 1 s after its backward pass.
   t = overlappedAllreduce(bytes, backward, 1.0, 2, kD, 0, 0);
   EXPECT_DOUBLE_EQ(t.exposed, 1.5);
+  EXPECT_DOUBLE_EQ(t.after, 2.5);  // the last bucket's end after the backward pass, whatever drains after it
   EXPECT_DOUBLE_EQ(overlappedAllreduce(bytes, backward, 5.0, 2, kD, 0, 0).exposed, 0);
   EXPECT_EQ(overlappedAllreduce(bytes, backward, 0, 1, kD, 0, 0).total, 0);
 }
