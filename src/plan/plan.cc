@@ -404,7 +404,8 @@ std::string renderPlanTable(const Plan& p) {
   out += fmt::format("Predicted: {} per iteration (pipeline {} + {} of allreduce and {} of optimizer update after "
                      "the backward pass), {:.1f} samples/s, bubble {:.0f}%, {}/hour, {} samples per dollar{}\n",
                      formatSeconds(p.iteration_seconds), formatSeconds(p.pipeline_seconds),
-                     formatSeconds(p.allreduce_seconds), formatSeconds(p.update_seconds), p.samples_per_second, 100 * p.bubble_fraction,
+                     formatSeconds(p.allreduce_seconds), formatSeconds(p.update_seconds), p.samples_per_second,
+                     100 * p.bubble_fraction,
                      formatUsd(p.cost_per_hour), formatCount(p.samples_per_dollar),
                      p.partition_gap_seconds > 0
                          ? fmt::format(" (partition within {} of optimal)", formatSeconds(p.partition_gap_seconds))

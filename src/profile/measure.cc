@@ -160,12 +160,12 @@ void measurePass(model::Model& m, const torch::Tensor& input, const torch::Tenso
 // its heap (NOTE [glibc malloc and tensor-sized allocations]). Measured here,
 // the process's peak after its first pass (of the smallest microbatch size)
 // was 10-20 MB above its start plus the model's weights, their gradients
-// and optimizer state, that pass's activations and the inputs (MLP, CNN). runtime_bytes counts
-// that too. It is taken after the smallest pass only: over all sizes, the
-// peak also holds what the largest passes' allocations leave in the heap,
-// which grows with the size and is not a constant of the process (with it,
-// a GPT's plan came out 22% above its workers' peaks). What a training worker
-// adds on top (Gloo, ZeroMQ, loader threads) is left for
+// and optimizer state, that pass's activations and the inputs (MLP, CNN).
+// runtime_bytes counts that too. It is taken after the smallest pass only:
+// over all sizes, the peak also holds what the largest passes' allocations
+// leave in the heap, which grows with the size and is not a constant of the
+// process (with it, a GPT's plan came out 22% above its workers' peaks). What
+// a training worker adds on top (Gloo, ZeroMQ, loader threads) is left for
 // `hydrozoa profile --from-run`.
 Bytes unmodelledPeak(const Profile& p, Bytes peak, Bytes runtime, Bytes held) {
   if (p.measurements.empty() || peak <= 0) return 0;

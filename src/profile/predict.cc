@@ -40,7 +40,8 @@ Result<Profile> predictProfile(const model::Arch& arch, const DeviceSpec& device
     const Bytes params = 4 * l.parameters;
     LayerInfo info{l.name, l.kind, params, static_cast<Bytes>(stateFactor * static_cast<double>(params))};
     if (params > 0) {
-      info.optimizer_ms = 1e3 * (updateTraffic(optimizer) * static_cast<double>(params) / bandwidth + device.layer_overhead);
+      const double traffic = updateTraffic(optimizer) * static_cast<double>(params);
+      info.optimizer_ms = 1e3 * (traffic / bandwidth + device.layer_overhead);
     }
     p.layers.push_back(std::move(info));
   }

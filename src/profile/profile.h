@@ -2,10 +2,9 @@
 // with a versioned JSON form (schema "hydrozoa.profile/1", docs/formats.md).
 //
 // Per layer, fixed: parameter and optimizer-state bytes and the time of the
-// optimizer's update. Per layer and per
-// microbatch size: forward and backward milliseconds, the bytes a stage
-// boundary after the layer sends, the bytes kept for backward, and transient
-// workspace. A profile is measured (src/profile/measure.h), predicted from a
+// optimizer's update. Per layer and per microbatch size: forward and
+// backward milliseconds, the bytes a stage boundary after the layer sends,
+// the bytes kept for backward, and transient workspace. A profile is measured (src/profile/measure.h), predicted from a
 // device spec (predict.h), or imported from PipeDream's graph.txt
 // (pipedream.h); the planner treats all three alike.
 //

@@ -33,8 +33,13 @@ Result<ProfileCorrection> correctProfile(const profile::Profile& profile, const 
     if (t.stage < 0 || t.stage >= static_cast<int>(plan.stages.size())) continue;
     if (!t.predicted_compute || !t.measured_compute || *t.predicted_compute <= 0 || *t.measured_compute <= 0) continue;
     const plan::PlanStage& st = plan.stages[static_cast<size_t>(t.stage)];
-    StageCorrection c{t.stage, st.first_layer, st.last_layer, *t.predicted_compute, *t.measured_compute,
-                      *t.measured_compute / *t.predicted_compute};
+    StageCorrection c;
+    c.stage = t.stage;
+    c.first_layer = st.first_layer;
+    c.last_layer = st.last_layer;
+    c.predicted = *t.predicted_compute;
+    c.measured = *t.measured_compute;
+    c.factor = c.measured / c.predicted;
     auto comparable = [&](const char* what, double factor, Seconds measured, Seconds predicted) -> Status {
       if (std::isfinite(factor) && factor <= kMaxCorrection && factor >= 1 / kMaxCorrection) return Status();
       return invalidArgument(fmt::format(
