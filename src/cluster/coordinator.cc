@@ -627,6 +627,7 @@ void Job::sendAssign(const WorkerState& w) {
                  {"global_batch", A_ * epochs_.perReplicaBatch()},
                  {"lr_factor", seg.lr_factor},
                  {"hold_at_epoch_end", policy_->usesMetrics()},
+                 {"shared_memory", launcher_->sharesHostMemory() && sharedMemoryAllreduceAllowed()},
                  {"store_path", run_.rendezvous(generation_)},
                  {"listen_host", launcher_->workerHost(w.id)},
                  {"run_dir", run_.root()},

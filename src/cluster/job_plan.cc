@@ -10,6 +10,7 @@
 #include <functional>
 #include <thread>
 
+#include "cluster/launch/container_launcher.h"
 #include "cluster/launch/local_launcher.h"
 #include "core/cpus.h"
 #include "model/model.h"
@@ -149,6 +150,20 @@ Status profileInWorker(const JobSpec& spec, const std::vector<std::int64_t>& siz
   }
 }
 
+}  // namespace
+
+bool sharedMemoryAllreduceAllowed() {
+  const char* env = std::getenv("HYDROZOA_SHM_ALLREDUCE");
+  return !(env && std::string_view(env) == "0");
+}
+
+bool replicasShareMemory(const JobSpec& spec) {
+  if (!sharedMemoryAllreduceAllowed()) return false;
+  return spec.launcher == "local" || (spec.launcher == "auto" && !containerSupport().empty());
+}
+
+namespace {
+
 Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Profile& prof,
                                           const plan::Catalog& catalog, Bytes dataBytes) {
   plan::SearchOptions o;
@@ -158,6 +173,11 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   if (prof.network) {
     o.allreduce_alpha = std::max(0.0, prof.network->alpha);
     o.allreduce_beta = prof.network->beta;
+    if (prof.network->shared_memory && replicasShareMemory(spec)) {
+      o.shared_memory = plan::SharedMemoryCost{prof.network->shared_memory->seconds_per_byte,
+                                               prof.network->shared_memory->seconds_per_allreduce,
+                                               std::max(2, prof.network->allreduce_workers)};
+    }
   }
   // Containers delay each worker's egress by cluster.latency (tc netem):
   // every transfer and allreduce round pays it on top of what was measured.
@@ -222,7 +242,7 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
   const bool network = !spec.bandwidth.has_value();
   // v2: profiles with the optimizer's update time (NOTE [Timing the update]).
   std::string key =
-      fmt::format("v2|{}|{}|{}|{}", spec.model, spec.threads, network, profileOptimizer(spec.optimizer));
+      fmt::format("v3|{}|{}|{}|{}", spec.model, spec.threads, network, profileOptimizer(spec.optimizer));
   for (const auto& [k, v] : spec.model_options) key += "|" + k + "=" + v;
   for (auto m : sizes) key += "|" + std::to_string(m);
   if (!model::isZooModel(spec.model)) {

@@ -38,6 +38,16 @@ Result<ModelInfo> inspectModel(const JobSpec& spec);
 // Checks that a plan fits the model and the job (layers, workers, batch).
 Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spec, const std::string& origin);
 
+// Whether replicas sum their gradients through shared memory rather than
+// Gloo (NOTE [Shared-memory allreduce], runtime/comm/shared_memory.cc):
+// allowed unless HYDROZOA_SHM_ALLREDUCE is "0" (for comparisons), and used
+// when the workers are plain processes on this machine (the local launcher,
+// or "auto" where containers cannot be made), not containers, which stand
+// for separate machines behind shaped links. The planner costs the
+// allreduce the way the workers will do it.
+bool sharedMemoryAllreduceAllowed();
+bool replicasShareMemory(const JobSpec& spec);
+
 // The job's plan: from spec.plan_file, or planned here (see above).
 // `dataBytes`: the datasets in memory, held by the first and last stages'
 // workers; `executable` is the hydrozoa binary that profiles;

@@ -53,6 +53,11 @@ class Launcher {
   // What the launcher sees of a live worker that stopped responding ("" :
   // nothing to say), e.g. a container at its memory limit.
   virtual std::string diagnose(int /*id*/) const { return ""; }
+  // Whether its workers share this machine's memory as processes of one
+  // host do, so that replicas may sum gradients through shared memory
+  // (NOTE [Shared-memory allreduce], runtime/comm/shared_memory.cc). Not
+  // for containers, which stand for separate machines behind shaped links.
+  virtual bool sharesHostMemory() const { return false; }
 
   // Starts a worker. Fails when the process cannot be created.
   virtual Status launch(const WorkerLaunch& launch) = 0;

@@ -159,9 +159,20 @@ class Searcher {
       // before this: every local 4x1 plan ran 34-98% over its prediction
       // (VGG-11 2,144 ms against 1,296), and the planner chose VGG-11's 4x1
       // over the 1x4 that was 3x faster (bench/README.md).
-      const AllreduceTime ar =
-          overlappedAllreduce(layerBytes, layerBackward, drain, A, o_.bandwidth, o_.allreduce_alpha * c.compute_scale,
-                              o_.allreduce_beta * c.compute_scale + o_.latency);
+      AllreduceTime ar;
+      if (o_.shared_memory) {
+        // On the compute thread (plan/cost/allreduce.h), so scaled as the
+        // compute is, and never hidden behind the backward pass: the full
+        // host's rule below changes nothing for it.
+        SharedMemoryCost cost = *o_.shared_memory;
+        cost.seconds_per_byte *= c.compute_scale;
+        cost.seconds_per_allreduce *= c.compute_scale;
+        ar = sharedMemoryAllreduce(layerBytes, drain, A, cost);
+      } else {
+        ar = overlappedAllreduce(layerBytes, layerBackward, drain, A, o_.bandwidth,
+                                 o_.allreduce_alpha * c.compute_scale,
+                                 o_.allreduce_beta * c.compute_scale + o_.latency);
+      }
       d.allreduce = ar.total;
       // NOTE [Allreduce on a full host]: when the plan's compute threads take
       // every core of the host, the allreduce (Gloo's threads, the kernel's
@@ -169,7 +180,8 @@ class Searcher {
       // overlapping it hides nothing: measured on 2 cores, VGG-11 2x1's
       // backward pass took 1.43 s against 0.6 s alone while its buckets
       // reduced (bench/README.md). Then the whole of it is charged.
-      d.allreduce_exposed = fullHost ? ar.total : ar.exposed;
+      const bool ringOnFullHost = fullHost && !o_.shared_memory;
+      d.allreduce_exposed = ringOnFullHost ? ar.total : ar.exposed;
       // NOTE [The update]: once its gradients are summed, each stage steps
       // its optimizer (profile's optimizer_ms; NOTE [Timing the update],
       // profile/measure.cc), on its compute thread, so scaled as the compute
@@ -180,8 +192,8 @@ class Searcher {
       for (int i = d.first_layer; i <= d.last_layer; ++i) {
         d.update += profile_.layers[i].optimizer_ms / 1e3 * c.compute_scale;
       }
-      d.tail = fullHost ? ar.total + std::max<Seconds>(0, d.update - drain)
-                        : std::max<Seconds>(0, ar.after + d.update - drain);
+      d.tail = ringOnFullHost ? ar.total + std::max<Seconds>(0, d.update - drain)
+                              : std::max<Seconds>(0, ar.after + d.update - drain);
       // Stage s+1's last backward pass ends this long before the iteration does.
       drain += d.backward + (s + 1 < B ? problem.costs.cut[d.last_layer] : 0);
       d.worker = rightSize(catalog_, {d.memory, d.parameter_bytes, o_.accelerator});
@@ -407,6 +419,14 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
   if (!(o.bandwidth > 0)) return invalidArgument("the bandwidth between workers must be positive (--bandwidth)");
   if (!(o.latency >= 0 && o.latency <= 60)) {
     return invalidArgument(fmt::format("the latency between workers must be 0 to 60 s (--latency), not {}", o.latency));
+  }
+  if (o.shared_memory) {
+    const SharedMemoryCost& c = *o.shared_memory;
+    if (!(c.seconds_per_byte >= 0 && c.seconds_per_byte < 1 && c.seconds_per_allreduce >= 0 &&
+          c.seconds_per_allreduce <= 60 && c.replicas >= 2)) {
+      return invalidArgument("the shared-memory allreduce's fit is out of range; re-measure it with `hydrozoa profile "
+                             "--network`");
+    }
   }
   if (o.microbatch_size && !profile.at(*o.microbatch_size)) {
     std::string sizes;

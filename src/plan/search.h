@@ -53,6 +53,11 @@ struct SearchOptions {
   BytesPerSecond bandwidth = 0;       // D, between any two workers
   double allreduce_alpha = 0;         // s per byte per round (beyond 1/D)
   Seconds allreduce_beta = 0;         // s per round
+  // Replicas sum through shared memory, not a ring over links: the workers
+  // share one host's memory (the local launcher). Costed per bucket on the
+  // compute thread (plan/cost/allreduce.h); bandwidth, α, β and latency then
+  // apply to the pipeline's transfers only.
+  std::optional<SharedMemoryCost> shared_memory;
   // One-way delay of every message between two workers beyond what α and β
   // were measured with (a shaped link's added latency, a remote network's):
   // each transfer between stages and each allreduce round pays it once.

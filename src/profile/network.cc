@@ -1,9 +1,11 @@
 #include "profile/network.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
@@ -18,6 +20,7 @@
 #include "core/cpus.h"
 #include "core/files.h"
 #include "core/paths.h"
+#include "runtime/comm/shared_memory.h"
 
 extern char** environ;
 
@@ -125,6 +128,35 @@ Status runNetprobeWorker(const std::string& storeAddress, int rank, int world, c
       if (r > 0) times.push_back(seconds(t0) / 2);
     }
     if (rank == 0) result["p2p"].push_back({n, median(times)});
+  }
+  // The allreduce through shared memory, as co-located replicas sum: on the
+  // calling thread (a worker's compute thread, which has no other work then),
+  // from the copy in to the sum, so without a busy thread beside it.
+  {
+    runtime::SharedMemoryOptions so;
+    so.rank = rank;
+    so.size = world;
+    so.capacity = *std::max_element(sizes.begin(), sizes.end());
+    so.timeout = std::chrono::seconds(60);
+    auto shmStore = c10::make_intrusive<c10d::PrefixStore>("shm", store);
+    std::string why;
+    auto group = runtime::SharedMemoryGroup::connect(*shmStore, so, &why);
+    if (group) {
+      result["shared_memory"] = Json::array();
+      for (Bytes n : sizes) {
+        at::Tensor buf = torch::ones({std::max<Bytes>(1, n / 4)}, torch::kFloat);
+        std::vector<double> times;
+        for (int r = 0; r < repeats + 1; ++r) {
+          pg.barrier()->wait();
+          const auto t0 = Clock::now();
+          group->allreduce(buf)->wait();
+          if (r > 0) times.push_back(seconds(t0));
+        }
+        if (rank == 0) result["shared_memory"].push_back({n, median(times)});
+      }
+    } else if (rank == 0) {
+      result["shared_memory_problem"] = why;
+    }
   }
   // Allreduce over everyone, with every rank's compute thread busy (NOTE
   // [Allreduce on busy workers] in network.h).
@@ -242,6 +274,23 @@ Result<NetworkProfile> probeNetwork(const NetworkProbeOptions& o) {
   net.beta = std::max(0.0, intercept);
   net.allreduce_workers = o.workers;
   net.fit_r2 = r2;
+  if (result.contains("shared_memory") && result["shared_memory"].size() >= 2) {
+    x.clear();
+    y.clear();
+    for (const auto& e : result["shared_memory"]) {
+      x.push_back(e[0].get<double>());
+      y.push_back(e[1].get<double>());
+    }
+    NetworkProfile::SharedMemoryFit fit;
+    fitLine(x, y, &slope, &intercept, &fit.r2);
+    fit.seconds_per_byte = std::max(0.0, slope);
+    fit.seconds_per_allreduce = std::max(0.0, intercept);
+    net.shared_memory = fit;
+  } else {
+    spdlog::warn("the network probe could not time an allreduce through shared memory ({}): replicas on this host "
+                 "will be planned as summing over the network",
+                 result.value("shared_memory_problem", std::string("no result")));
+  }
   return net;
 }
 

@@ -73,6 +73,11 @@ Json profileToJson(const Profile& p) {
                     {"latency_s", n.latency},
                     {"allreduce",
                      {{"alpha_s_per_byte", n.alpha}, {"beta_s", n.beta}, {"workers", n.allreduce_workers}, {"r2", n.fit_r2}}}};
+    if (n.shared_memory) {
+      j["network"]["shared_memory_allreduce"] = {{"s_per_byte", n.shared_memory->seconds_per_byte},
+                                                 {"s_per_allreduce", n.shared_memory->seconds_per_allreduce},
+                                                 {"r2", n.shared_memory->r2}};
+    }
   }
   return j;
 }
@@ -83,6 +88,7 @@ namespace {
 // (the fit's slope below 1/bandwidth); a second per byte is beyond any network.
 constexpr NumberRange kAlphaRange{-1, 1, "seconds per byte"};
 constexpr NumberRange kR2Range{-1, 1, "a goodness of fit"};
+constexpr NumberRange kPerByteRange{0, 1, "seconds per byte"};
 constexpr Range kAllreduceWorkersRange{2, kWorkersRange.max};
 
 }  // namespace
@@ -189,6 +195,15 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
     net.fit_r2 = optNumberIn(a, "r2", kR2Range).value_or(0);
     HZ_RETURN_IF_ERROR(n.status());
     HZ_RETURN_IF_ERROR(a.status());
+    if (const Json* shm = n.raw("shared_memory_allreduce")) {
+      ObjectReader m(*shm, n.child("shared_memory_allreduce"));
+      NetworkProfile::SharedMemoryFit fit;
+      fit.seconds_per_byte = numberIn(m, "s_per_byte", kPerByteRange);
+      fit.seconds_per_allreduce = numberIn(m, "s_per_allreduce", kSecondsRange);
+      fit.r2 = optNumberIn(m, "r2", kR2Range).value_or(0);
+      HZ_RETURN_IF_ERROR(m.status());
+      net.shared_memory = fit;
+    }
     p.network = net;
   }
   HZ_RETURN_IF_ERROR(validateProfile(p, origin));

@@ -64,6 +64,17 @@ struct NetworkProfile {
   Seconds beta = 0;              // seconds per round
   int allreduce_workers = 0;     // group size the fit was measured with
   double fit_r2 = 0;             // goodness of the linear fit
+  // The same processes' allreduce through shared memory (runtime/comm/
+  // shared_memory.h), the way replicas on one host sum: seconds =
+  // seconds_per_byte · n + seconds_per_allreduce, on the calling thread.
+  // Absent in profiles from before it existed, and where /dev/shm could not
+  // hold the probe's segment.
+  struct SharedMemoryFit {
+    double seconds_per_byte = 0;
+    Seconds seconds_per_allreduce = 0;
+    double r2 = 0;
+  };
+  std::optional<SharedMemoryFit> shared_memory;
 };
 
 struct Profile {

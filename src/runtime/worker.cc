@@ -67,6 +67,7 @@ struct Role {
   std::int64_t epoch_start_step = 0, first_epoch = 0, global_batch = 0;
   double lr_factor = 1;
   bool hold_at_epoch_end = false;  // NOTE [Holding at an epoch's end]
+  bool shared_memory = false;      // the stage's replicas share this host (NOTE [Shared-memory allreduce])
   std::string store_path, listen_host, run_dir, trace_path, checkpoint, schedule = "gpipe";
   std::vector<int> cpus;  // cores for the compute thread; empty: any
   cluster::JobSpec job;
@@ -96,6 +97,7 @@ Result<Role> parseRole(const Json& a) {
   r.global_batch = o.integer("global_batch", 1, kSamplesRange.max);
   r.lr_factor = o.positive("lr_factor");
   r.hold_at_epoch_end = o.boolean("hold_at_epoch_end");
+  r.shared_memory = o.has("shared_memory") && o.boolean("shared_memory");
   r.store_path = o.string("store_path");
   r.listen_host = o.string("listen_host");
   r.run_dir = o.string("run_dir");
@@ -324,6 +326,14 @@ Status Worker::build() {
   to.replica = role_.replica;
   to.replicas = role_.replicas;
   to.cuda = device_.is_cuda();  // NCCL on GPUs, Gloo on CPUs
+  if (role_.shared_memory) {
+    // A slot holds every bucket of a step, each padded to 64 bytes (NOTE
+    // [Shared-memory allreduce]); a worker pinned to a core of its own waits
+    // there by spinning.
+    for (const torch::Tensor& p : stage_->model().parameters()) to.shared_memory_bytes += p.nbytes() + 64;
+    to.shared_memory_bytes = std::max<Bytes>(to.shared_memory_bytes, 1);
+    to.spin = !role_.cpus.empty();
+  }
   HZ_ASSIGN_OR_RETURN(transport_, connectTransport(to));
   // Buckets as PyTorch DDP sizes them: 1 MB first, 25 MB after (plan/cost/allreduce.h).
   sync_ = std::make_unique<GradientSync>(transport_.get(), stage_->layerParameters(), plan::kFirstBucketBytes,

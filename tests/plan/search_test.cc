@@ -226,6 +226,33 @@ TEST(SearchPlan, OnAFullHostTheWholeAllreduceIsCharged) {
   EXPECT_NEAR(b.iteration, b.pipeline.total + b.stage_details[0].allreduce, 1e-12);
 }
 
+// Replicas on one host sum through shared memory on their compute threads:
+// every bucket after the backward pass, whether or not the host is full,
+// at the shared host's pace, and no link, α, β or latency in it.
+TEST(SearchPlan, ReplicasSharingMemoryPayEveryBucketOnTheComputeThread) {
+  const auto prof = toyProfile(6);
+  std::vector<Bytes> bytes;
+  for (const auto& l : prof.layers) bytes.push_back(l.parameter_bytes);
+  SearchOptions o = fourReplicas();
+  o.latency = 0.5;  // would dwarf everything if it applied
+  o.shared_memory = SharedMemoryCost{2e-9, 1e-4, 2};
+  for (const int cores : {8, 4, 2}) {
+    o.host_cores = cores;
+    auto r = searchPlan(prof, aci(), o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const Candidate& c = r->best();
+    SharedMemoryCost scaled = *o.shared_memory;
+    scaled.seconds_per_byte *= c.compute_scale;
+    scaled.seconds_per_allreduce *= c.compute_scale;
+    const Seconds expect = sharedMemoryAllreduce(bytes, 0, 4, scaled).total;
+    EXPECT_NEAR(c.stage_details[0].allreduce, expect, 1e-12) << cores;
+    EXPECT_NEAR(c.stage_details[0].allreduce_exposed, expect, 1e-12) << cores;
+    EXPECT_NEAR(c.iteration, c.pipeline.total + expect + c.stage_details[0].update, 1e-12) << cores;
+  }
+  o.shared_memory->replicas = 1;
+  EXPECT_FALSE(searchPlan(prof, aci(), o).ok());
+}
+
 // NOTE [Allreduce on a shared host]: the allreduce's CPU work (α, β) slows
 // down with the compute on an oversubscribed host; the link (1/D) and its
 // latency do not.

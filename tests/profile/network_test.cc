@@ -40,6 +40,12 @@ TEST(ProbeNetwork, TwoLocalWorkersOverGloo) {
   EXPECT_EQ(net->allreduce_workers, 2);
   EXPECT_GE(net->beta, 0);
   EXPECT_GT(net->alpha + 1 / net->bandwidth, 0);  // a round's time grows with its size
+  // The same processes through shared memory: timed, and growing with size
+  // at more than 20 MB/s and less than 1 TB/s of copying.
+  ASSERT_TRUE(net->shared_memory);
+  EXPECT_GT(net->shared_memory->seconds_per_byte, 1e-12);
+  EXPECT_LT(net->shared_memory->seconds_per_byte, 5e-8);
+  EXPECT_GE(net->shared_memory->seconds_per_allreduce, 0);
   EXPECT_TRUE(noChildrenLeft());
 }
 

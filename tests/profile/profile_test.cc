@@ -28,7 +28,7 @@ Profile sample() {
     meas.layers = {{1.5 * m, 3.0 * m, 200 * m, 300 * m, 10}, {0.5 * m, 1.0 * m, 40 * m, 40 * m, 0}};
     p.measurements.push_back(meas);
   }
-  p.network = NetworkProfile{1.25e9, 50e-6, 1e-10, 20e-6, 2, 0.99};
+  p.network = NetworkProfile{1.25e9, 50e-6, 1e-10, 20e-6, 2, 0.99, NetworkProfile::SharedMemoryFit{2e-10, 30e-6, 0.98}};
   return p;
 }
 
@@ -47,6 +47,14 @@ TEST(ProfileJson, RoundTrips) {
   auto before = profileFromJson(old, "old.json");
   ASSERT_TRUE(before.ok()) << before.status().message();
   EXPECT_EQ(before->layers[1].optimizer_ms, 0);
+  ASSERT_TRUE(back->network->shared_memory);
+  EXPECT_EQ(back->network->shared_memory->seconds_per_byte, 2e-10);
+  // Profiles from before the shared-memory allreduce was timed: none.
+  Json noShm = profileToJson(p);
+  noShm["network"].erase("shared_memory_allreduce");
+  auto older = profileFromJson(noShm, "old.json");
+  ASSERT_TRUE(older.ok()) << older.status().message();
+  EXPECT_FALSE(older->network->shared_memory);
 }
 
 TEST(ProfileJson, SaveAndLoad) {
@@ -79,6 +87,7 @@ TEST(ProfileJson, RejectsMalformedFieldsNamingThem) {
       {[](Json& j) { j["layers"][0]["optimizer_ms"] = -1; }, "p.json.layers[0].optimizer_ms: -1 is out of range"},
       {[](Json& j) { j["layers"][1]["optimizer_ms"] = "fast"; }, "p.json.layers[1].optimizer_ms: expected a number"},
       {[](Json& j) { j["network"]["bandwidth_bytes_per_s"] = 0; }, "network.bandwidth_bytes_per_s: 0 is out of range; expected bytes per second above 0"},
+      {[](Json& j) { j["network"]["shared_memory_allreduce"]["s_per_byte"] = -1; }, "network.shared_memory_allreduce.s_per_byte: -1 is out of range"},
   };
   for (const auto& c : cases) {
     Json j = profileToJson(sample());

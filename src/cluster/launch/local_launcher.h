@@ -19,6 +19,7 @@ class LocalLauncher final : public Launcher {
   ~LocalLauncher() override;
 
   const char* name() const override { return "local"; }
+  bool sharesHostMemory() const override { return true; }
   Status launch(const WorkerLaunch& launch) override;
   std::vector<WorkerExit> poll() override;
   bool alive(int id) const override;

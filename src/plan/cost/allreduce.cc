@@ -57,4 +57,26 @@ AllreduceTime overlappedAllreduce(const std::vector<Bytes>& layerBytes, const st
   return t;
 }
 
+Seconds sharedMemoryAllreduceTime(Bytes bytes, int replicas, const SharedMemoryCost& cost) {
+  if (replicas <= 1 || bytes <= 0) return 0;
+  auto units = [](double A) { return 1 + 2 * (A - 1) / A; };
+  const double measuredAt = std::max(2, cost.replicas);
+  return cost.seconds_per_byte * static_cast<double>(bytes) * units(replicas) / units(measuredAt) +
+         cost.seconds_per_allreduce;
+}
+
+AllreduceTime sharedMemoryAllreduce(const std::vector<Bytes>& layerBytes, Seconds drain, int replicas,
+                                    const SharedMemoryCost& cost) {
+  AllreduceTime t;
+  if (replicas <= 1) return t;
+  for (const auto& bucket : gradientBuckets(layerBytes, kFirstBucketBytes, kBucketBytes)) {
+    Bytes bytes = 0;
+    for (int i : bucket) bytes += layerBytes[i];
+    t.total += sharedMemoryAllreduceTime(bytes, replicas, cost);
+  }
+  t.after = t.total;
+  t.exposed = std::max<Seconds>(0, t.after - drain);
+  return t;
+}
+
 }  // namespace hydrozoa::plan

@@ -48,4 +48,27 @@ struct AllreduceTime {
 AllreduceTime overlappedAllreduce(const std::vector<Bytes>& layerBytes, const std::vector<Seconds>& backward,
                                   Seconds drain, int replicas, BytesPerSecond bandwidth, double alpha, Seconds beta);
 
+// The allreduce of replicas that share one host's memory (the local
+// launcher's workers; runtime/comm/shared_memory.h, NOTE [Shared-memory
+// allreduce]): no link and no helper thread, each worker's compute thread
+// copies a bucket into shared memory as the backward pass finishes it, and
+// sums its share and copies the others' back once that pass has ended. All
+// of it is work on the compute thread, so none of it hides behind the
+// backward pass; a stage after the first does it while the stages before it
+// still drain theirs. Per bucket of n bytes over A replicas, a worker copies
+// n in, sums (A−1)·n/A and copies (A−1)·n/A back: w(A) = 1 + 2(A−1)/A units
+// of n, fitted by the network probe at `replicas` (profile/network.h).
+struct SharedMemoryCost {
+  double seconds_per_byte = 0;  // at the probe's group size
+  Seconds seconds_per_allreduce = 0;
+  int replicas = 2;  // the probe's group size
+};
+
+Seconds sharedMemoryAllreduceTime(Bytes bytes, int replicas, const SharedMemoryCost& cost);
+
+// The stage's allreduce through shared memory: its buckets one after
+// another, all after its final backward pass (`after` = `total`).
+AllreduceTime sharedMemoryAllreduce(const std::vector<Bytes>& layerBytes, Seconds drain, int replicas,
+                                    const SharedMemoryCost& cost);
+
 }  // namespace hydrozoa::plan

@@ -7,6 +7,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <spdlog/spdlog.h>
+
+#include "runtime/comm/shared_memory.h"
 #include "runtime/comm/transport.h"
 
 namespace hydrozoa::runtime {
@@ -18,8 +21,8 @@ namespace {
 class C10dTransport final : public Transport {
  public:
   C10dTransport(const TransportOptions& o, c10::intrusive_ptr<c10d::ProcessGroup> world,
-                c10::intrusive_ptr<c10d::ProcessGroup> stage)
-      : o_(o), world_(std::move(world)), stage_(std::move(stage)) {}
+                c10::intrusive_ptr<c10d::ProcessGroup> stage, std::unique_ptr<SharedMemoryGroup> shared)
+      : o_(o), world_(std::move(world)), stage_(std::move(stage)), shared_(std::move(shared)) {}
 
   int rank() const override { return o_.rank; }
   int worldSize() const override { return o_.world_size; }
@@ -34,6 +37,7 @@ class C10dTransport final : public Transport {
     return world_->recv(v, peer, tag);
   }
   c10::intrusive_ptr<c10d::Work> allreduceStage(torch::Tensor& tensor) override {
+    if (shared_) return shared_->allreduce(tensor);
     HZ_CHECK(stage_);
     std::vector<at::Tensor> v = {tensor};
     return stage_->allreduce(v);
@@ -43,6 +47,7 @@ class C10dTransport final : public Transport {
  private:
   TransportOptions o_;
   c10::intrusive_ptr<c10d::ProcessGroup> world_, stage_;
+  std::unique_ptr<SharedMemoryGroup> shared_;
 };
 
 c10::intrusive_ptr<c10d::ProcessGroup> makeGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -84,11 +89,28 @@ Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& o) {
     auto store = c10::make_intrusive<c10d::PrefixStore>(o.prefix, tcp);
     auto world = makeGroup(store, o.rank, o.world_size, o);
     c10::intrusive_ptr<c10d::ProcessGroup> stage;
+    std::unique_ptr<SharedMemoryGroup> shared;
     if (o.replicas > 1) {
       auto stageStore = c10::make_intrusive<c10d::PrefixStore>(o.prefix + "/stage" + std::to_string(o.stage), tcp);
-      stage = makeGroup(stageStore, o.replica, o.replicas, o);
+      if (o.shared_memory_bytes > 0 && !o.cuda) {
+        SharedMemoryOptions so;
+        so.rank = o.replica;
+        so.size = o.replicas;
+        so.capacity = o.shared_memory_bytes;
+        so.timeout = o.timeout;
+        so.spin = o.spin;
+        std::string why;
+        shared = SharedMemoryGroup::connect(*stageStore, so, &why);
+        if (shared) {
+          spdlog::info("the stage's allreduce goes through shared memory ({} per replica)",
+                       formatBytes(shared->capacity()));
+        } else {
+          spdlog::info("the stage's allreduce goes through Gloo: no shared memory ({})", why);
+        }
+      }
+      if (!shared) stage = makeGroup(stageStore, o.replica, o.replicas, o);
     }
-    return std::unique_ptr<Transport>(new C10dTransport(o, std::move(world), std::move(stage)));
+    return std::unique_ptr<Transport>(new C10dTransport(o, std::move(world), std::move(stage), std::move(shared)));
   } catch (const std::exception& e) {
     std::string what = e.what();
     return unavailable(fmt::format("cannot join the job's data plane ({}): {}", where, what.substr(0, what.find('\n'))));
@@ -96,6 +118,7 @@ Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& o) {
 }
 
 bool isPeerLost(const std::exception& e) {
+  if (dynamic_cast<const PeerLostError*>(&e)) return true;
   const std::string what = e.what();
   for (const char* sign : {"Connection reset", "Connection closed", "Connection refused", "Broken pipe", "Timed out",
                            "timed out", "Timeout", "closed by peer", "EOF", "Socket Timeout", "aborted"}) {

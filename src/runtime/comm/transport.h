@@ -4,7 +4,9 @@
 // allreduce over the replicas of the worker's own stage. Operations are
 // asynchronous: each returns a c10d::Work to wait on (wait() rethrows a
 // failure; abort() gives up on a pending receive). One implementation today,
-// C10dTransport (ProcessGroupGloo on CPU, ProcessGroupNCCL on CUDA builds);
+// C10dTransport (ProcessGroupGloo on CPU, ProcessGroupNCCL on CUDA builds;
+// the stage allreduce through shared memory when the stage's replicas share
+// a host, runtime/comm/shared_memory.h);
 // storage-based channels for serverless functions come later (FuncPipe, Liu et al. 2022, §4).
 //
 // Thread-safety: send/recv may be called from different threads; the
@@ -19,6 +21,8 @@
 #include <string>
 
 #include "core/status.h"
+#include "core/units.h"
+#include "runtime/comm/peer_lost.h"
 
 namespace hydrozoa::runtime {
 
@@ -54,6 +58,14 @@ struct TransportOptions {
   int rank = 0, world_size = 1;
   int stage = 0, stages = 1, replica = 0, replicas = 1;
   bool cuda = false;
+  // The stage's replicas run on one host (a local launcher's processes):
+  // their allreduce goes through a shared-memory segment of this many bytes
+  // per replica (the stage's gradients) when they can all open it, and
+  // through Gloo otherwise (NOTE [Shared-memory allreduce]). 0: Gloo.
+  Bytes shared_memory_bytes = 0;
+  // How a replica waits for the others there: spinning on its own core
+  // (every worker has one), or sleeping (workers share cores).
+  bool spin = true;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
 };
 
@@ -61,8 +73,9 @@ struct TransportOptions {
 // statuses naming the store.
 Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& options);
 
-// True when `e` says a peer went away (connection closed or reset, a
-// timeout): recoverable by re-forming the job, unlike a bug.
+// True when `e` says a peer went away: a PeerLostError, or one of c10d's
+// and Gloo's errors for a connection closed or reset or a timeout (which
+// they throw untyped, so these are told apart by their text).
 bool isPeerLost(const std::exception& e);
 
 }  // namespace hydrozoa::runtime

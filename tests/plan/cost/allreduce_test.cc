@@ -68,5 +68,29 @@ TEST(OverlappedAllreduce, OneBucketWithNothingToHideBehindIsTheSeedsTerm) {
   EXPECT_DOUBLE_EQ(t.total, t.exposed);
 }
 
+TEST(SharedMemoryAllreduce, CopyInSumAndCopyBackScaleWithTheGroup) {
+  const SharedMemoryCost measured{1e-9, 20e-6, 2};  // at 2 replicas: 2 units of n
+  EXPECT_DOUBLE_EQ(sharedMemoryAllreduceTime(kMB, 2, measured), 1e-3 + 20e-6);
+  // At 4: 1 + 2·3/4 = 2.5 units of n.
+  EXPECT_DOUBLE_EQ(sharedMemoryAllreduceTime(kMB, 4, measured), 1e-3 * 2.5 / 2 + 20e-6);
+  EXPECT_EQ(sharedMemoryAllreduceTime(kMB, 1, measured), 0);
+  EXPECT_EQ(sharedMemoryAllreduceTime(0, 2, measured), 0);
+}
+
+TEST(SharedMemoryAllreduce, EveryBucketAfterTheBackwardPassHidesOnlyBehindTheDrain) {
+  // Buckets: the last layer (1.2 MB, past the first bucket's 1 MB), then the
+  // first layer alone (smaller than what it would join).
+  const std::vector<Bytes> layers = {200 * kKB, 1200 * kKB};
+  const SharedMemoryCost c{1e-9, 1e-4, 2};
+  const Seconds expect = sharedMemoryAllreduceTime(200 * kKB, 2, c) + sharedMemoryAllreduceTime(1200 * kKB, 2, c);
+  const AllreduceTime first = sharedMemoryAllreduce(layers, 0, 2, c);
+  EXPECT_DOUBLE_EQ(first.total, expect);
+  EXPECT_DOUBLE_EQ(first.after, expect);
+  EXPECT_DOUBLE_EQ(first.exposed, expect);
+  const AllreduceTime later = sharedMemoryAllreduce(layers, 1e-3, 2, c);
+  EXPECT_DOUBLE_EQ(later.exposed, expect - 1e-3);
+  EXPECT_EQ(sharedMemoryAllreduce(layers, 0, 1, c).total, 0);
+}
+
 }  // namespace
 }  // namespace hydrozoa::plan

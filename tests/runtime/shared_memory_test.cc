@@ -1,0 +1,247 @@
+// The shared-memory allreduce (runtime/comm/shared_memory.h): one thread per
+// rank, each with its own open segment, as processes on one host have.
+#include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <dirent.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "runtime/comm/pipe.h"
+#include "runtime/comm/shared_memory.h"
+#include "runtime/comm/transport.h"
+#include "runtime/grad_sync.h"
+
+namespace hydrozoa::runtime {
+namespace {
+
+c10::intrusive_ptr<c10d::TCPStore> serveStore() {
+  c10d::TCPStoreOptions so;
+  so.port = 0;
+  so.isServer = true;
+  so.waitWorkers = false;
+  return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+}
+
+c10::intrusive_ptr<c10d::Store> joinStore(int port) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(port);
+  so.isServer = false;
+  so.timeout = std::chrono::seconds(20);
+  return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+}
+
+// Runs `body(rank, group)` on `size` threads, each joining the group through
+// a store client of its own. Returns each rank's error ("" when none).
+std::vector<std::string> runGroup(int size, SharedMemoryOptions options,
+                                  const std::function<void(int, SharedMemoryGroup*, const std::string&)>& body) {
+  auto server = serveStore();
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(size);
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto store = joinStore(server->getPort());
+        SharedMemoryOptions o = options;
+        o.rank = r;
+        o.size = size;
+        std::string why;
+        auto group = SharedMemoryGroup::connect(*store, o, &why);
+        body(r, group.get(), why);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+int hydrozoaSegments() {
+  int n = 0;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (const dirent* e = ::readdir(d)) n += std::string(e->d_name).rfind("hydrozoa-", 0) == 0;
+    ::closedir(d);
+  }
+  return n;
+}
+
+// Rank r's tensors: sizes that do not divide by the group (down to fewer
+// elements than ranks), floats and doubles, values that round when summed.
+std::vector<torch::Tensor> inputs(int r) {
+  auto wave = [&](std::int64_t n, torch::Dtype type) { return torch::sin(torch::arange(n, type) * (r + 1.37)); };
+  return {wave(1001, torch::kFloat), wave(2, torch::kFloat), wave(64 * 33, torch::kDouble).view({64, 33}),
+          wave(1, torch::kFloat)};
+}
+
+TEST(SharedMemoryAllreduce, SumsInPlaceWithTheSameBitsOnEveryRank) {
+  for (bool spin : {true, false}) {
+    SharedMemoryOptions o;
+    o.capacity = 4 * kMB;
+    o.spin = spin;
+    std::vector<std::vector<torch::Tensor>> results(3);
+    const auto errors = runGroup(3, o, [&](int rank, SharedMemoryGroup* g, const std::string& why) {
+      ASSERT_NE(g, nullptr) << why;
+      // Several in flight at once.
+      std::vector<torch::Tensor> xs = inputs(rank);
+      std::vector<c10::intrusive_ptr<c10d::Work>> works;
+      for (auto& x : xs) works.push_back(g->allreduce(x));
+      for (auto& w : works) w->wait();
+      results[rank] = xs;
+    });
+    for (const auto& e : errors) ASSERT_EQ(e, "") << "spin " << spin;
+    for (size_t i = 0; i < results[0].size(); ++i) {
+      torch::Tensor expect = torch::zeros_like(results[0][i]);
+      for (int r = 0; r < 3; ++r) {
+        expect += inputs(r)[i];
+      }
+      EXPECT_TRUE(torch::allclose(results[0][i], expect)) << i;
+      for (int r = 1; r < 3; ++r) EXPECT_TRUE(torch::equal(results[r][i], results[0][i])) << "rank " << r << " " << i;
+    }
+  }
+  EXPECT_EQ(hydrozoaSegments(), 0) << "a segment was left in /dev/shm";
+}
+
+TEST(SharedMemoryAllreduce, ReusesItsSlotsAndSplitsWhatDoesNotFit) {
+  SharedMemoryOptions o;
+  o.capacity = Bytes{1} << 20;  // 262,144 floats a slot
+  const auto errors = runGroup(2, o, [&](int rank, SharedMemoryGroup* g, const std::string& why) {
+    ASSERT_NE(g, nullptr) << why;
+    EXPECT_EQ(g->capacity(), Bytes{1} << 20);
+    for (int step = 0; step < 5; ++step) {
+      // 3 x 100,000 floats in flight: the third wraps to the slots' start.
+      std::vector<torch::Tensor> xs;
+      std::vector<c10::intrusive_ptr<c10d::Work>> works;
+      for (int i = 0; i < 3; ++i) {
+        xs.push_back(torch::full({100000}, static_cast<float>(rank + i + step)));
+        works.push_back(g->allreduce(xs.back()));
+      }
+      // Larger than a slot: goes through in pieces.
+      torch::Tensor big = torch::arange(700000, torch::kFloat) * (rank + 1);
+      g->allreduce(big)->wait();
+      for (auto& w : works) w->wait();
+      for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(xs[i], torch::full({100000}, 1.0f + 2 * (i + step))));
+      EXPECT_TRUE(torch::equal(big, torch::arange(700000, torch::kFloat) * 3));
+    }
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+}
+
+TEST(SharedMemoryAllreduce, APeerThatGoesAwayIsAPeerLostErrorSoon) {
+  SharedMemoryOptions o;
+  o.capacity = kMB;
+  o.timeout = std::chrono::seconds(60);
+  std::chrono::steady_clock::duration waited{};
+  const auto errors = runGroup(2, o, [&](int rank, SharedMemoryGroup* g, const std::string& why) {
+    ASSERT_NE(g, nullptr) << why;
+    torch::Tensor x = torch::ones({1000});
+    g->allreduce(x)->wait();  // both there once
+    if (rank == 1) return;    // then rank 1's group closes: its process is gone
+    auto work = g->allreduce(x);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      work->wait();
+      ADD_FAILURE() << "the wait returned with its peer gone";
+    } catch (const PeerLostError& e) {
+      waited = std::chrono::steady_clock::now() - start;
+      EXPECT_NE(std::string(e.what()).find("replica 1 of this stage is gone"), std::string::npos) << e.what();
+      EXPECT_TRUE(isPeerLost(e));
+    }
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_LT(waited, std::chrono::seconds(5));
+}
+
+TEST(SharedMemoryAllreduce, APeerThatNeverComesTimesOut) {
+  SharedMemoryOptions o;
+  o.capacity = kMB;
+  o.timeout = std::chrono::milliseconds(300);
+  o.spin = false;
+  std::atomic<bool> released{false};
+  const auto errors = runGroup(2, o, [&](int rank, SharedMemoryGroup* g, const std::string& why) {
+    ASSERT_NE(g, nullptr) << why;
+    if (rank == 1) {  // alive, holding its lock, but never posting
+      while (!released) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return;
+    }
+    torch::Tensor x = torch::ones({10});
+    try {
+      g->allreduce(x)->wait();
+      ADD_FAILURE() << "the wait returned without its peer";
+    } catch (const PeerLostError& e) {
+      EXPECT_NE(std::string(e.what()).find("timed out"), std::string::npos) << e.what();
+    }
+    released = true;
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+}
+
+TEST(SharedMemoryAllreduce, EveryRankGetsTheSameNoWhenTheSegmentCannotBeMade) {
+  SharedMemoryOptions o;
+  o.capacity = Bytes{1} << 50;  // a petabyte per rank: /dev/shm cannot hold it
+  std::vector<std::string> whys(2);
+  const auto errors = runGroup(2, o, [&](int rank, SharedMemoryGroup* g, const std::string& why) {
+    EXPECT_EQ(g, nullptr);
+    whys[rank] = why;
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_FALSE(whys[0].empty());
+  EXPECT_EQ(whys[0], whys[1]);
+  EXPECT_EQ(hydrozoaSegments(), 0) << "a segment was left in /dev/shm";
+}
+
+TEST(SharedMemoryAllreduce, GradientSyncThroughTheTransportEqualsGloo) {
+  // The same gradients summed by replicas through shared memory and through
+  // Gloo: equal, bucket by bucket (two ranks: a sum of two is exact either way).
+  auto run = [](Bytes sharedBytes) {
+    auto server = serveStore();
+    std::vector<std::vector<torch::Tensor>> grads(2);
+    std::vector<std::thread> threads;
+    std::vector<std::string> errors(2);
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        TransportOptions o;
+        o.store_port = server->getPort();
+        o.rank = r;
+        o.world_size = 2;
+        o.replica = r;
+        o.replicas = 2;
+        o.shared_memory_bytes = sharedBytes;
+        o.timeout = std::chrono::seconds(20);
+        auto t = connectTransport(o);
+        if (!t.ok()) {
+          errors[r] = t.status().message();
+          return;
+        }
+        TraceRecorder trace(false);
+        std::vector<std::vector<torch::Tensor>> layers;
+        for (int l = 0; l < 4; ++l) {
+          torch::Tensor w = torch::zeros({300 * (l + 1)}, torch::requires_grad());
+          w.mutable_grad() = torch::sin(torch::arange(300 * (l + 1), torch::kFloat) * (r + l + 0.5));
+          layers.push_back({w});
+        }
+        GradientSync sync(t->get(), layers, 1200 * 4, 4000 * 4, trace);
+        for (int step = 0; step < 3; ++step) {
+          for (int l = 3; l >= 0; --l) sync.layerReady(l);
+          sync.finish();
+        }
+        for (auto& l : layers) grads[r].push_back(l[0].grad().clone());
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors) EXPECT_EQ(e, "");
+    return grads;
+  };
+  const auto shared = run(kMB);
+  const auto gloo = run(0);
+  ASSERT_EQ(shared[0].size(), 4u);
+  ASSERT_EQ(gloo[0].size(), 4u);
+  for (int r = 0; r < 2; ++r) {
+    for (size_t l = 0; l < 4; ++l) EXPECT_TRUE(torch::equal(shared[r][l], gloo[r][l])) << r << " " << l;
+  }
+}
+
+}  // namespace
+}  // namespace hydrozoa::runtime
