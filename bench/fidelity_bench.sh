@@ -88,12 +88,14 @@ for model in $models; do
       choice=$(/usr/bin/python3 - "$out/plan.json" <<'PY'
 import json, sys
 i = json.load(open(sys.argv[1]))["inputs"]
-print(int(i["bandwidth_bytes_per_s"]), i["allreduce_alpha_s_per_byte"], i["allreduce_beta_s"])
+print(int(i["bandwidth_bytes_per_s"]), i["allreduce_alpha_s_per_byte"], i["allreduce_beta_s"],
+      "--shared-memory" if i.get("shared_memory_allreduce") else "")
 PY
 )
-      read -r bw alpha beta <<< "$choice"
+      read -r bw alpha beta shm <<< "$choice"
+      # shellcheck disable=SC2086 # $shm: one flag or none
       chosen=$($hz plan --profile "$out/profile.json" --workers "$W" --global-batch 64 --bandwidth "${bw}B/s" \
-          --allreduce-alpha "$alpha" --allreduce-beta "$beta" --host-cores "$cores" -o - --json 2> /dev/null |
+          --allreduce-alpha "$alpha" --allreduce-beta "$beta" --host-cores "$cores" $shm -o - --json 2> /dev/null |
           /usr/bin/python3 -c 'import json,sys; s=json.load(sys.stdin)["strategy"]; print("%dx%d" % (s["data_parallel"], s["pipeline_stages"]))' ||
           echo "?")
       /usr/bin/python3 - "$out" "$model" "$launcher" "$link" "$plan" "$W" "$cores" "$chosen" >> "$rows" <<'PY'

@@ -11,7 +11,11 @@
 #     comes, and DDP with every advantage hydrozoa's workers have (glibc's
 #     allocator thresholds as hydrozoa sets them with mallopt, and each rank
 #     pinned to a core of its own, as hydrozoa pins its compute threads). The
-#     fair one is the figure to quote.
+#     fair one is the figure to quote. hydrozoa's two workers sum their
+#     gradients through shared memory (NOTE [Shared-memory allreduce]); a
+#     third row runs them through Gloo over loopback, as DDP does, to show
+#     what that transport is worth. PyTorch 1.13 has no such transport for
+#     CPU processes (its backends are gloo and MPI), so DDP cannot be given it.
 #
 #  3. The ceiling of both: two copies of each (the plain loop, and hydrozoa
 #     1x1 at a global batch of 64) run at once, one per core under taskset,
@@ -62,7 +66,7 @@ rate_of() { /usr/bin/python3 -c 'import json,sys; print(json.loads(sys.stdin.rea
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-plain=(); one=(); ddp=(); fair=(); two=(); loops=(); halves=()
+plain=(); one=(); ddp=(); fair=(); two=(); gloo=(); loops=(); halves=()
 run_plain() { plain+=("$(build/bench/plain_loop --steps "$steps" --warmup "$warmup" | rate_of)"); }
 run_one() {
   $hz train "$work/job.yaml" --data-parallel 1 --stages 1 --microbatches 1 --max-steps $((steps + warmup)) \
@@ -78,6 +82,13 @@ run_two() {
   $hz train "$work/job.yaml" --data-parallel 2 --stages 1 --microbatches 1 --max-steps $((steps + warmup)) \
       --no-progress --launcher local --out "$work/two$1" > /dev/null 2>&1
   two+=("$(hydrozoa_rate "$work/two$1")")
+}
+# The same, with the replicas' allreduce through Gloo over loopback as before
+# the shared-memory allreduce (NOTE [Shared-memory allreduce]).
+run_gloo() {
+  HYDROZOA_SHM_ALLREDUCE=0 $hz train "$work/job.yaml" --data-parallel 2 --stages 1 --microbatches 1 \
+      --max-steps $((steps + warmup)) --no-progress --launcher local --out "$work/gloo$1" > /dev/null 2>&1
+  gloo+=("$(hydrozoa_rate "$work/gloo$1")")
 }
 sum2() { /usr/bin/python3 -c "print($1 + $2)"; }
 run_loops() {
@@ -98,19 +109,19 @@ run_halves() {
 # 10-30% slower in the first minutes of a benchmark (seen in all of them,
 # ours and the baselines alike), which alternation alone does not cancel.
 echo "warm-up round (not counted)..." >&2
-run_plain; run_one 0; run_fair; run_two 0; run_ddp; run_loops; run_halves 0
-plain=(); one=(); ddp=(); fair=(); two=(); loops=(); halves=()
+run_plain; run_one 0; run_fair; run_two 0; run_gloo 0; run_ddp; run_loops; run_halves 0
+plain=(); one=(); ddp=(); fair=(); two=(); gloo=(); loops=(); halves=()
 for r in $(seq 1 "$rounds"); do
   echo "round $r/$rounds..." >&2
   if ((r % 2)); then
-    run_plain; run_one "$r"; run_fair; run_halves "$r"; run_two "$r"; run_ddp; run_loops
+    run_plain; run_one "$r"; run_fair; run_halves "$r"; run_two "$r"; run_gloo "$r"; run_ddp; run_loops
   else
-    run_two "$r"; run_loops; run_ddp; run_one "$r"; run_halves "$r"; run_plain; run_fair
+    run_two "$r"; run_loops; run_gloo "$r"; run_ddp; run_one "$r"; run_halves "$r"; run_plain; run_fair
   fi
 done
 
 p=$(median "${plain[@]}"); o=$(median "${one[@]}"); d=$(median "${ddp[@]}"); f=$(median "${fair[@]}")
-t=$(median "${two[@]}"); l=$(median "${loops[@]}"); h=$(median "${halves[@]}")
+t=$(median "${two[@]}"); g=$(median "${gloo[@]}"); l=$(median "${loops[@]}"); h=$(median "${halves[@]}")
 printf '\nFashion-MNIST CNN, global batch 128, one compute thread per process, %s rounds of %s steps (medians)\n\n' "$rounds" "$steps"
 printf '  %-58s %10s\n' "" "samples/s"
 printf '  %-58s %10.0f\n' "plain libtorch loop (1 process)" "$p"
@@ -118,11 +129,13 @@ ratio() { /usr/bin/python3 -c "print($1 / $2)"; }
 printf '  %-58s %10.0f   %.3fx the loop (target >= 0.95)\n' "hydrozoa 1x1 (1 worker)" "$o" "$(ratio "$o" "$p")"
 printf '  %-58s %10.0f\n' "PyTorch DDP, gloo (2 processes), as it comes" "$d"
 printf '  %-58s %10.0f\n' "PyTorch DDP, hydrozoa's allocator thresholds, ranks pinned" "$f"
-printf '  %-58s %10.0f   %.3fx the fair DDP, %.3fx DDP as it comes\n' "hydrozoa 2x1 (2 workers)" "$t" \
+printf '  %-58s %10.0f   %.3fx the fair DDP (target >= 1.1), %.3fx DDP as it comes\n' "hydrozoa 2x1 (2 workers)" "$t" \
     "$(ratio "$t" "$f")" "$(ratio "$t" "$d")"
+printf '  %-58s %10.0f   %.3fx the fair DDP\n' "hydrozoa 2x1, allreduce through Gloo (HYDROZOA_SHM_ALLREDUCE=0)" "$g" \
+    "$(ratio "$g" "$f")"
 printf '\n  with nothing to exchange (two processes at once, 64 samples each, one per core):\n'
 printf '  %-58s %10.0f   fair DDP reaches %.3fx of it\n' "two plain loops" "$l" "$(ratio "$f" "$l")"
 printf '  %-58s %10.0f   hydrozoa 2x1 reaches %.3fx of it; fair DDP is %.3fx of it\n' "two hydrozoa 1x1 jobs" "$h" \
     "$(ratio "$t" "$h")" "$(ratio "$f" "$h")"
-printf '\n  all rounds: loop %s | hydrozoa 1x1 %s | DDP %s | fair DDP %s | hydrozoa 2x1 %s | two loops %s | two 1x1 %s\n' \
-    "${plain[*]}" "${one[*]}" "${ddp[*]}" "${fair[*]}" "${two[*]}" "${loops[*]}" "${halves[*]}"
+printf '\n  all rounds: loop %s | hydrozoa 1x1 %s | DDP %s | fair DDP %s | hydrozoa 2x1 %s | through Gloo %s | two loops %s | two 1x1 %s\n' \
+    "${plain[*]}" "${one[*]}" "${ddp[*]}" "${fair[*]}" "${two[*]}" "${gloo[*]}" "${loops[*]}" "${halves[*]}"

@@ -25,6 +25,7 @@ struct PlanArgs {
   std::string microbatch_sizes, optimizer = "sgd_momentum", max_microbatches = "64", graph_batch_size = "1";
   std::string alpha, beta, latency, host_cores, threads;
   bool all_strategies = false;
+  bool shared_memory = false;
 };
 
 Result<double> nonNegativeNumber(const std::string& text, const std::string& flag, double most) {
@@ -198,6 +199,16 @@ Status runPlan(const PlanArgs& a, bool json) {
   if (!a.beta.empty()) {
     HZ_ASSIGN_OR_RETURN(o.allreduce_beta, nonNegativeNumber(a.beta, "--allreduce-beta", 3600.0));
   }
+  if (a.shared_memory) {
+    if (!prof.network || !prof.network->shared_memory) {
+      return invalidArgument(fmt::format("--shared-memory needs the profile's timing of the shared-memory allreduce, "
+                                         "which {} does not have: measure one with `hydrozoa profile --network`",
+                                         a.profile.empty() ? "the predicted profile" : a.profile));
+    }
+    const auto& fit = *prof.network->shared_memory;
+    o.shared_memory =
+        plan::SharedMemoryCost{fit.seconds_per_byte, fit.seconds_per_allreduce, std::max(2, prof.network->allreduce_workers)};
+  }
   // Its range is searchPlan's to check, as for every other search option.
   if (!a.latency.empty()) {
     HZ_ASSIGN_OR_RETURN(o.latency, parseSeconds(a.latency, "--latency"));
@@ -267,6 +278,9 @@ void addPlanCommand(CLI::App& app, Status* status) {
   cmd->add_option("--partition", args->partition, "Pin the stages as layer ranges, e.g. 0-3,4-9,10-17");
   cmd->add_option("--max-microbatches", args->max_microbatches, "Largest microbatch count searched without a global batch")
       ->capture_default_str();
+  cmd->add_flag("--shared-memory", args->shared_memory,
+                "Replicas sum through shared memory, as workers on one machine do (`hydrozoa train`'s local launcher); "
+                "needs a profile with --network");
   cmd->add_flag("--all-strategies", args->all_strategies,
                 "Consider every stage count (Algorithm 1), also those that leave workers idle");
   cmd->add_option("-o,--output", args->output, "Where to write the plan ('-' for nowhere)")->capture_default_str();

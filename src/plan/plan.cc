@@ -25,6 +25,8 @@ constexpr NumberRange kBubbleRange{0, 1, "a fraction"};
 constexpr NumberRange kComputeScaleRange{1, 65536, "a factor"};
 // The allreduce fit's seconds per byte (profile/profile.cc reads the same).
 constexpr NumberRange kAlphaRange{-1, 1, "seconds per byte"};
+constexpr NumberRange kPerByteRange{0, 1, "seconds per byte"};
+constexpr Range kSharedMemoryReplicasRange{2, kWorkersRange.max};
 constexpr NumberRange kPlannedBandwidthRange{0, static_cast<double>(kMaxBytes), "bytes per second"};
 // vCPUs of one worker: a share of an instance, or none given (0).
 constexpr NumberRange kWorkerVcpusRange{0, profile::kVcpusRange.max, "vCPUs"};
@@ -84,6 +86,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
   p.allreduce_alpha = o.allreduce_alpha;
   p.allreduce_beta = o.allreduce_beta;
   p.latency = o.latency;
+  p.shared_memory = o.shared_memory;
   p.global_batch_requested = o.global_batch;
   p.objective = objectiveName(o.objective);
   p.platform = platform;
@@ -171,6 +174,10 @@ Json planToJson(const Plan& p) {
             {"allreduce_alpha_s_per_byte", p.allreduce_alpha},
             {"allreduce_beta_s", p.allreduce_beta},
             {"latency_s", p.latency},
+            {"shared_memory_allreduce", p.shared_memory ? Json{{"s_per_byte", p.shared_memory->seconds_per_byte},
+                                                               {"s_per_allreduce", p.shared_memory->seconds_per_allreduce},
+                                                               {"replicas", p.shared_memory->replicas}}
+                                                        : Json(nullptr)},
             {"global_batch", p.global_batch_requested ? Json(*p.global_batch_requested) : Json(nullptr)},
             {"objective", p.objective},
             {"platform", p.platform}}},
@@ -304,6 +311,15 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     p.allreduce_alpha = optNumberIn(r, "allreduce_alpha_s_per_byte", kAlphaRange).value_or(0);
     p.allreduce_beta = optSeconds(r, "allreduce_beta_s");
     p.latency = optSeconds(r, "latency_s");  // plans written before it: none
+    if (const Json* shm = r.raw("shared_memory_allreduce"); shm && !shm->is_null()) {
+      ObjectReader m(*shm, r.child("shared_memory_allreduce"));
+      SharedMemoryCost c;
+      c.seconds_per_byte = numberIn(m, "s_per_byte", kPerByteRange);
+      c.seconds_per_allreduce = optSeconds(m, "s_per_allreduce");
+      c.replicas = static_cast<int>(m.count("replicas", kSharedMemoryReplicasRange));
+      HZ_RETURN_IF_ERROR(m.status());
+      p.shared_memory = c;
+    }
     p.global_batch_requested = r.optCount("global_batch", kSamplesRange);
     p.objective = r.optString("objective").value_or("");
     p.platform = r.optString("platform").value_or("");
@@ -355,6 +371,7 @@ std::string renderPlanTable(const Plan& p) {
                      p.model, p.profile_source.empty() ? "a" : p.profile_source, p.layer_names.size(), p.workers,
                      p.memory_limit ? formatBytes(*p.memory_limit) : "memory unlimited", formatBandwidth(p.bandwidth));
   if (p.latency > 0) out += fmt::format("{} latency per message, ", formatSeconds(p.latency));
+  if (p.shared_memory) out += "replicas summing through shared memory, ";
   out += p.global_batch_requested ? fmt::format("global batch {}", *p.global_batch_requested)
                                   : std::string("global batch searched");
   out += fmt::format(", objective {}, platform {}\n\n", p.objective, p.platform);

@@ -40,16 +40,21 @@ ChainCosts chainCosts(const profile::Profile& profile, const profile::Measuremen
   return c;
 }
 
-MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore, Bytes data) {
+MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore, Bytes data,
+                        bool sharedSlot) {
   MemoryCosts mem;
   mem.runtime = profile.runtime_bytes;
   mem.data = data;
   for (size_t i = 0; i < profile.numLayers(); ++i) {
     const auto& info = profile.layers[i];
     // Weights, their gradients and the optimizer's state; with recovery's
-    // copy, the weights and state once more.
+    // copy, the weights and state once more; with a slot of shared memory,
+    // the gradients once more (the slot's pages are the worker's own; its
+    // resident size also counts what it reads of its peers' slots, which
+    // the host holds once).
     const Bytes state = info.parameter_bytes + info.optimizer_state_bytes;
-    mem.fixed.push_back(2 * info.parameter_bytes + info.optimizer_state_bytes + (stepBefore ? state : 0));
+    mem.fixed.push_back(2 * info.parameter_bytes + info.optimizer_state_bytes + (stepBefore ? state : 0) +
+                        (sharedSlot ? info.parameter_bytes : 0));
     mem.stashed.push_back(m.layers[i].stashed_bytes);
     mem.workspace.push_back(m.layers[i].workspace_bytes);
     mem.input.push_back(i == 0 ? m.input_bytes : m.layers[i - 1].output_bytes);
@@ -109,7 +114,8 @@ class Searcher {
       for (Seconds& t : *times) t *= c.compute_scale;
     }
     problem.microbatches = M;
-    problem.memory = memoryCosts(profile_, meas, o_.recovery_copies && A > 1 && B > 1, o_.data_bytes);
+    problem.memory = memoryCosts(profile_, meas, o_.recovery_copies && A > 1 && B > 1, o_.data_bytes,
+                                 o_.shared_memory && A > 1);
     problem.memory_limit = limit_;
     const int L = static_cast<int>(profile_.numLayers());
     if (o_.partition) {
@@ -329,7 +335,8 @@ LeastPlan leastPlan(const profile::Profile& profile, const SearchOptions& o,
         if (o.global_batch && M != *o.microbatches) continue;
         M = *o.microbatches;
       }
-      const MemoryCosts mem = memoryCosts(profile, meas, o.recovery_copies && A > 1 && B > 1, o.data_bytes);
+      const MemoryCosts mem =
+          memoryCosts(profile, meas, o.recovery_copies && A > 1 && B > 1, o.data_bytes, o.shared_memory && A > 1);
       const Bytes need = leastMemory(mem, M, std::min(B, L));
       if (least.memory < 0 || need < least.memory) {
         least.memory = need;
@@ -410,7 +417,7 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
   if (o.data_bytes < 0 || o.data_bytes > kMaxBytes) return invalidArgument("the dataset's size is out of range");
   if (o.max_microbatches < 1) return invalidArgument("--max-microbatches must be at least 1");
   for (const auto& meas : profile.measurements) {
-    if (!memoryCostsFit(memoryCosts(profile, meas, true, o.data_bytes))) {
+    if (!memoryCostsFit(memoryCosts(profile, meas, true, o.data_bytes, true))) {
       return invalidArgument(fmt::format("the profile's sizes at microbatch size {} add up to more than 64 bits of "
                                          "bytes (or one is negative); re-measure it with `hydrozoa profile`",
                                          meas.microbatch_size));

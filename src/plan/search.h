@@ -144,9 +144,11 @@ double computeScale(int workers, int threads, int hostCores);
 // message latency: the cut after layer i costs latency + output_i / D.
 ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth,
                       Seconds latency = 0);
-// `stepBefore`: count recovery's copy of the state before the last update.
+// `stepBefore`: count recovery's copy of the state before the last update;
+// `sharedSlot`: the replica's slot of the shared-memory allreduce's segment,
+// one more copy of the gradients (SearchOptions::shared_memory, A > 1).
 MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore = false,
-                        Bytes data = 0);
+                        Bytes data = 0, bool sharedSlot = false);
 
 // Runs the search. Errors: inconsistent pins, or nothing feasible (the
 // message says what would fit: more memory, more workers, smaller batches).

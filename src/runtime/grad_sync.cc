@@ -33,13 +33,29 @@ GradientSync::GradientSync(Transport* transport, std::vector<std::vector<torch::
 }
 
 void GradientSync::start(Bucket& b) {
+  b.started = traceNowUs();
+  b.in_place = false;
   std::vector<torch::Tensor> grads;
   grads.reserve(b.params.size());
+  // Summed in place where the transport can (shared memory: each gradient
+  // straight into the segment and its sum straight back, NOTE [Shared-memory
+  // allreduce]); else through one concatenated copy, as DDP's buckets are.
+  bool inPlace = true;
+  for (auto& p : b.params) {
+    const torch::Tensor& g = p.grad();
+    inPlace = inPlace && g.defined() && g.is_contiguous() && g.scalar_type() == b.params.front().scalar_type();
+  }
+  if (inPlace) {
+    for (auto& p : b.params) grads.push_back(p.mutable_grad().view({-1}));
+    b.work = transport_->allreduceStageParts(grads);
+    b.in_place = static_cast<bool>(b.work);
+    if (b.in_place) return;
+    grads.clear();
+  }
   for (auto& p : b.params) {
     grads.push_back(p.grad().defined() ? p.grad().reshape({-1}) : torch::zeros({p.numel()}, p.options()));
   }
   b.flat = torch::cat(grads);
-  b.started = traceNowUs();
   b.work = transport_->allreduceStage(b.flat);
 }
 
@@ -62,8 +78,12 @@ void GradientSync::finish(double* waited) {
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
     b.work->wait();
+    Bytes bytes = 0;
+    for (const auto& p : b.params) bytes += p.numel() * p.element_size();
     trace_.record("allreduce bucket " + std::to_string(i), "allreduce", TraceThread::kAllreduce, b.started,
-                  traceNowUs(), {{"bytes", b.flat.numel() * b.flat.element_size()}});
+                  traceNowUs(), {{"bytes", bytes}});
+    b.work.reset();
+    if (b.in_place) continue;  // the sums are in .grad already
     torch::NoGradGuard guard;
     std::int64_t offset = 0;
     for (auto& p : b.params) {
@@ -76,7 +96,6 @@ void GradientSync::finish(double* waited) {
       }
       offset += n;
     }
-    b.work.reset();
     b.flat = torch::Tensor();
   }
   if (waited) *waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

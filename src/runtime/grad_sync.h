@@ -49,7 +49,8 @@ class GradientSync {
     std::vector<int> layers;
     std::vector<torch::Tensor> params;
     int remaining = 0;
-    torch::Tensor flat;
+    torch::Tensor flat;     // the gradients concatenated (unless in_place)
+    bool in_place = false;  // summed in each .grad by the transport itself
     c10::intrusive_ptr<c10d::Work> work;
     std::int64_t started = 0;
   };

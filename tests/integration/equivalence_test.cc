@@ -5,6 +5,8 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -41,6 +43,7 @@ struct Tolerance {
   double params = 1e-5;  // relative to the tensor's largest magnitude
   double absolute = 0;   // added to the parameters' bound
   double lr = 0.1;
+  std::string launcher;  // "": the default (containers where they can be made)
 };
 
 // The parameters saved in checkpoint `ckpt` equal `ref`'s, layer by layer.
@@ -71,13 +74,19 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
   SCOPED_TRACE(::testing::Message() << model << " " << p.replicas << "x" << p.stages << " M=" << p.microbatches);
   ScratchDir dir;
   std::ofstream(dir / "job.yaml") << jobYaml(model, t.lr, t.data);
-  const auto r = runHydrozoa(dir.path().string(),
-                             {"train", "job.yaml", "--data-parallel", std::to_string(p.replicas), "--stages",
-                              std::to_string(p.stages), "--microbatches", std::to_string(p.microbatches), "--max-steps",
-                              std::to_string(t.steps), "--no-progress", "--out", "run"});
+  std::vector<std::string> args = {"train", "job.yaml", "--data-parallel", std::to_string(p.replicas), "--stages",
+                                   std::to_string(p.stages), "--microbatches", std::to_string(p.microbatches),
+                                   "--max-steps", std::to_string(t.steps), "--no-progress", "--out", "run"};
+  if (!t.launcher.empty()) args.insert(args.end(), {"--launcher", t.launcher});
+  const auto r = runHydrozoa(dir.path().string(), args);
   ASSERT_EQ(r.code, 0) << r.err;
   const std::vector<double> losses = testing::stepLosses(dir / "run");
   ASSERT_EQ(losses.size(), static_cast<size_t>(t.steps));
+  if (t.launcher == "local" && p.replicas > 1) {
+    std::ifstream log(dir.path() / "run" / "workers" / "worker-0.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("allreduce goes through shared memory"), std::string::npos) << text;
+  }
 
   auto spec = cluster::loadJobSpec(dir / "job.yaml");
   ASSERT_TRUE(spec.ok());
@@ -101,6 +110,15 @@ TEST(Equivalence, OneWorker) { expectEquivalent(kMlp, {1, 1, 4}); }
 TEST(Equivalence, PipelineOfThree) { expectEquivalent(kMlp, {1, 3, 4}); }
 TEST(Equivalence, ThreeDataParallelReplicas) { expectEquivalent(kMlp, {3, 1, 2}); }
 TEST(Equivalence, HybridTwoByTwo) { expectEquivalent(kMlp, {2, 2, 3}); }
+
+// Plain processes on one machine: the replicas sum through shared memory
+// (NOTE [Shared-memory allreduce]), every element once, by one replica.
+TEST(Equivalence, ReplicasSummingThroughSharedMemory) {
+  Tolerance t;
+  t.launcher = "local";
+  expectEquivalent(kMlp, {3, 1, 2}, t);
+  expectEquivalent(kMlp, {2, 2, 3}, t);
+}
 
 // Dropout draws the same masks however the layers are split.
 TEST(Equivalence, HybridWithDropout) {

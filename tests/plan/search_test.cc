@@ -249,6 +249,17 @@ TEST(SearchPlan, ReplicasSharingMemoryPayEveryBucketOnTheComputeThread) {
     EXPECT_NEAR(c.stage_details[0].allreduce_exposed, expect, 1e-12) << cores;
     EXPECT_NEAR(c.iteration, c.pipeline.total + expect + c.stage_details[0].update, 1e-12) << cores;
   }
+  // Each replica holds its slot of the segment: the gradients once more.
+  o.host_cores = 8;
+  auto shm = searchPlan(prof, aci(), o);
+  SearchOptions gloo = o;
+  gloo.shared_memory.reset();
+  auto ring = searchPlan(prof, aci(), gloo);
+  ASSERT_TRUE(shm.ok() && ring.ok());
+  ASSERT_EQ(shm->best().microbatch_size, ring->best().microbatch_size);
+  Bytes params = 0;
+  for (Bytes b : bytes) params += b;
+  EXPECT_EQ(shm->best().stage_details[0].memory, ring->best().stage_details[0].memory + params);
   o.shared_memory->replicas = 1;
   EXPECT_FALSE(searchPlan(prof, aci(), o).ok());
 }

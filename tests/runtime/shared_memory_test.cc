@@ -129,6 +129,27 @@ TEST(SharedMemoryAllreduce, ReusesItsSlotsAndSplitsWhatDoesNotFit) {
   for (const auto& e : errors) EXPECT_EQ(e, "");
 }
 
+TEST(SharedMemoryAllreduce, PartsAreSummedEachInPlaceAsOneTensor) {
+  SharedMemoryOptions o;
+  o.capacity = Bytes{1} << 20;  // 262,144 floats a slot
+  const auto errors = runGroup(3, o, [&](int rank, SharedMemoryGroup* g, const std::string& why) {
+    ASSERT_NE(g, nullptr) << why;
+    for (const std::int64_t big : {1000, 300000}) {  // fits a slot; does not, and goes in pieces
+      // Parts whose ends do not fall on the ranks' shares (n / 3).
+      std::vector<torch::Tensor> parts = {torch::full({7}, 1.0f * (rank + 1)), torch::full({big}, 10.0f * (rank + 1)),
+                                          torch::full({2, 5}, 100.0f * (rank + 1)), torch::full({1}, -1.0f)};
+      const void* before = parts[1].data_ptr();
+      g->allreduce(parts)->wait();
+      EXPECT_EQ(parts[1].data_ptr(), before);  // in place
+      EXPECT_TRUE(torch::equal(parts[0], torch::full({7}, 6.0f))) << big;
+      EXPECT_TRUE(torch::equal(parts[1], torch::full({big}, 60.0f))) << big;
+      EXPECT_TRUE(torch::equal(parts[2], torch::full({2, 5}, 600.0f))) << big;
+      EXPECT_TRUE(torch::equal(parts[3], torch::full({1}, -3.0f))) << big;
+    }
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+}
+
 TEST(SharedMemoryAllreduce, APeerThatGoesAwayIsAPeerLostErrorSoon) {
   SharedMemoryOptions o;
   o.capacity = kMB;
@@ -222,12 +243,17 @@ TEST(SharedMemoryAllreduce, GradientSyncThroughTheTransportEqualsGloo) {
           w.mutable_grad() = torch::sin(torch::arange(300 * (l + 1), torch::kFloat) * (r + l + 0.5));
           layers.push_back({w});
         }
+        // A layer whose parameter got no gradient this step (unused): its
+        // bucket goes through the concatenated copy, with zeros for it.
+        torch::Tensor unused = torch::zeros({50}, torch::requires_grad());
+        layers[1].push_back(unused);
         GradientSync sync(t->get(), layers, 1200 * 4, 4000 * 4, trace);
         for (int step = 0; step < 3; ++step) {
           for (int l = 3; l >= 0; --l) sync.layerReady(l);
           sync.finish();
         }
         for (auto& l : layers) grads[r].push_back(l[0].grad().clone());
+        grads[r].push_back(unused.grad().clone());
       });
     }
     for (auto& t : threads) t.join();
@@ -236,11 +262,12 @@ TEST(SharedMemoryAllreduce, GradientSyncThroughTheTransportEqualsGloo) {
   };
   const auto shared = run(kMB);
   const auto gloo = run(0);
-  ASSERT_EQ(shared[0].size(), 4u);
-  ASSERT_EQ(gloo[0].size(), 4u);
+  ASSERT_EQ(shared[0].size(), 5u);
+  ASSERT_EQ(gloo[0].size(), 5u);
   for (int r = 0; r < 2; ++r) {
-    for (size_t l = 0; l < 4; ++l) EXPECT_TRUE(torch::equal(shared[r][l], gloo[r][l])) << r << " " << l;
+    for (size_t l = 0; l < 5; ++l) EXPECT_TRUE(torch::equal(shared[r][l], gloo[r][l])) << r << " " << l;
   }
+  EXPECT_TRUE(torch::equal(shared[0][4], torch::zeros({50})));
 }
 
 }  // namespace

@@ -42,6 +42,10 @@ class C10dTransport final : public Transport {
     std::vector<at::Tensor> v = {tensor};
     return stage_->allreduce(v);
   }
+  c10::intrusive_ptr<c10d::Work> allreduceStageParts(const std::vector<torch::Tensor>& parts) override {
+    if (shared_) return shared_->allreduce(parts);
+    return {};
+  }
   void barrier() override { world_->barrier()->wait(); }
 
  private:

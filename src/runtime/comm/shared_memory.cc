@@ -41,7 +41,11 @@ namespace hydrozoa::runtime {
 //      from slot q into its tensor and sets done[r] = s.
 // Each element is summed once, by one rank, so every rank gets the same
 // bits. post() returns after step 1; wait() does 2 and 3, so a bucket is
-// copied in while the backward pass goes on and summed at its end.
+// copied in while the backward pass goes on and summed at its end. A
+// bucket's gradients go into the slot one after another and their sums
+// straight back into them (GradientSync, allreduceStageParts): the copy
+// into one concatenated tensor and back out of it that Gloo's allreduce
+// needs is not made, which halves the bytes a worker copies per step.
 // Allreduces in flight take consecutive ranges of the slots; when the next
 // does not fit, the ones pending are finished and the slots are reused from
 // the start once every rank's done[] says nobody reads them any more.
@@ -287,8 +291,11 @@ void SharedMemoryGroup::waitFor(int peer, int which, std::uint64_t seq) {
   }
 }
 
-std::uint64_t SharedMemoryGroup::post(const at::Tensor& flat) {
-  const Bytes bytes = roundUp(static_cast<Bytes>(flat.nbytes()), 64);
+std::uint64_t SharedMemoryGroup::post(std::vector<at::Tensor> parts) {
+  Op op;
+  op.type = parts.front().scalar_type();
+  for (const at::Tensor& p : parts) op.numel += p.numel();
+  const Bytes bytes = roundUp(op.numel * static_cast<Bytes>(parts.front().element_size()), 64);
   HZ_CHECK(bytes <= capacity_);
   if (head_ + bytes > capacity_) {
     // Reuse the slots from the start once nobody reads them: finish what is
@@ -297,32 +304,48 @@ std::uint64_t SharedMemoryGroup::post(const at::Tensor& flat) {
     for (int q = 0; q < o_.size; ++q) waitFor(q, kDone, next_ - 1);
     head_ = 0;
   }
-  Op op;
   op.seq = next_++;
-  op.tensor = flat;
+  op.parts = std::move(parts);
   op.offset = head_;
   head_ += bytes;
-  slot(o_.rank, op.offset, flat.numel(), flat.scalar_type()).copy_(flat);
+  copyRange(op, slot(o_.rank, op.offset, op.numel, op.type), 0, op.numel, /*in=*/true);
   publish(kPosted, op.seq);
   pending_.push_back(std::move(op));
   return pending_.back().seq;
 }
 
+void SharedMemoryGroup::copyRange(const Op& op, const at::Tensor& slot, std::int64_t lo, std::int64_t hi, bool in) {
+  std::int64_t at = 0;  // where the current part starts
+  for (const at::Tensor& p : op.parts) {
+    const std::int64_t from = std::max(lo, at), to = std::min(hi, at + p.numel());
+    if (from < to) {
+      at::Tensor mine = p.narrow(0, from - at, to - from);
+      at::Tensor there = slot.narrow(0, from, to - from);
+      if (in) {
+        there.copy_(mine);
+      } else {
+        mine.copy_(there);
+      }
+    }
+    at += p.numel();
+    if (at >= hi) break;
+  }
+}
+
 void SharedMemoryGroup::finish(const Op& op) {
-  const std::int64_t n = op.tensor.numel();
+  const std::int64_t n = op.numel;
   const std::int64_t share = (n + o_.size - 1) / o_.size;
   auto range = [&](int r) {
     const std::int64_t lo = std::min<std::int64_t>(n, r * share);
     return std::make_pair(lo, std::min<std::int64_t>(n, lo + share));
   };
-  const at::ScalarType type = op.tensor.scalar_type();
   for (int q = 0; q < o_.size; ++q) waitFor(q, kPosted, op.seq);
   {
     const auto [lo, hi] = range(o_.rank);
     if (hi > lo) {
-      at::Tensor mine = slot(o_.rank, op.offset, n, type).narrow(0, lo, hi - lo);
+      at::Tensor mine = slot(o_.rank, op.offset, n, op.type).narrow(0, lo, hi - lo);
       for (int q = 0; q < o_.size; ++q) {
-        if (q != o_.rank) mine.add_(slot(q, op.offset, n, type).narrow(0, lo, hi - lo));
+        if (q != o_.rank) mine.add_(slot(q, op.offset, n, op.type).narrow(0, lo, hi - lo));
       }
     }
   }
@@ -331,7 +354,7 @@ void SharedMemoryGroup::finish(const Op& op) {
     const auto [lo, hi] = range(q);
     if (hi <= lo) continue;
     waitFor(q, kReduced, op.seq);
-    op.tensor.narrow(0, lo, hi - lo).copy_(slot(q, op.offset, n, type).narrow(0, lo, hi - lo));
+    copyRange(op, slot(q, op.offset, n, op.type), lo, hi, /*in=*/false);
   }
   publish(kDone, op.seq);
 }
@@ -372,19 +395,36 @@ class SharedMemoryWork final : public c10d::Work {
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> SharedMemoryGroup::allreduce(at::Tensor& tensor) {
-  HZ_CHECK_MSG(tensor.is_contiguous() && tensor.device().is_cpu(), "shared-memory allreduce of a strided or device tensor");
-  at::Tensor flat = tensor.view({-1});
-  const Bytes element = static_cast<Bytes>(flat.element_size());
-  const std::int64_t most = (capacity_ / element) / 64 * 64;  // a piece that fits an empty slot
-  if (static_cast<Bytes>(flat.nbytes()) <= capacity_) {
-    return c10::make_intrusive<SharedMemoryWork>(this, post(flat));
+  HZ_CHECK_MSG(tensor.is_contiguous(), "shared-memory allreduce of a strided tensor");
+  return allreduce(std::vector<at::Tensor>{tensor.view({-1})});
+}
+
+c10::intrusive_ptr<c10d::Work> SharedMemoryGroup::allreduce(const std::vector<at::Tensor>& parts) {
+  HZ_CHECK(!parts.empty());
+  std::vector<at::Tensor> flat;
+  std::int64_t numel = 0;
+  for (const at::Tensor& p : parts) {
+    HZ_CHECK_MSG(p.is_contiguous() && p.device().is_cpu() && p.scalar_type() == parts.front().scalar_type(),
+                 "shared-memory allreduce of a strided or device tensor, or of mixed element types");
+    flat.push_back(p.view({-1}));
+    numel += p.numel();
   }
+  const Bytes element = static_cast<Bytes>(parts.front().element_size());
+  if (numel * element <= capacity_) return c10::make_intrusive<SharedMemoryWork>(this, post(std::move(flat)));
   // Larger than a slot: piece by piece, each finished before the next.
-  for (std::int64_t at = 0; at < flat.numel(); at += most) {
-    complete(post(flat.narrow(0, at, std::min(most, flat.numel() - at))));
+  at::Tensor whole = flat.size() == 1 ? flat.front() : torch::cat(flat);
+  const std::int64_t most = (capacity_ / element) / 64 * 64;  // a piece that fits an empty slot
+  for (std::int64_t at = 0; at < numel; at += most) {
+    complete(post({whole.narrow(0, at, std::min(most, numel - at))}));
   }
-  auto work = c10::make_intrusive<SharedMemoryWork>(this, completed_);
-  return work;
+  if (flat.size() > 1) {
+    std::int64_t at = 0;
+    for (at::Tensor& p : flat) {
+      p.copy_(whole.narrow(0, at, p.numel()));
+      at += p.numel();
+    }
+  }
+  return c10::make_intrusive<SharedMemoryWork>(this, completed_);
 }
 
 }  // namespace hydrozoa::runtime

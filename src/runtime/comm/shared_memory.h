@@ -34,6 +34,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/units.h"
 
@@ -70,6 +71,10 @@ class SharedMemoryGroup {
   // group: copies it into this rank's slot and returns. The sum is in
   // `tensor` once the returned work's wait() returns.
   c10::intrusive_ptr<c10d::Work> allreduce(at::Tensor& tensor);
+  // The same for `parts` taken as one tensor, end to end (a bucket's
+  // gradients, one element type): each is copied into the slot and its sum
+  // back into it, with no concatenated copy in between.
+  c10::intrusive_ptr<c10d::Work> allreduce(const std::vector<at::Tensor>& parts);
 
   int rank() const { return o_.rank; }
   int size() const { return o_.size; }
@@ -83,12 +88,17 @@ class SharedMemoryGroup {
   struct Header;
   struct Op {
     std::uint64_t seq = 0;
-    at::Tensor tensor;  // the caller's, flattened
-    Bytes offset = 0;   // in each rank's slot
+    std::vector<at::Tensor> parts;  // the caller's, flattened, end to end
+    std::int64_t numel = 0;         // theirs together
+    at::ScalarType type = at::kFloat;
+    Bytes offset = 0;  // in each rank's slot
   };
   SharedMemoryGroup(const SharedMemoryOptions& options, int fd, void* base, Bytes mapped, Bytes capacity);
 
-  std::uint64_t post(const at::Tensor& flat);
+  std::uint64_t post(std::vector<at::Tensor> parts);
+  // Copies elements [lo, hi) of `op`'s parts taken end to end from (or, with
+  // `in`, into) `slot`, which holds them in the same order.
+  static void copyRange(const Op& op, const at::Tensor& slot, std::int64_t lo, std::int64_t hi, bool in);
   void finish(const Op& op);
   at::Tensor slot(int rank, Bytes offset, std::int64_t numel, at::ScalarType type) const;
   // Waits until counter `which` of rank `peer` reaches `seq`.

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/units.h"
@@ -41,6 +42,14 @@ class Transport {
   // Starts summing `tensor` in place over the replicas of this stage.
   // REQUIRES: stageReplicas() > 1.
   virtual c10::intrusive_ptr<c10d::Work> allreduceStage(torch::Tensor& tensor) = 0;
+  // The same for `parts` taken as one tensor end to end (a bucket's
+  // gradients, contiguous, one element type), each summed in place, when
+  // this transport can do that without concatenating them first (the
+  // shared-memory allreduce); nullptr when it cannot: then concatenate and
+  // call allreduceStage.
+  virtual c10::intrusive_ptr<c10d::Work> allreduceStageParts(const std::vector<torch::Tensor>& /*parts*/) {
+    return {};
+  }
   virtual int stageReplicas() const = 0;
 
   // Blocks until every worker of the job reaches it.

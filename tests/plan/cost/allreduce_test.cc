@@ -68,7 +68,7 @@ TEST(OverlappedAllreduce, OneBucketWithNothingToHideBehindIsTheSeedsTerm) {
   EXPECT_DOUBLE_EQ(t.total, t.exposed);
 }
 
-TEST(SharedMemoryAllreduce, CopyInSumAndCopyBackScaleWithTheGroup) {
+TEST(SharedMemoryAllreduceCost, CopyInSumAndCopyBackScaleWithTheGroup) {
   const SharedMemoryCost measured{1e-9, 20e-6, 2};  // at 2 replicas: 2 units of n
   EXPECT_DOUBLE_EQ(sharedMemoryAllreduceTime(kMB, 2, measured), 1e-3 + 20e-6);
   // At 4: 1 + 2·3/4 = 2.5 units of n.
@@ -77,7 +77,7 @@ TEST(SharedMemoryAllreduce, CopyInSumAndCopyBackScaleWithTheGroup) {
   EXPECT_EQ(sharedMemoryAllreduceTime(0, 2, measured), 0);
 }
 
-TEST(SharedMemoryAllreduce, EveryBucketAfterTheBackwardPassHidesOnlyBehindTheDrain) {
+TEST(SharedMemoryAllreduceCost, EveryBucketAfterTheBackwardPassHidesOnlyBehindTheDrain) {
   // Buckets: the last layer (1.2 MB, past the first bucket's 1 MB), then the
   // first layer alone (smaller than what it would join).
   const std::vector<Bytes> layers = {200 * kKB, 1200 * kKB};
