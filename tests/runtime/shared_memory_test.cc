@@ -213,6 +213,22 @@ TEST(SharedMemoryAllreduce, EveryRankGetsTheSameNoWhenTheSegmentCannotBeMade) {
   EXPECT_EQ(hydrozoaSegments(), 0) << "a segment was left in /dev/shm";
 }
 
+TEST(SharedMemoryAllreduce, APeerThatNeverJoinsLeavesNothingInDevShm) {
+  auto server = serveStore();
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(server->getPort());
+  so.isServer = false;
+  so.timeout = std::chrono::seconds(1);
+  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+  SharedMemoryOptions o;
+  o.rank = 0;
+  o.size = 2;  // rank 1 never comes: the store's wait for it times out
+  o.capacity = kMB;
+  std::string why;
+  EXPECT_THROW(SharedMemoryGroup::connect(*store, o, &why), std::exception);
+  EXPECT_EQ(hydrozoaSegments(), 0) << "a segment was left in /dev/shm";
+}
+
 TEST(SharedMemoryAllreduce, GradientSyncThroughTheTransportEqualsGloo) {
   // The same gradients summed by replicas through shared memory and through
   // Gloo: equal, bucket by bucket (two ranks: a sum of two is exact either way).

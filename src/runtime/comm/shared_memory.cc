@@ -134,12 +134,30 @@ std::unique_ptr<SharedMemoryGroup> SharedMemoryGroup::connect(c10d::Store& store
   };
   std::uint64_t nonce[2] = {0, 0};
   std::string name;
+  bool created = false;  // by this rank, and not unlinked yet
+  // Whatever the store throws (a timeout, a lost store) leaves nothing
+  // behind: no mapping, no descriptor, no file in /dev/shm.
+  struct Release {
+    int& fd;
+    void*& base;
+    Bytes bytes;
+    const std::string& name;
+    bool& created;
+    bool armed = true;
+    ~Release() {
+      if (!armed) return;
+      if (base) ::munmap(base, static_cast<size_t>(bytes));
+      if (fd >= 0) ::close(fd);
+      if (created) ::shm_unlink(name.c_str());
+    }
+  } release{fd, base, bytes, name, created};
   if (o.rank == 0) {
     std::random_device rd;
     for (auto& n : nonce) n = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
     name = "/hydrozoa-" + hex(nonce[0], nonce[1]);
     fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) fail("cannot create /dev/shm" + name);
+    created = fd >= 0;
     if (problem.empty() && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) fail("cannot size /dev/shm" + name);
     if (problem.empty()) {
       base = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -205,18 +223,18 @@ std::unique_ptr<SharedMemoryGroup> SharedMemoryGroup::connect(c10d::Store& store
       const std::string said = getKey(store, fmt::format("shm/ok{}", r));
       if (said != "ok") verdict = fmt::format("rank {}: {}", r, said);
     }
-    if (!name.empty() && name != "-") ::shm_unlink(name.c_str());
+    if (created) ::shm_unlink(name.c_str());
+    created = false;
     setKey(store, "shm/verdict", verdict.empty() ? "ok" : verdict);
   } else {
     verdict = getKey(store, "shm/verdict");
     if (verdict == "ok") verdict.clear();
   }
   if (!verdict.empty()) {
-    if (base) ::munmap(base, static_cast<size_t>(bytes));
-    if (fd >= 0) ::close(fd);
     if (why) *why = verdict;
-    return nullptr;
+    return nullptr;  // `release` unmaps and closes
   }
+  release.armed = false;
   return std::unique_ptr<SharedMemoryGroup>(new SharedMemoryGroup(o, fd, base, bytes, capacity));
 }
 
