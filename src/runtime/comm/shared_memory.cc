@@ -151,6 +151,13 @@ std::unique_ptr<SharedMemoryGroup> SharedMemoryGroup::connect(c10d::Store& store
       if (created) ::shm_unlink(name.c_str());
     }
   } release{fd, base, bytes, name, created};
+  auto map = [&] {
+    base = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+      base = nullptr;
+      fail("cannot map /dev/shm" + name);
+    }
+  };
   if (o.rank == 0) {
     std::random_device rd;
     for (auto& n : nonce) n = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
@@ -159,13 +166,7 @@ std::unique_ptr<SharedMemoryGroup> SharedMemoryGroup::connect(c10d::Store& store
     if (fd < 0) fail("cannot create /dev/shm" + name);
     created = fd >= 0;
     if (problem.empty() && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) fail("cannot size /dev/shm" + name);
-    if (problem.empty()) {
-      base = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (base == MAP_FAILED) {
-        base = nullptr;
-        fail("cannot map /dev/shm" + name);
-      }
-    }
+    if (problem.empty()) map();
     if (base) {
       auto* h = new (base) Header();
       h->nonce[0] = nonce[0];
@@ -180,6 +181,8 @@ std::unique_ptr<SharedMemoryGroup> SharedMemoryGroup::connect(c10d::Store& store
     name = getKey(store, "shm/name");
     if (name == "-") {
       problem = "rank 0 could not make the segment";
+    } else if (name.size() != 42 || name.rfind("/hydrozoa-", 0) != 0) {
+      problem = fmt::format("the store names no segment of ours (\"{}\")", name.substr(0, 64));
     } else {
       fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
       if (fd < 0) fail("cannot open /dev/shm" + name + " (another host or another /dev/shm)");
@@ -187,13 +190,7 @@ std::unique_ptr<SharedMemoryGroup> SharedMemoryGroup::connect(c10d::Store& store
       if (problem.empty() && (::fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(bytes))) {
         problem = fmt::format("/dev/shm{} is not the group's segment (its size differs)", name);
       }
-      if (problem.empty()) {
-        base = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (base == MAP_FAILED) {
-          base = nullptr;
-          fail("cannot map /dev/shm" + name);
-        }
-      }
+      if (problem.empty()) map();
       if (base) {
         const auto* h = static_cast<const Header*>(base);
         if (h->magic != kMagic || h->size != o.size || h->capacity != capacity ||
