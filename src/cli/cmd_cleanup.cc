@@ -1,10 +1,12 @@
 // `hydrozoa cleanup`: removes the containers (network namespaces, bridges,
-// cgroups) of jobs whose coordinator is gone, e.g. after kill -9.
+// cgroups) of jobs whose coordinator is gone, e.g. after kill -9, and the
+// shared-memory segments that no process holds any more.
 
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cluster/launch/container_launcher.h"
+#include "runtime/comm/shm_segments.h"
 
 namespace hydrozoa::cli {
 namespace {
@@ -14,7 +16,9 @@ Status runCleanup() {
   const cluster::CleanupReport r = cluster::cleanupContainers(dir);
   for (const auto& line : r.removed) std::cout << "Removed " << line << "\n";
   for (const auto& line : r.live) std::cout << "Left running: " << line << "\n";
-  if (r.removed.empty() && r.live.empty() && r.errors.empty()) {
+  const std::vector<std::string> segments = runtime::removeAbandonedSegments();
+  for (const auto& path : segments) std::cout << "Removed " << path << " (shared memory that no worker holds)\n";
+  if (r.removed.empty() && r.live.empty() && r.errors.empty() && segments.empty()) {
     std::cout << "Nothing to clean up (no container records in " << dir << ")\n";
   }
   if (!r.errors.empty()) {

@@ -206,8 +206,8 @@ Status runPlan(const PlanArgs& a, bool json) {
                                          a.profile.empty() ? "the predicted profile" : a.profile));
     }
     const auto& fit = *prof.network->shared_memory;
-    o.shared_memory =
-        plan::SharedMemoryCost{fit.seconds_per_byte, fit.seconds_per_allreduce, std::max(2, prof.network->allreduce_workers)};
+    o.shared_memory = plan::SharedMemoryCost{fit.seconds_per_byte, fit.seconds_per_allreduce,
+                                             std::max(2, prof.network->allreduce_workers)};
   }
   // Its range is searchPlan's to check, as for every other search option.
   if (!a.latency.empty()) {

@@ -31,6 +31,11 @@ constexpr NumberRange kPlannedBandwidthRange{0, static_cast<double>(kMaxBytes), 
 // vCPUs of one worker: a share of an instance, or none given (0).
 constexpr NumberRange kWorkerVcpusRange{0, profile::kVcpusRange.max, "vCPUs"};
 
+Json sharedMemoryJson(const std::optional<SharedMemoryCost>& c) {
+  if (!c) return nullptr;
+  return {{"s_per_byte", c->seconds_per_byte}, {"s_per_allreduce", c->seconds_per_allreduce}, {"replicas", c->replicas}};
+}
+
 double optSeconds(ObjectReader& r, const char* key) {
   return optNumberIn(r, key, profile::kSecondsRange).value_or(0);
 }
@@ -174,10 +179,7 @@ Json planToJson(const Plan& p) {
             {"allreduce_alpha_s_per_byte", p.allreduce_alpha},
             {"allreduce_beta_s", p.allreduce_beta},
             {"latency_s", p.latency},
-            {"shared_memory_allreduce", p.shared_memory ? Json{{"s_per_byte", p.shared_memory->seconds_per_byte},
-                                                               {"s_per_allreduce", p.shared_memory->seconds_per_allreduce},
-                                                               {"replicas", p.shared_memory->replicas}}
-                                                        : Json(nullptr)},
+            {"shared_memory_allreduce", sharedMemoryJson(p.shared_memory)},
             {"global_batch", p.global_batch_requested ? Json(*p.global_batch_requested) : Json(nullptr)},
             {"objective", p.objective},
             {"platform", p.platform}}},

@@ -47,6 +47,23 @@ TEST(PlanJson, RoundTrips) {
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(planToJson(*back), planToJson(p));
   EXPECT_EQ(renderPlanTable(*back), renderPlanTable(p));
+  EXPECT_TRUE(planToJson(p)["inputs"]["shared_memory_allreduce"].is_null());
+  // Replicas summing through shared memory: the fit round-trips and the
+  // header says so.
+  Plan shm = p;
+  shm.shared_memory = SharedMemoryCost{4e-10, 3e-4, 2};
+  auto again = planFromJson(planToJson(shm), "plan.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  ASSERT_TRUE(again->shared_memory);
+  EXPECT_EQ(again->shared_memory->seconds_per_byte, 4e-10);
+  EXPECT_EQ(again->shared_memory->replicas, 2);
+  EXPECT_NE(renderPlanTable(*again).find("replicas summing through shared memory"), std::string::npos);
+  Json bad = planToJson(shm);
+  bad["inputs"]["shared_memory_allreduce"]["replicas"] = 1;
+  auto rejected = planFromJson(bad, "plan.json");
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_NE(rejected.status().message().find("shared_memory_allreduce.replicas"), std::string::npos)
+      << rejected.status().message();
 }
 
 TEST(PlanJson, APlanWrittenBeforeTheOverlapWasModelledWaitsForAllOfItsAllreduce) {

@@ -4,8 +4,13 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -227,6 +232,38 @@ TEST(SharedMemoryAllreduce, APeerThatNeverJoinsLeavesNothingInDevShm) {
   std::string why;
   EXPECT_THROW(SharedMemoryGroup::connect(*store, o, &why), std::exception);
   EXPECT_EQ(hydrozoaSegments(), 0) << "a segment was left in /dev/shm";
+}
+
+TEST(SharedMemoryAllreduce, CleanupRemovesOnlyOldSegmentsThatNoProcessHolds) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hzshm." + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto make = [&](const std::string& name, bool old) {
+    const std::string path = (dir / name).string();
+    std::ofstream(path) << "x";
+    if (old) {
+      const timespec past[2] = {{::time(nullptr) - 120, 0}, {::time(nullptr) - 120, 0}};
+      ::utimensat(AT_FDCWD, path.c_str(), past, 0);
+    }
+    return path;
+  };
+  const std::string hex(32, 'a');
+  const std::string abandoned = make("hydrozoa-" + hex, true);
+  const std::string young = make("hydrozoa-" + std::string(32, 'b'), false);
+  const std::string held = make("hydrozoa-" + std::string(32, 'c'), true);
+  const std::string other = make("not-ours-" + hex, true);
+  const int fd = ::open(held.c_str(), O_RDWR);
+  struct flock l {};
+  l.l_type = F_WRLCK;
+  l.l_whence = SEEK_SET;
+  l.l_start = 3;  // a rank's byte
+  l.l_len = 1;
+  ASSERT_EQ(::fcntl(fd, F_OFD_SETLK, &l), 0);
+  EXPECT_EQ(removeAbandonedSegments(dir.string()), std::vector<std::string>{abandoned});
+  EXPECT_FALSE(std::filesystem::exists(abandoned));
+  for (const auto& kept : {young, held, other}) EXPECT_TRUE(std::filesystem::exists(kept)) << kept;
+  ::close(fd);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(SharedMemoryAllreduce, GradientSyncThroughTheTransportEqualsGloo) {

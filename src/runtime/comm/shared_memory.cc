@@ -1,5 +1,6 @@
 #include "runtime/comm/shared_memory.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/futex.h>
@@ -165,6 +166,9 @@ std::unique_ptr<SharedMemoryGroup> SharedMemoryGroup::connect(c10d::Store& store
     fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) fail("cannot create /dev/shm" + name);
     created = fd >= 0;
+    // Held from the start, so that `hydrozoa cleanup` never takes a segment
+    // in the making for one that a dead job left (removeAbandonedSegments).
+    if (created && !lockByte(fd, 0)) fail("cannot lock its byte of the segment");
     if (problem.empty() && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) fail("cannot size /dev/shm" + name);
     if (problem.empty()) map();
     if (base) {
@@ -210,7 +214,7 @@ std::unique_ptr<SharedMemoryGroup> SharedMemoryGroup::connect(c10d::Store& store
       problem = fmt::format("cannot reserve {} in /dev/shm: {}", formatBytes(to - from), std::strerror(err));
     }
   }
-  if (problem.empty() && !lockByte(fd, o.rank)) fail("cannot lock its byte of the segment");
+  if (problem.empty() && o.rank != 0 && !lockByte(fd, o.rank)) fail("cannot lock its byte of the segment");
   setKey(store, fmt::format("shm/ok{}", o.rank), problem.empty() ? "ok" : problem);
   std::string verdict;
   if (o.rank == 0) {
@@ -440,6 +444,37 @@ c10::intrusive_ptr<c10d::Work> SharedMemoryGroup::allreduce(const std::vector<at
     }
   }
   return c10::make_intrusive<SharedMemoryWork>(this, completed_);
+}
+
+std::vector<std::string> removeAbandonedSegments(const std::string& dir) {
+  std::vector<std::string> removed;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return removed;
+  const auto now = std::chrono::system_clock::now();
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() != 41 || name.rfind("hydrozoa-", 0) != 0 ||
+        name.find_first_not_of("0123456789abcdef", 9) != std::string::npos) {
+      continue;
+    }
+    const std::string path = dir + "/" + name;
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    struct stat st {};
+    struct flock l {};
+    l.l_type = F_WRLCK;
+    l.l_whence = SEEK_SET;
+    l.l_start = 0;
+    l.l_len = kMaxRanks;
+    const bool held = ::fcntl(fd, F_OFD_GETLK, &l) != 0 || l.l_type != F_UNLCK;
+    const bool young = ::fstat(fd, &st) != 0 ||
+                       now - std::chrono::system_clock::from_time_t(st.st_mtime) < std::chrono::minutes(1);
+    ::close(fd);
+    if (held || young) continue;
+    if (::unlink(path.c_str()) == 0) removed.push_back(path);
+  }
+  ::closedir(d);
+  return removed;
 }
 
 }  // namespace hydrozoa::runtime

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/units.h"
+#include "runtime/comm/shm_segments.h"
 
 namespace hydrozoa::runtime {
 
