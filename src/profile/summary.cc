@@ -43,6 +43,11 @@ std::string renderProfileTable(const Profile& p) {
                        "{:.3f})\n",
                        formatBandwidth(p.network->bandwidth), formatSeconds(p.network->latency), p.network->alpha,
                        formatSeconds(p.network->beta), p.network->allreduce_workers, p.network->fit_r2);
+    if (const auto& shm = p.network->shared_memory) {
+      out += fmt::format("Allreduce through shared memory (replicas on one machine): {:.3g} s/B + {} per allreduce "
+                         "(R² {:.3f})\n",
+                         shm->seconds_per_byte, formatSeconds(shm->seconds_per_allreduce), shm->r2);
+    }
   }
   return out;
 }

@@ -203,6 +203,11 @@ TEST_F(Cli, ShowValidatesAndPrintsEachKind) {
   EXPECT_NE(run({"show", "p.json"}).out.find("Profile of cnn"), std::string::npos);
   EXPECT_NE(run({"show", "plan.json"}).out.find("Chosen:"), std::string::npos);
   EXPECT_NE(run({"show", "graph.txt"}).out.find("pipedream"), std::string::npos);
+  // A profile with the network probe's figures shows them, the shared-memory allreduce's too.
+  const Outcome measured = run({"show", std::string(HYDROZOA_TEST_DATA_DIR) + "/profile_cnn_k80.json"});
+  EXPECT_NE(measured.out.find("Allreduce through shared memory (replicas on one machine): 4.2e-10 s/B"),
+            std::string::npos)
+      << measured.out;
   write("other.json", "{\"schema\": \"something/1\"}");
   expectError({"show", "other.json"}, "not a hydrozoa profile or plan");
 }
