@@ -200,14 +200,12 @@ Status runPlan(const PlanArgs& a, bool json) {
     HZ_ASSIGN_OR_RETURN(o.allreduce_beta, nonNegativeNumber(a.beta, "--allreduce-beta", 3600.0));
   }
   if (a.shared_memory) {
-    if (!prof.network || !prof.network->shared_memory) {
+    if (prof.network) o.shared_memory = plan::sharedMemoryCost(*prof.network);
+    if (!o.shared_memory) {
       return invalidArgument(fmt::format("--shared-memory needs the profile's timing of the shared-memory allreduce, "
                                          "which {} does not have: measure one with `hydrozoa profile --network`",
                                          a.profile.empty() ? "the predicted profile" : a.profile));
     }
-    const auto& fit = *prof.network->shared_memory;
-    o.shared_memory = plan::SharedMemoryCost{fit.seconds_per_byte, fit.seconds_per_allreduce,
-                                             std::max(2, prof.network->allreduce_workers)};
   }
   // Its range is searchPlan's to check, as for every other search option.
   if (!a.latency.empty()) {

@@ -173,11 +173,7 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   if (prof.network) {
     o.allreduce_alpha = std::max(0.0, prof.network->alpha);
     o.allreduce_beta = prof.network->beta;
-    if (prof.network->shared_memory && replicasShareMemory(spec)) {
-      o.shared_memory = plan::SharedMemoryCost{prof.network->shared_memory->seconds_per_byte,
-                                               prof.network->shared_memory->seconds_per_allreduce,
-                                               std::max(2, prof.network->allreduce_workers)};
-    }
+    if (replicasShareMemory(spec)) o.shared_memory = plan::sharedMemoryCost(*prof.network);
   }
   // Containers delay each worker's egress by cluster.latency (tc netem):
   // every transfer and allreduce round pays it on top of what was measured.

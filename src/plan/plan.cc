@@ -25,7 +25,6 @@ constexpr NumberRange kBubbleRange{0, 1, "a fraction"};
 constexpr NumberRange kComputeScaleRange{1, 65536, "a factor"};
 // The allreduce fit's seconds per byte (profile/profile.cc reads the same).
 constexpr NumberRange kAlphaRange{-1, 1, "seconds per byte"};
-constexpr NumberRange kPerByteRange{0, 1, "seconds per byte"};
 constexpr Range kSharedMemoryReplicasRange{2, kWorkersRange.max};
 constexpr NumberRange kPlannedBandwidthRange{0, static_cast<double>(kMaxBytes), "bytes per second"};
 // vCPUs of one worker: a share of an instance, or none given (0).
@@ -316,7 +315,7 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     if (const Json* shm = r.raw("shared_memory_allreduce"); shm && !shm->is_null()) {
       ObjectReader m(*shm, r.child("shared_memory_allreduce"));
       SharedMemoryCost c;
-      c.seconds_per_byte = numberIn(m, "s_per_byte", kPerByteRange);
+      c.seconds_per_byte = numberIn(m, "s_per_byte", profile::kSecondsPerByteRange);
       c.seconds_per_allreduce = optSeconds(m, "s_per_allreduce");
       c.replicas = static_cast<int>(m.count("replicas", kSharedMemoryReplicasRange));
       HZ_RETURN_IF_ERROR(m.status());

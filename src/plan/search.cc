@@ -62,6 +62,12 @@ MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurem
   return mem;
 }
 
+std::optional<SharedMemoryCost> sharedMemoryCost(const profile::NetworkProfile& network) {
+  if (!network.shared_memory) return std::nullopt;
+  return SharedMemoryCost{network.shared_memory->seconds_per_byte, network.shared_memory->seconds_per_allreduce,
+                          std::max(2, network.allreduce_workers)};
+}
+
 double computeScale(int workers, int threads, int hostCores) {
   if (hostCores <= 0) return 1;
   const double busy = static_cast<double>(workers) * std::max(1, threads);

@@ -150,6 +150,10 @@ ChainCosts chainCosts(const profile::Profile& profile, const profile::Measuremen
 MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore = false,
                         Bytes data = 0, bool sharedSlot = false);
 
+// The planner's cost of the shared-memory allreduce from the network
+// probe's fit; none when the probe did not time it.
+std::optional<SharedMemoryCost> sharedMemoryCost(const profile::NetworkProfile& network);
+
 // Runs the search. Errors: inconsistent pins, or nothing feasible (the
 // message says what would fit: more memory, more workers, smaller batches).
 // `partitioner` may be null (ExactPartitioner).

@@ -37,6 +37,9 @@ inline constexpr NumberRange kSecondsRange{0, 1e9, "seconds"};
 // Bandwidths in the JSON files, as core/units.h's (at most kMaxBytes per second).
 inline constexpr NumberRange kBandwidthRange{0, static_cast<double>(kMaxBytes), "bytes per second",
                                              /*exclusive_min=*/true};
+// A fitted cost per byte (the shared-memory allreduce's): a second per byte
+// is beyond any machine.
+inline constexpr NumberRange kSecondsPerByteRange{0, 1, "seconds per byte"};
 // vCPUs of one worker or instance.
 inline constexpr NumberRange kVcpusRange{0, 65536, "vCPUs", /*exclusive_min=*/true};
 

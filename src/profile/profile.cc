@@ -88,7 +88,6 @@ namespace {
 // (the fit's slope below 1/bandwidth); a second per byte is beyond any network.
 constexpr NumberRange kAlphaRange{-1, 1, "seconds per byte"};
 constexpr NumberRange kR2Range{-1, 1, "a goodness of fit"};
-constexpr NumberRange kPerByteRange{0, 1, "seconds per byte"};
 constexpr Range kAllreduceWorkersRange{2, kWorkersRange.max};
 
 }  // namespace
@@ -198,7 +197,7 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
     if (const Json* shm = n.raw("shared_memory_allreduce")) {
       ObjectReader m(*shm, n.child("shared_memory_allreduce"));
       NetworkProfile::SharedMemoryFit fit;
-      fit.seconds_per_byte = numberIn(m, "s_per_byte", kPerByteRange);
+      fit.seconds_per_byte = numberIn(m, "s_per_byte", kSecondsPerByteRange);
       fit.seconds_per_allreduce = numberIn(m, "s_per_allreduce", kSecondsRange);
       fit.r2 = optNumberIn(m, "r2", kR2Range).value_or(0);
       HZ_RETURN_IF_ERROR(m.status());

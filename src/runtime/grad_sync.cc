@@ -26,6 +26,7 @@ GradientSync::GradientSync(Transport* transport, std::vector<std::vector<torch::
     b.layers = layers;
     for (int i : layers) {
       b.params.insert(b.params.end(), layerParams_[i].begin(), layerParams_[i].end());
+      b.bytes += bytes[i];
       bucketOf_[i] = static_cast<int>(buckets_.size()) - 1;
     }
   }
@@ -78,10 +79,8 @@ void GradientSync::finish(double* waited) {
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
     b.work->wait();
-    Bytes bytes = 0;
-    for (const auto& p : b.params) bytes += p.numel() * p.element_size();
     trace_.record("allreduce bucket " + std::to_string(i), "allreduce", TraceThread::kAllreduce, b.started,
-                  traceNowUs(), {{"bytes", bytes}});
+                  traceNowUs(), {{"bytes", b.bytes}});
     b.work.reset();
     if (b.in_place) continue;  // the sums are in .grad already
     torch::NoGradGuard guard;

@@ -48,6 +48,7 @@ class GradientSync {
   struct Bucket {
     std::vector<int> layers;
     std::vector<torch::Tensor> params;
+    Bytes bytes = 0;  // its gradients
     int remaining = 0;
     torch::Tensor flat;     // the gradients concatenated (unless in_place)
     bool in_place = false;  // summed in each .grad by the transport itself

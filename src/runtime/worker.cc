@@ -97,7 +97,7 @@ Result<Role> parseRole(const Json& a) {
   r.global_batch = o.integer("global_batch", 1, kSamplesRange.max);
   r.lr_factor = o.positive("lr_factor");
   r.hold_at_epoch_end = o.boolean("hold_at_epoch_end");
-  r.shared_memory = o.has("shared_memory") && o.boolean("shared_memory");
+  r.shared_memory = o.boolean("shared_memory");
   r.store_path = o.string("store_path");
   r.listen_host = o.string("listen_host");
   r.run_dir = o.string("run_dir");
