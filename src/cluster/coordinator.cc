@@ -1479,7 +1479,7 @@ Status Job::train() {
         "Note: {} workers × {} thread{} share this machine's {} cores; {}", W_, spec_.threads,
         spec_.threads == 1 ? "" : "s", cores,
         plan_.compute_scale > 1
-            ? fmt::format("the plan counts their compute at {:.2f}× the profiled times (docs/plan.md, "
+            ? fmt::format("the plan counts their compute at up to {:.2f}× the profiled times (docs/plan.md, "
                           "\"Shared hosts\")",
                           plan_.compute_scale)
             : "the plan's predicted times assume a core per busy worker (it was made for other machines)"));

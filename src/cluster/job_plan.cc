@@ -238,7 +238,7 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
   const bool network = !spec.bandwidth.has_value();
   // v2: profiles with the optimizer's update time (NOTE [Timing the update]).
   std::string key =
-      fmt::format("v3|{}|{}|{}|{}", spec.model, spec.threads, network, profileOptimizer(spec.optimizer));
+      fmt::format("v4|{}|{}|{}|{}", spec.model, spec.threads, network, profileOptimizer(spec.optimizer));
   for (const auto& [k, v] : spec.model_options) key += "|" + k + "=" + v;
   for (auto m : sizes) key += "|" + std::to_string(m);
   if (!model::isZooModel(spec.model)) {

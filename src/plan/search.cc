@@ -43,7 +43,7 @@ ChainCosts chainCosts(const profile::Profile& profile, const profile::Measuremen
 MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore, Bytes data,
                         bool sharedSlot) {
   MemoryCosts mem;
-  mem.runtime = profile.runtime_bytes;
+  mem.runtime = saturatingAdd(profile.runtime_bytes, m.heap_bytes);
   mem.data = data;
   for (size_t i = 0; i < profile.numLayers(); ++i) {
     const auto& info = profile.layers[i];
@@ -115,6 +115,7 @@ class Searcher {
     c.microbatches = M;
     PartitionProblem problem;
     problem.costs = chainCosts(profile_, meas, o_.bandwidth, o_.latency);
+    const ChainCosts ownCores = problem.costs;  // before the shared host's scaling
     c.compute_scale = computeScale(A * B, o_.threads, o_.host_cores);
     for (auto* times : {&problem.costs.forward, &problem.costs.backward}) {
       for (Seconds& t : *times) t *= c.compute_scale;
@@ -137,11 +138,36 @@ class Searcher {
       c.partition = r.partition;
       c.partition_gap = r.proven_gap;
     }
-    c.pipeline = pipelineTime(problem.costs, c.partition, M);
+    // The partition is chosen with every time scaled (all stages computing at
+    // once); its time comes from the schedule on the shared host. There,
+    // what each stage computes after its last backward pass (the sum through
+    // shared memory, the update) shares the cores with the stages still
+    // draining, so the simulation runs it too; a ring allreduce's helper
+    // threads are costed apart (NOTE [Allreduce on a shared host]).
+    const HostShare host{o_.host_cores, A, o_.threads};
+    const bool tailsShared = host.oversubscribed(B) && (A == 1 || o_.shared_memory);
+    if (tailsShared) {
+      std::vector<StageTail> tails;
+      for (int s = 0; s < B; ++s) {
+        StageTail t;
+        std::vector<Bytes> layerBytes;
+        for (int i = c.partition.first[s]; i <= c.partition.lastLayer(s, L); ++i) {
+          layerBytes.push_back(profile_.layers[i].parameter_bytes);
+          t.update += profile_.layers[i].optimizer_ms / 1e3;
+        }
+        if (A > 1) t.allreduce = sharedMemoryAllreduce(layerBytes, 0, A, *o_.shared_memory).total;
+        tails.push_back(t);
+      }
+      c.pipeline = simulatedPipelineTime(ownCores, c.partition, M, host, tails);
+    } else {
+      c.pipeline = pipelineTime(ownCores, c.partition, M, host);
+    }
     std::vector<WorkerSpec> workers;
     const bool fullHost = o_.host_cores > 0 && A * B * std::max(1, o_.threads) >= o_.host_cores;
-    Seconds drain = 0, tail = 0;
+    Seconds tail = 0;
     for (int s = 0; s < B; ++s) {
+      // Stage s's last backward pass ends this long before the pipeline does.
+      const Seconds drain = c.pipeline.drain[static_cast<size_t>(s)];
       StageDetail d;
       d.first_layer = c.partition.first[s];
       d.last_layer = c.partition.lastLayer(s, L);
@@ -206,8 +232,13 @@ class Searcher {
       }
       d.tail = ringOnFullHost ? ar.total + std::max<Seconds>(0, d.update - drain)
                               : std::max<Seconds>(0, ar.after + d.update - drain);
-      // Stage s+1's last backward pass ends this long before the iteration does.
-      drain += d.backward + (s + 1 < B ? problem.costs.cut[d.last_layer] : 0);
+      if (tailsShared) {  // as simulated: the allreduce, then the update, the iteration waits for what outlasts R
+        const auto at = static_cast<size_t>(s);
+        d.allreduce = c.pipeline.update_start[at] - (c.pipeline.total - drain);
+        d.update = c.pipeline.end[at] - c.pipeline.update_start[at];
+        d.tail = std::max<Seconds>(0, c.pipeline.end[at] - c.pipeline.total);
+        d.allreduce_exposed = d.tail - std::min(d.tail, d.update);
+      }
       d.worker = rightSize(catalog_, {d.memory, d.parameter_bytes, o_.accelerator});
       if (!d.worker.feasible) {
         c.reason = fmt::format("stage {}: {}", s, d.worker.reason);
@@ -223,7 +254,7 @@ class Searcher {
     c.samples_per_second = static_cast<double>(c.globalBatch()) / c.iteration;
     c.cost_per_hour = totalCostPerHour(catalog_, workers);
     c.samples_per_dollar = c.cost_per_hour > 0 ? c.samples_per_second * 3600.0 / c.cost_per_hour : 0;
-    c.bubble_fraction = bubbleFraction(c.pipeline, B, M);
+    c.bubble_fraction = bubbleFraction(c.pipeline, B);
     c.feasible = true;
     return c;
   }

@@ -76,7 +76,10 @@ struct SearchOptions {
   Bytes data_bytes = 0;
   // Shared host: all workers run on one machine with this many cores, each
   // with `threads` compute threads. When a plan's workers need more threads
-  // than there are cores, every compute time is scaled by their ratio
+  // than there are cores, the pipeline's schedule is simulated with the
+  // stages computing at each moment sharing the cores (NOTE [A pipeline on a
+  // shared host], cost/pipeline.cc) and the allreduce's and the update's
+  // times are scaled by the ratio of threads to cores with every thread busy
   // (computeScale); when they take every core, the allreduce no longer hides
   // behind the backward pass (NOTE [Allreduce on a full host], search.cc);
   // 0: a core per worker thread, wherever the workers run.

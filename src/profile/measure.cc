@@ -161,19 +161,25 @@ void measurePass(model::Model& m, const torch::Tensor& input, const torch::Tenso
 // the process's peak after its first pass (of the smallest microbatch size)
 // was 10-20 MB above its start plus the model's weights, their gradients
 // and optimizer state, that pass's activations and the inputs (MLP, CNN).
-// runtime_bytes counts that too. It is taken after the smallest pass only:
-// over all sizes, the peak also holds what the largest passes' allocations
-// leave in the heap, which grows with the size and is not a constant of the
-// process (with it, a GPT's plan came out 22% above its workers' peaks). What
-// a training worker adds on top (Gloo, ZeroMQ, loader threads) is left for
+// runtime_bytes counts that too, taken after the smallest size's first pass.
+// Larger passes leave more in the heap, which grows with the size and is
+// not a constant of the process (taking the peak over all sizes as the
+// constant put a GPT's plan 22% above its workers' peaks): that is measured
+// per size (Measurement::heap_bytes), from the process's peak after the
+// first pass of each size (the sizes run in ascending order, so that peak is
+// the size's own largest) less the model's part of it, less the smallest
+// size's; the planner adds the heap of the size it plans with. Measured on 2
+// cores before that, a GPT stage training at microbatch size 16 peaked 14%
+// above its plan, reached in its first step and flat after it. What a
+// training worker adds on top (Gloo, ZeroMQ, loader threads) is left for
 // `hydrozoa profile --from-run`.
-Bytes unmodelledPeak(const Profile& p, Bytes peak, Bytes runtime, Bytes held) {
-  if (p.measurements.empty() || peak <= 0) return 0;
+Bytes unmodelledPeak(const Profile& p, const Measurement& meas, Bytes peak, Bytes runtime, Bytes held) {
+  if (peak <= 0) return 0;
   Bytes weights = 0;
   // and their gradients and optimizer state (NOTE [Timing the update] makes it)
   for (const auto& l : p.layers) weights += 2 * l.parameter_bytes + l.optimizer_state_bytes;
   Bytes stashed = 0, workspace = 0;
-  for (const auto& c : p.measurements.front().layers) {  // the smallest size
+  for (const auto& c : meas.layers) {
     stashed += c.stashed_bytes;
     workspace = std::max(workspace, c.workspace_bytes);
   }
@@ -236,7 +242,7 @@ Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOption
   if (torch::get_num_threads() == 1) pin.emplace();
   // Warm-up passes, then timed passes until both --repeats and --min-time are met.
   Clock::time_point measuring = Clock::now();
-  Bytes firstPeak = 0;
+  std::vector<Bytes> firstPeaks(runs.size(), 0);  // after each size's first pass
   int kept = 0;
   for (int rep = 0;; ++rep) {
     const bool keep = rep >= o.warmup;
@@ -250,10 +256,11 @@ Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOption
                              keep ? rep - o.warmup + 1 : rep + 1, keep ? o.repeats : o.warmup, sizes.front(),
                              sizes.back()));
     }
-    for (SizeRun& run : runs) {
+    for (size_t r = 0; r < runs.size(); ++r) {
+      SizeRun& run = runs[r];
       try {
         measurePass(m, run.input, run.labels, keep, tracker, updates, &run.samples);
-        if (firstPeak == 0) firstPeak = peakResidentBytes();  // after one pass of the smallest size
+        if (firstPeaks[r] == 0) firstPeaks[r] = peakResidentBytes();
       } catch (const c10::Error& e) {
         const std::string what = e.what_without_backtrace();
         return invalidArgument(fmt::format("{}: running microbatch size {} failed: {}", p.model, run.microbatch,
@@ -280,7 +287,12 @@ Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOption
   }
   Bytes held = 0;  // every size's inputs and labels, held at once while profiling
   for (const SizeRun& run : runs) held += tensorBytes(run.input) + tensorBytes(run.labels);
-  p.runtime_bytes = runtime + unmodelledPeak(p, firstPeak, runtime, held);
+  const Bytes smallest = unmodelledPeak(p, p.measurements.front(), firstPeaks.front(), runtime, held);
+  p.runtime_bytes = runtime + smallest;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    p.measurements[r].heap_bytes =
+        std::max<Bytes>(0, unmodelledPeak(p, p.measurements[r], firstPeaks[r], runtime, held) - smallest);
+  }
   HZ_RETURN_IF_ERROR(validateProfile(p, "measured profile"));
   return p;
 }

@@ -57,7 +57,10 @@ Json profileToJson(const Profile& p) {
                        {"stashed_bytes", c.stashed_bytes},
                        {"workspace_bytes", c.workspace_bytes}});
     }
-    measurements.push_back({{"microbatch_size", m.microbatch_size}, {"input_bytes", m.input_bytes}, {"layers", costs}});
+    measurements.push_back({{"microbatch_size", m.microbatch_size},
+                            {"input_bytes", m.input_bytes},
+                            {"heap_bytes", m.heap_bytes},
+                            {"layers", costs}});
   }
   Json j = {{"schema", kProfileSchema},
             {"model", {{"name", p.model}, {"options", options}}},
@@ -160,6 +163,7 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
     Measurement m;
     m.microbatch_size = r.count("microbatch_size", kSamplesRange);
     m.input_bytes = bytesIn(r, "input_bytes");
+    m.heap_bytes = optBytesIn(r, "heap_bytes").value_or(0);
     const Json& costs = r.array("layers");
     HZ_RETURN_IF_ERROR(r.status());
     if (costs.size() != p.layers.size()) {
@@ -245,6 +249,10 @@ Status validateProfile(const Profile& p, const std::string& origin) {
     if (m.layers.size() != p.layers.size()) {
       return parseError(fmt::format("{}: measurements[{}] has {} layers, expected {}", origin, i, m.layers.size(),
                                     p.layers.size()));
+    }
+    if (m.heap_bytes < 0 || m.heap_bytes > kMaxBytes) {
+      return parseError(fmt::format("{}: measurements[{}].heap_bytes: {} is out of range; expected {}", origin, i,
+                                    m.heap_bytes, describeRange({0, kMaxBytes})));
     }
     Bytes activationBytes = m.input_bytes;
     for (size_t k = 0; k < m.layers.size(); ++k) {

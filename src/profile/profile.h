@@ -53,6 +53,11 @@ struct LayerCost {
 struct Measurement {
   std::int64_t microbatch_size = 0;
   Bytes input_bytes = 0;  // one microbatch of model input (what stage 0 holds per microbatch)
+  // What passes of this size leave in the process beyond what the smallest
+  // size's do (Profile::runtime_bytes): the allocator's heap grows with the
+  // tensors it has held (NOTE [A worker process's own memory], measure.cc).
+  // 0 in profiles from before it was measured.
+  Bytes heap_bytes = 0;
   std::vector<LayerCost> layers;
 };
 

@@ -97,6 +97,26 @@ TEST(FashionMnist, TruncatedAndForeignFilesAreNamed) {
   r = openDataset(spec("fashion_mnist", dir.str()), Split::kTrain);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("not an IDX file"), std::string::npos) << r.status().message();
+
+  // Bytes past what the header declares.
+  images = idxHeader(0x803, {4, 28, 28});
+  images.resize(images.size() + 4 * 28 * 28 + 1);
+  writeGz(dir / "train-images-idx3-ubyte.gz", images);
+  r = openDataset(spec("fashion_mnist", dir.str()), Split::kTrain);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("more than the 3136 data bytes its header declares"), std::string::npos)
+      << r.status().message();
+
+  // A header declaring far more than the file can hold: refused before
+  // anything is allocated (4G × 4G × 4G bytes would not fit anywhere).
+  writeGz(dir / "train-images-idx3-ubyte.gz", idxHeader(0x803, {0xffffffff, 0xffffffff, 0xffffffff}));
+  r = openDataset(spec("fashion_mnist", dir.str()), Split::kTrain);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("more than a gzip file of"), std::string::npos) << r.status().message();
+  writeGz(dir / "train-images-idx3-ubyte.gz", idxHeader(0x803, {1000, 1000, 1000}));
+  r = openDataset(spec("fashion_mnist", dir.str()), Split::kTrain);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("declares 1000000000 data bytes"), std::string::npos) << r.status().message();
 }
 
 TEST(FashionMnist, MissingDirectorySaysHowToGetIt) {

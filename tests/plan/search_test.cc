@@ -377,8 +377,15 @@ TEST(SearchPlan, OnASharedHostCandidatesWithMoreThreadsThanCoresComputeSlower) {
     EXPECT_NEAR(b.stage_details[s].forward, 2 * a.stage_details[s].forward, 1e-12);
     EXPECT_NEAR(b.stage_details[s].backward, 2 * a.stage_details[s].backward, 1e-12);
   }
-  EXPECT_NEAR(b.pipeline.compute, 2 * a.pipeline.compute, 1e-12);
+  // The pipeline's time is its schedule's with the stages computing at each
+  // moment sharing the cores: slower than alone, at most the uniformly
+  // scaled time (cost/pipeline_test.cc tests the simulation).
+  EXPECT_TRUE(b.pipeline.shared);
+  EXPECT_FALSE(a.pipeline.shared);
+  EXPECT_NEAR(b.pipeline.compute, a.pipeline.compute, 1e-12);
   EXPECT_NEAR(b.pipeline.communication, a.pipeline.communication, 1e-12);
+  EXPECT_GT(b.pipeline.total, a.pipeline.total);
+  EXPECT_LE(b.pipeline.total, 2 * a.pipeline.total);
   // Two workers fit on two cores: nothing changes.
   o.stages = 2;
   auto two = searchPlan(prof, aci(), o);
@@ -395,6 +402,28 @@ TEST(SearchPlan, OnASharedHostCandidatesWithMoreThreadsThanCoresComputeSlower) {
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->compute_scale, 2);
   EXPECT_EQ(back->host_cores, 2);
+}
+
+// The heap that passes of the planned microbatch size leave in a worker
+// (profile's Measurement::heap_bytes) is in every stage's memory, on top of
+// the process's own.
+TEST(SearchPlan, TheHeapOfThePlannedMicrobatchSizeIsInEveryStage) {
+  auto prof = toyProfile(8);
+  const MemoryCosts before = memoryCosts(prof, *prof.at(8));
+  prof.measurements.back().heap_bytes = 7 * kMB;
+  ASSERT_EQ(prof.measurements.back().microbatch_size, 8);
+  const MemoryCosts after = memoryCosts(prof, *prof.at(8));
+  EXPECT_EQ(after.runtime, before.runtime + 7 * kMB);
+  EXPECT_EQ(stageMemory(after, 2, 5, 3), stageMemory(before, 2, 5, 3) + 7 * kMB);
+  SearchOptions o = basic(2);
+  o.data_parallel = 1;
+  o.microbatch_size = 8;
+  o.microbatches = 2;
+  auto r = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  for (const auto& d : r->best().stage_details) {
+    EXPECT_EQ(d.memory, stageMemory(after, d.first_layer, d.last_layer, 2));
+  }
 }
 
 TEST(SearchPlan, WithoutGlobalBatchTakesTheMostMicrobatchesThatFit) {

@@ -55,6 +55,10 @@ TEST(MeasureProfile, FashionCnnFiguresAreConsistent) {
   // conv1 keeps its ReLU output and the pooling indices: at least 3x its pooled output.
   EXPECT_GE(p->at(4)->layers[0].stashed_bytes, 3 * p->at(4)->layers[0].output_bytes);
   EXPECT_EQ(p->at(4)->input_bytes, 4 * 28 * 28 * 4);
+  // NOTE [A worker process's own memory]: the heap a size's passes leave is
+  // counted beyond the smallest size's (in runtime_bytes).
+  EXPECT_EQ(p->at(1)->heap_bytes, 0);
+  EXPECT_GE(p->at(4)->heap_bytes, 0);
 }
 
 TEST(MeasureProfile, TokenModelsAndLanguageModelLoss) {

@@ -25,6 +25,7 @@ Profile sample() {
     Measurement meas;
     meas.microbatch_size = m;
     meas.input_bytes = 100 * m;
+    meas.heap_bytes = m == 4 ? 5 * kMB : 0;
     meas.layers = {{1.5 * m, 3.0 * m, 200 * m, 300 * m, 10}, {0.5 * m, 1.0 * m, 40 * m, 40 * m, 0}};
     p.measurements.push_back(meas);
   }
@@ -41,12 +42,15 @@ TEST(ProfileJson, RoundTrips) {
   EXPECT_EQ(back->at(2), nullptr);
   EXPECT_EQ(back->microbatchSizes(), (std::vector<std::int64_t>{1, 4}));
   EXPECT_EQ(back->layers[1].optimizer_ms, 0.5);
-  // Profiles from before the update was measured: none.
+  EXPECT_EQ(back->at(4)->heap_bytes, 5 * kMB);
+  // Profiles from before the update and the heap were measured: none.
   Json old = profileToJson(p);
   for (Json& l : old["layers"]) l.erase("optimizer_ms");
+  for (Json& m : old["measurements"]) m.erase("heap_bytes");
   auto before = profileFromJson(old, "old.json");
   ASSERT_TRUE(before.ok()) << before.status().message();
   EXPECT_EQ(before->layers[1].optimizer_ms, 0);
+  EXPECT_EQ(before->at(4)->heap_bytes, 0);
   ASSERT_TRUE(back->network->shared_memory);
   EXPECT_EQ(back->network->shared_memory->seconds_per_byte, 2e-10);
   // Profiles from before the shared-memory allreduce was timed: none.
@@ -84,6 +88,8 @@ TEST(ProfileJson, RejectsMalformedFieldsNamingThem) {
       {[](Json& j) { j["measurements"][1]["microbatch_size"] = 1; }, "ascending"},
       {[](Json& j) { j["measurements"][0]["layers"][0]["stashed_bytes"] = 1; }, "stashed_bytes 1 does not include the output"},
       {[](Json& j) { j["optimizer"] = "lion"; }, "unknown optimizer"},
+      {[](Json& j) { j["measurements"][1]["heap_bytes"] = -1; }, "p.json.measurements[1].heap_bytes: -1 is out of range"},
+      {[](Json& j) { j["measurements"][0]["heap_bytes"] = "lots"; }, "p.json.measurements[0].heap_bytes: expected"},
       {[](Json& j) { j["layers"][0]["optimizer_ms"] = -1; }, "p.json.layers[0].optimizer_ms: -1 is out of range"},
       {[](Json& j) { j["layers"][1]["optimizer_ms"] = "fast"; }, "p.json.layers[1].optimizer_ms: expected a number"},
       {[](Json& j) { j["network"]["bandwidth_bytes_per_s"] = 0; }, "network.bandwidth_bytes_per_s: 0 is out of range; expected bytes per second above 0"},

@@ -1,6 +1,7 @@
 #include "plan/cost/pipeline.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/status.h"
 
@@ -15,11 +16,23 @@ std::string Partition::toString(int numLayers) const {
   return s;
 }
 
-PipelineTime pipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches) {
+bool HostShare::oversubscribed(int stages) const {
+  return cores > 0 && static_cast<std::int64_t>(replicas) * stages * std::max(1, threads) > cores;
+}
+
+namespace {
+
+// Stage s's forward and backward time per microbatch and the transfer into
+// it (0 for the first stage).
+struct StageCosts {
+  std::vector<Seconds> forward, backward, cut_in;
+};
+
+StageCosts stageCosts(const ChainCosts& costs, const Partition& partition) {
   const int L = costs.numLayers();
   const int k = partition.numStages();
-  HZ_CHECK(k >= 1 && partition.first[0] == 0 && microbatches >= 1);
-  PipelineTime t;
+  HZ_CHECK(k >= 1 && partition.first[0] == 0);
+  StageCosts sc;
   for (int s = 0; s < k; ++s) {
     const int first = partition.first[s], last = partition.lastLayer(s, L);
     HZ_CHECK(first <= last && last < L);
@@ -28,24 +41,175 @@ PipelineTime pipelineTime(const ChainCosts& costs, const Partition& partition, s
       f += costs.forward[i];
       b += costs.backward[i];
     }
+    sc.forward.push_back(f);
+    sc.backward.push_back(b);
+    sc.cut_in.push_back(s > 0 ? costs.cut[first - 1] : 0);
+  }
+  return sc;
+}
+
+constexpr Seconds kNever = std::numeric_limits<Seconds>::infinity();
+
+// NOTE [A pipeline on a shared host]
+// When more compute threads than cores share a host, how much slower each
+// stage computes depends on how many compute at that moment: during a GPipe
+// schedule's fill and drain only some do. Scaling every time by
+// threads/cores (computeScale, plan/search.h) is exact when all stages
+// compute throughout (data parallelism, a long balanced pipeline) and too
+// pessimistic otherwise: measured on 2 cores, VGG-11's 1x4 with few
+// microbatches ran in half its uniformly scaled prediction, as fast as its
+// 1x2 (bench/README.md). So the schedule is simulated: each stage works
+// through its actions in order (forwards 0..M−1, backwards M−1..0, as
+// runtime/schedule/gpipe.cc), an action starts when the previous one is done
+// and its input has arrived, a transfer occupies its link (one at a time, as
+// R's c is a machine of the flow shop) and takes no core, and the n stages
+// computing at a moment (each on `replicas` workers with `threads` threads)
+// share the cores: each progresses at min(1, cores / (n·replicas·threads)).
+// A waiting worker takes no core (Gloo's receive and the shared-memory
+// allreduce on shared cores sleep). With a core for every thread the
+// simulation is the flow shop that R is the closed form of, and gives R
+// exactly (tested).
+PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& host,
+                      const std::vector<StageTail>& tails) {
+  const int k = static_cast<int>(sc.forward.size());
+  HZ_CHECK(tails.empty() || static_cast<int>(tails.size()) == k);
+  const std::int64_t passes = 2 * M;  // then the tail's allreduce and update
+  const std::int64_t actions = passes + (tails.empty() ? 0 : 2);
+  const double threadsPerStage = static_cast<double>(std::max(1, host.replicas)) * std::max(1, host.threads);
+  // forward_in[s][m]: when stage s has microbatch m's activations (s ≥ 1);
+  // backward_in[s][m]: when it has m's gradient (s ≤ k−2).
+  std::vector<std::vector<Seconds>> forward_in(k, std::vector<Seconds>(M, kNever));
+  std::vector<std::vector<Seconds>> backward_in(k, std::vector<Seconds>(M, kNever));
+  std::vector<Seconds> link_free(k, 0);  // link s−1 → s, both ways (index s)
+  struct State {
+    std::int64_t next = 0;  // < M: forward of `next`; < 2M: backward of 2M−1−next; then the tail's two
+    bool running = false;
+    Seconds remaining = 0;  // of the running action, in seconds on a core of its own
+    Seconds busy = 0, last_backward = 0, update_start = 0, end = 0;
+  };
+  std::vector<State> st(k);
+  auto ready = [&](int s) -> Seconds {  // when stage s's next action may start
+    const std::int64_t a = st[s].next;
+    if (a < M) return s == 0 ? 0 : forward_in[s][a];
+    if (a < passes) return s == k - 1 ? 0 : backward_in[s][passes - 1 - a];
+    return 0;  // the tail follows the stage's own last backward pass
+  };
+  auto send = [&](int link, Seconds at, Seconds cut, Seconds* arrival) {
+    const Seconds start = std::max(at, link_free[link]);
+    link_free[link] = start + cut;
+    *arrival = start + cut;
+  };
+  Seconds now = 0;
+  int done = 0;
+  while (done < k) {
+    int running = 0;
+    for (int s = 0; s < k; ++s) {
+      State& x = st[s];
+      if (!x.running && x.next < actions && ready(s) <= now) {
+        x.running = true;
+        x.remaining = x.next < M        ? sc.forward[s]
+                      : x.next < passes ? sc.backward[s]
+                      : x.next == passes ? tails[s].allreduce
+                                         : tails[s].update;
+        if (x.next == passes + 1) x.update_start = now;
+      }
+      running += x.running;
+    }
+    Seconds step = kNever;
+    for (int s = 0; s < k; ++s) {
+      if (!st[s].running && st[s].next < actions) step = std::min(step, ready(s) - now);
+    }
+    const double rate = running ? std::min(1.0, host.cores / (running * threadsPerStage)) : 1.0;
+    for (int s = 0; s < k; ++s) {
+      if (st[s].running) step = std::min(step, st[s].remaining / rate);
+    }
+    HZ_CHECK(step < kNever);  // something computes or an input is on its way
+    now += step;
+    for (int s = 0; s < k; ++s) {
+      State& x = st[s];
+      if (!x.running) continue;
+      if (x.next < passes) x.busy += step;  // the passes: what the bubble is counted against
+      x.remaining -= step * rate;
+      if (x.remaining > 1e-12 * std::max<Seconds>(1, now)) continue;
+      x.running = false;
+      const std::int64_t a = x.next++;
+      if (a < M) {
+        if (s + 1 < k) send(s + 1, now, sc.cut_in[s + 1], &forward_in[s + 1][a]);
+      } else if (a < passes) {
+        if (s > 0) send(s, now, sc.cut_in[s], &backward_in[s - 1][passes - 1 - a]);
+        if (a == passes - 1) x.last_backward = now;
+      }
+      if (x.next == actions) {
+        x.end = now;
+        ++done;
+      }
+    }
+  }
+  PipelineTime t;
+  t.shared = true;
+  for (const State& x : st) {
+    t.total = std::max(t.total, x.last_backward);
+    t.busy += x.busy;
+  }
+  for (const State& x : st) {
+    t.drain.push_back(t.total - x.last_backward);
+    if (!tails.empty()) {
+      t.update_start.push_back(x.update_start);
+      t.end.push_back(x.end);
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+PipelineTime simulatedPipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches,
+                                   const HostShare& host, const std::vector<StageTail>& tails) {
+  HZ_CHECK(microbatches >= 1);
+  PipelineTime sim = simulate(stageCosts(costs, partition), microbatches, host, tails);
+  PipelineTime t = pipelineTime(costs, partition, microbatches);  // the closed form's terms
+  t.total = sim.total;
+  t.busy = sim.busy;
+  t.drain = std::move(sim.drain);
+  t.update_start = std::move(sim.update_start);
+  t.end = std::move(sim.end);
+  t.shared = true;
+  return t;
+}
+
+PipelineTime pipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches,
+                          const HostShare& host) {
+  HZ_CHECK(microbatches >= 1);
+  const int k = partition.numStages();
+  if (host.oversubscribed(k)) return simulatedPipelineTime(costs, partition, microbatches, host);
+  const StageCosts sc = stageCosts(costs, partition);
+  PipelineTime t;
+  Seconds drain = 0;
+  for (int s = 0; s < k; ++s) {
+    const Seconds f = sc.forward[s], b = sc.backward[s];
     t.compute += f + b;
     t.max_forward = std::max(t.max_forward, f);
     t.max_backward = std::max(t.max_backward, b);
     if (s > 0) {
-      const Seconds c = costs.cut[first - 1];
+      const Seconds c = sc.cut_in[s];
       t.communication += 2 * c;
       t.max_cut = std::max(t.max_cut, c);
     }
+    // The last microbatch's backward pass reaches stage s this long before
+    // it leaves the first stage.
+    if (s > 0) drain += sc.backward[s - 1] + sc.cut_in[s];
+    t.drain.push_back(drain);
   }
   t.t_k = std::max(t.max_forward, t.max_cut);
   t.r_1 = std::max(t.max_backward, t.max_cut);
   t.total = t.compute + t.communication + static_cast<double>(microbatches - 1) * (t.t_k + t.r_1);
+  t.busy = static_cast<double>(microbatches) * t.compute;
   return t;
 }
 
-double bubbleFraction(const PipelineTime& time, int stages, std::int64_t microbatches) {
+double bubbleFraction(const PipelineTime& time, int stages) {
   if (time.total <= 0 || stages <= 0) return 0;
-  return std::max(0.0, 1.0 - static_cast<double>(microbatches) * time.compute / (stages * time.total));
+  return std::max(0.0, 1.0 - time.busy / (stages * time.total));
 }
 
 }  // namespace hydrozoa::plan

@@ -7,6 +7,11 @@
 //   r_1 = max(max_j b_{p_j}, max_{j≥2} c_{p_j})
 //
 // where c_{p_i} = a_{last(p_{i−1})} / D is the transfer into shard i.
+//
+// When the plan's workers share fewer cores than they have compute threads
+// (HostShare), R comes from a simulation of the same schedule in which the
+// stages computing at each moment share the cores (processor sharing): NOTE
+// [A pipeline on a shared host], pipeline.cc.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +44,28 @@ struct Partition {
   bool operator==(const Partition& o) const { return first == o.first; }
 };
 
+// The cores the plan's workers share: every stage runs on `replicas`
+// workers at once (A data-parallel replicas, in step), each computing with
+// `threads` threads. cores == 0: a core for every thread.
+struct HostShare {
+  int cores = 0;
+  int replicas = 1;
+  int threads = 1;
+
+  // More threads than cores when every stage computes at once.
+  bool oversubscribed(int stages) const;
+};
+
 // The terms of R for one partition.
 struct PipelineTime {
   Seconds total = 0;         // R
+  Seconds busy = 0;          // Σ over stages of the time each spends computing (M·Σ(f+b) on cores of their own)
+  std::vector<Seconds> drain;  // per stage: from its last backward pass's end to R
+  bool shared = false;       // R is the processor-sharing simulation's (HostShare::oversubscribed)
+  // With StageTails (simulation only), per stage: when its update starts and
+  // when its tail ends (its allreduce, then its update, after its last
+  // backward pass at R − drain).
+  std::vector<Seconds> update_start, end;
   Seconds compute = 0;       // Σ (f + b)
   Seconds communication = 0; // 2 Σ c
   Seconds t_k = 0;           // forward interval between microbatches at the last stage
@@ -51,9 +75,25 @@ struct PipelineTime {
 
 // R for `partition` with `microbatches` microbatches. REQUIRES: the
 // partition is valid for `costs` and microbatches >= 1.
-PipelineTime pipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches);
+PipelineTime pipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches,
+                          const HostShare& host = {});
 
-// Fraction of the k stages' time spent not computing: 1 − M·Σ(f+b) / (k·R).
-double bubbleFraction(const PipelineTime& time, int stages, std::int64_t microbatches);
+// What a stage computes on its compute thread after its last backward pass,
+// in seconds on a core of its own: summing its gradients through shared
+// memory, then its optimizer's update.
+struct StageTail {
+  Seconds allreduce = 0, update = 0;
+};
+
+// The simulation of NOTE [A pipeline on a shared host] whatever the host
+// (pipelineTime calls it when host.oversubscribed); the other terms are the
+// closed form's. With `tails` (one per stage), each stage computes its tail
+// after its last backward pass, sharing the cores with the stages still
+// draining (PipelineTime::update_start, end).
+PipelineTime simulatedPipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches,
+                                   const HostShare& host, const std::vector<StageTail>& tails = {});
+
+// Fraction of the k stages' time spent not computing: 1 − busy / (k·R).
+double bubbleFraction(const PipelineTime& time, int stages);
 
 }  // namespace hydrozoa::plan

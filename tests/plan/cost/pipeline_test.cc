@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "plan/cost/memory.h"
 
 namespace hydrozoa::plan {
@@ -39,7 +41,88 @@ TEST(PipelineTime, CommunicationCanBeTheBottleneck) {
 TEST(PipelineTime, BubbleFraction) {
   const auto t = pipelineTime({{1, 1}, {1, 1}, {0}}, Partition{{0, 1}}, 4);
   // R = 4 + 3 * 2 = 10; busy per stage 4 * 2 = 8 of 10.
-  EXPECT_NEAR(bubbleFraction(t, 2, 4), 0.2, 1e-12);
+  EXPECT_NEAR(bubbleFraction(t, 2), 0.2, 1e-12);
+}
+
+// With a core for every thread the simulated schedule is the flow shop that
+// R is the closed form of: the same total and the same drains, on random
+// chains, splits and microbatch counts.
+TEST(PipelineTime, TheSimulationOnOwnCoresIsTheClosedForm) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> time(0.0, 3.0);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int L = 1 + static_cast<int>(rng() % 8);
+    ChainCosts c;
+    for (int i = 0; i < L; ++i) {
+      c.forward.push_back(time(rng));
+      c.backward.push_back(time(rng));
+      if (i + 1 < L) c.cut.push_back(trial % 3 == 0 ? 0.0 : time(rng));
+    }
+    Partition p{{0}};
+    for (int i = 1; i < L; ++i) {
+      if (rng() % 2) p.first.push_back(i);
+    }
+    const std::int64_t M = 1 + static_cast<std::int64_t>(rng() % 9);
+    const PipelineTime closed = pipelineTime(c, p, M);
+    const PipelineTime sim = simulatedPipelineTime(c, p, M, HostShare{p.numStages(), 1, 1});
+    ASSERT_FALSE(closed.shared);
+    ASSERT_TRUE(sim.shared);
+    ASSERT_NEAR(sim.total, closed.total, 1e-9) << "trial " << trial;
+    ASSERT_NEAR(sim.busy, closed.busy, 1e-9) << "trial " << trial;
+    ASSERT_EQ(sim.drain.size(), closed.drain.size());
+    EXPECT_NEAR(sim.drain.front(), 0, 1e-9);
+    // The closed form's drain follows the last microbatch's gradient back
+    // (Σ b + c of the stages before): a lower bound, since a stage before
+    // may still be busy with earlier microbatches when it arrives.
+    for (size_t s = 0; s < sim.drain.size(); ++s) EXPECT_GE(sim.drain[s], closed.drain[s] - 1e-9);
+  }
+}
+
+// Two stages on one core, by hand. f = b = 1, no transfer, 2 microbatches:
+// [0,1) F0(0) alone; [1,3) F0(1) and F1(0) at half speed; [3,4) F1(1);
+// [4,5) B1(1); [5,7) B1(0) and B0(1) at half speed; [7,8) B0(0). Scaling
+// every time by 2 would give 12.
+TEST(PipelineTime, StagesComputingAtOnceShareTheCores) {
+  const ChainCosts c = {{1, 1}, {1, 1}, {0}};
+  const PipelineTime t = pipelineTime(c, Partition{{0, 1}}, 2, HostShare{1, 1, 1});
+  EXPECT_TRUE(t.shared);
+  EXPECT_NEAR(t.total, 8, 1e-12);
+  EXPECT_NEAR(t.busy, 6 + 6, 1e-12);  // each stage computes 6 s of wall time, 2 of them at half speed
+  EXPECT_NEAR(t.drain[1], 1, 1e-12);   // B1(0) ends at 7, the pipeline at 8
+  EXPECT_NEAR(bubbleFraction(t, 2), 0.25, 1e-12);
+  // One microbatch: the stages never compute at once, so nothing slows.
+  const ChainCosts cut = {{1, 1}, {2, 2}, {0.5}};
+  EXPECT_NEAR(pipelineTime(cut, Partition{{0, 1}}, 1, HostShare{1, 1, 1}).total, 1 + 0.5 + 1 + 2 + 0.5 + 2, 1e-12);
+}
+
+// Replicas and threads count as computing threads: one stage on 4 replicas
+// with 2 cores is data parallelism at half speed, the uniform scaling.
+TEST(PipelineTime, DataParallelReplicasOnTooFewCoresScaleUniformly) {
+  const ChainCosts c = threeLayers();
+  const PipelineTime own = pipelineTime(c, Partition{{0}}, 3);
+  EXPECT_FALSE(pipelineTime(c, Partition{{0}}, 3, HostShare{4, 4, 1}).shared);  // a core each
+  EXPECT_NEAR(pipelineTime(c, Partition{{0}}, 3, HostShare{2, 4, 1}).total, 2 * own.total, 1e-9);
+  EXPECT_NEAR(pipelineTime(c, Partition{{0}}, 3, HostShare{4, 2, 4}).total, 2 * own.total, 1e-9);
+}
+
+// A long balanced pipeline keeps every stage busy: its time tends to the
+// uniformly scaled one from below; with few microbatches it is far under it.
+TEST(PipelineTime, ABalancedPipelineOnTooFewCoresTendsToTheUniformScaling) {
+  const ChainCosts c = {{1, 1, 1, 1}, {2, 2, 2, 2}, {0, 0, 0}};
+  const Partition four{{0, 1, 2, 3}};
+  const HostShare twoCores{2, 1, 1};
+  for (std::int64_t M : {1, 4, 64}) {
+    const double uniform = 2 * pipelineTime(c, four, M).total;
+    const double shared = pipelineTime(c, four, M, twoCores).total;
+    EXPECT_LE(shared, uniform + 1e-9) << M;
+    EXPECT_GE(shared, M * 12 / 2.0 - 1e-9) << M;  // 2 cores can do no better than all work / 2
+    if (M == 1) {
+      EXPECT_NEAR(shared, 12, 1e-9);  // one stage at a time
+    }
+    if (M == 64) {
+      EXPECT_GT(shared / uniform, 0.95);
+    }
+  }
 }
 
 TEST(Partition, ToString) { EXPECT_EQ((Partition{{0, 4, 10}}).toString(18), "0-3,4-9,10-17"); }
