@@ -70,6 +70,7 @@ struct Role {
   bool shared_memory = false;      // the stage's replicas share this host (NOTE [Shared-memory allreduce])
   std::string store_path, listen_host, run_dir, trace_path, checkpoint, schedule = "gpipe";
   std::vector<int> cpus;  // cores for the compute thread; empty: any
+  bool cpus_shared = false;  // other workers' compute threads run on them too (NOTE [Cores for compute threads])
   cluster::JobSpec job;
 };
 
@@ -107,6 +108,7 @@ Result<Role> parseRole(const Json& a) {
   if (const Json* cpus = o.raw("cpus"); cpus && cpus->is_array()) {
     for (const auto& c : *cpus) r.cpus.push_back(c.get<int>());
   }
+  r.cpus_shared = o.boolean("cpus_shared");
   const Json& job = o.object("job");
   HZ_RETURN_IF_ERROR(o.status());
   HZ_ASSIGN_OR_RETURN(r.job, cluster::parseJobSpec(job, "assign.job"));
@@ -329,10 +331,11 @@ Status Worker::build() {
   if (role_.shared_memory) {
     // A slot holds every bucket of a step, each padded to 64 bytes (NOTE
     // [Shared-memory allreduce]); a worker pinned to a core of its own waits
-    // there by spinning.
+    // there by spinning (on a shared core it would take the core from the
+    // peer it waits for, so it sleeps).
     for (const torch::Tensor& p : stage_->model().parameters()) to.shared_memory_bytes += p.nbytes() + 64;
     to.shared_memory_bytes = std::max<Bytes>(to.shared_memory_bytes, 1);
-    to.spin = !role_.cpus.empty();
+    to.spin = !role_.cpus.empty() && !role_.cpus_shared;
   }
   HZ_ASSIGN_OR_RETURN(transport_, connectTransport(to));
   // Buckets as PyTorch DDP sizes them: 1 MB first, 25 MB after (plan/cost/allreduce.h).

@@ -300,8 +300,8 @@ TEST(Train, WorkersArePinnedWithinTheCoresTheJobWasGiven) {
   EXPECT_EQ(log.find("could not pin"), std::string::npos) << log;
 }
 
-// Four workers on two cores: the plan counts their compute twice as slow,
-// and the run says so.
+// Four workers on two cores: the plan counts their compute up to twice as
+// slow, the run says so, and the workers share the cores evenly.
 TEST(Train, WorkersSharingCoresArePlannedAsSharingThem) {
   const std::vector<int> usable = usableCpus();
   if (usable.size() < 2) GTEST_SKIP() << "needs two cores";
@@ -318,6 +318,18 @@ TEST(Train, WorkersSharingCoresArePlannedAsSharingThem) {
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ((*plan)["predicted"]["compute_scale"], 2.0);
   EXPECT_EQ((*plan)["inputs"]["host_cores"], 2);
+  // NOTE [Cores for compute threads]: they share the cores round robin in
+  // the order stage·A + replica, so a stage's replicas and neighbouring
+  // stages compute on different cores.
+  const int A = (*plan)["strategy"]["data_parallel"].get<int>();
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  ASSERT_EQ((*summary)["workers"].size(), 4u);
+  for (const Json& w : (*summary)["workers"]) {
+    const int core = usable[static_cast<size_t>(w["stage"].get<int>() * A + w["replica"].get<int>()) % 2];
+    const std::string log = testing::slurp(dir / fmt::format("run/workers/worker-{}.log", w["id"].get<int>()));
+    EXPECT_NE(log.find(fmt::format("compute thread pinned to core {}\n", core)), std::string::npos) << log;
+  }
 }
 
 // issue 9 §2: the measured step times and memory go back into the profile,
