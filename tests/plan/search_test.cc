@@ -86,6 +86,33 @@ TEST(SearchPlan, OneReplicaIterationIsExactlyR) {
   EXPECT_EQ(c.allreduce, 0);
 }
 
+// NOTE [A pipeline on a shared host]: four stages of one microbatch on two
+// cores never compute more than two at once (a stage's update beside the
+// next one's backward pass), so nothing slows: the iteration is R on cores
+// of their own plus the first stage's update, which comes last, where
+// scaling every time by 4/2 would have doubled it.
+TEST(SearchPlan, OnASharedHostAPipelineOfOneMicrobatchIsNotSlowed) {
+  SearchOptions o = fourStages();
+  o.microbatches = 1;
+  o.host_cores = 2;
+  auto prof = toyProfile(10);
+  for (auto& l : prof.layers) l.optimizer_ms = 0.01;  // far shorter than any backward pass
+  auto r = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Candidate& c = r->best();
+  EXPECT_EQ(c.compute_scale, 2);
+  EXPECT_TRUE(c.pipeline.shared);
+  const ChainCosts costs = chainCosts(prof, *prof.at(c.microbatch_size), o.bandwidth);
+  const Seconds R = pipelineTime(costs, c.partition, 1).total;
+  EXPECT_NEAR(c.pipeline.total, R, 1e-9);
+  Seconds firstUpdate = 0;
+  for (int i = 0; i <= c.partition.lastLayer(0, 10); ++i) firstUpdate += 0.01e-3;
+  EXPECT_NEAR(c.iteration, R + firstUpdate, 1e-9);
+  EXPECT_NEAR(c.stage_details[0].update, firstUpdate, 1e-12);
+  EXPECT_NEAR(c.stage_details[0].tail, firstUpdate, 1e-12);
+  for (size_t s = 1; s < c.stage_details.size(); ++s) EXPECT_EQ(c.stage_details[s].tail, 0) << s;
+}
+
 // The toy profile planned as A x B on 4 workers with allreduce overheads.
 Result<SearchResult> planWithAllreduce(const profile::Profile& prof, int A, int B) {
   SearchOptions o = basic(4);

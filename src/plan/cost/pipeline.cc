@@ -163,10 +163,29 @@ PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& hos
 
 }  // namespace
 
+// Past this many microbatches the schedule is in its steady state: the
+// simulation runs this many and extends the last microbatch's increment to
+// the rest (exact for the flow shop, whose time is linear in M), so a plan's
+// cost stays bounded (O(k²) per microbatch, k·M arrival times held).
+constexpr std::int64_t kSimulatedMicrobatches = 256;
+
 PipelineTime simulatedPipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches,
                                    const HostShare& host, const std::vector<StageTail>& tails) {
   HZ_CHECK(microbatches >= 1);
-  PipelineTime sim = simulate(stageCosts(costs, partition), microbatches, host, tails);
+  const StageCosts sc = stageCosts(costs, partition);
+  PipelineTime sim;
+  if (microbatches <= kSimulatedMicrobatches) {
+    sim = simulate(sc, microbatches, host, tails);
+  } else {
+    const PipelineTime before = simulate(sc, kSimulatedMicrobatches - 1, host, tails);
+    sim = simulate(sc, kSimulatedMicrobatches, host, tails);
+    const Seconds extra =
+        (sim.total - before.total) * static_cast<double>(microbatches - kSimulatedMicrobatches);
+    sim.total += extra;
+    sim.busy *= static_cast<double>(microbatches) / kSimulatedMicrobatches;
+    for (Seconds& t : sim.update_start) t += extra;
+    for (Seconds& t : sim.end) t += extra;
+  }
   PipelineTime t = pipelineTime(costs, partition, microbatches);  // the closed form's terms
   t.total = sim.total;
   t.busy = sim.busy;

@@ -78,6 +78,23 @@ TEST(PipelineTime, TheSimulationOnOwnCoresIsTheClosedForm) {
   }
 }
 
+// Past 256 microbatches the simulation extends its steady state: exact on
+// cores of their own (the flow shop's time is linear in M), and between the
+// bounds on shared ones, without holding M arrival times per stage.
+TEST(PipelineTime, ManyMicrobatchesExtendTheSteadyState) {
+  const ChainCosts c = threeLayers();
+  const Partition two{{0, 2}};
+  for (std::int64_t M : {256, 257, 1000, 1000000}) {
+    const PipelineTime closed = pipelineTime(c, two, M);
+    const PipelineTime own = simulatedPipelineTime(c, two, M, HostShare{2, 1, 1});
+    EXPECT_NEAR(own.total / closed.total, 1, 1e-9) << M;
+    EXPECT_NEAR(own.busy / closed.busy, 1, 1e-9) << M;
+    const double shared = pipelineTime(c, two, M, HostShare{1, 1, 1}).total;
+    EXPECT_LE(shared, 2 * closed.total * (1 + 1e-9)) << M;
+    EXPECT_GE(shared, 18.0 * M * (1 - 1e-9)) << M;  // one core does all the work: M·Σ(f+b)
+  }
+}
+
 // Two stages on one core, by hand. f = b = 1, no transfer, 2 microbatches:
 // [0,1) F0(0) alone; [1,3) F0(1) and F1(0) at half speed; [3,4) F1(1);
 // [4,5) B1(1); [5,7) B1(0) and B0(1) at half speed; [7,8) B0(0). Scaling
