@@ -192,6 +192,7 @@ Status runPlan(const PlanArgs& a, bool json) {
   if (prof.network) {
     o.allreduce_alpha = std::max(0.0, prof.network->alpha);
     o.allreduce_beta = prof.network->beta;
+    o.transfer_latency = prof.network->latency;
   }
   if (!a.alpha.empty()) {
     HZ_ASSIGN_OR_RETURN(o.allreduce_alpha, nonNegativeNumber(a.alpha, "--allreduce-alpha", 1.0));

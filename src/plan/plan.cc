@@ -90,6 +90,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
   p.allreduce_alpha = o.allreduce_alpha;
   p.allreduce_beta = o.allreduce_beta;
   p.latency = o.latency;
+  p.transfer_latency = o.transfer_latency;
   p.shared_memory = o.shared_memory;
   p.global_batch_requested = o.global_batch;
   p.objective = objectiveName(o.objective);
@@ -178,6 +179,7 @@ Json planToJson(const Plan& p) {
             {"allreduce_alpha_s_per_byte", p.allreduce_alpha},
             {"allreduce_beta_s", p.allreduce_beta},
             {"latency_s", p.latency},
+            {"transfer_latency_s", p.transfer_latency},
             {"shared_memory_allreduce", sharedMemoryJson(p.shared_memory)},
             {"global_batch", p.global_batch_requested ? Json(*p.global_batch_requested) : Json(nullptr)},
             {"objective", p.objective},
@@ -312,6 +314,7 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     p.allreduce_alpha = optNumberIn(r, "allreduce_alpha_s_per_byte", kAlphaRange).value_or(0);
     p.allreduce_beta = optSeconds(r, "allreduce_beta_s");
     p.latency = optSeconds(r, "latency_s");  // plans written before it: none
+    p.transfer_latency = optSeconds(r, "transfer_latency_s");  // likewise
     if (const Json* shm = r.raw("shared_memory_allreduce"); shm && !shm->is_null()) {
       ObjectReader m(*shm, r.child("shared_memory_allreduce"));
       SharedMemoryCost c;
@@ -372,6 +375,7 @@ std::string renderPlanTable(const Plan& p) {
                      p.model, p.profile_source.empty() ? "a" : p.profile_source, p.layer_names.size(), p.workers,
                      p.memory_limit ? formatBytes(*p.memory_limit) : "memory unlimited", formatBandwidth(p.bandwidth));
   if (p.latency > 0) out += fmt::format("{} latency per message, ", formatSeconds(p.latency));
+  if (p.transfer_latency > 0) out += fmt::format("{} per transfer (measured), ", formatSeconds(p.transfer_latency));
   if (p.shared_memory) out += "replicas summing through shared memory, ";
   out += p.global_batch_requested ? fmt::format("global batch {}", *p.global_batch_requested)
                                   : std::string("global batch searched");

@@ -77,6 +77,7 @@ struct Plan {
   double allreduce_alpha = 0;
   Seconds allreduce_beta = 0;
   Seconds latency = 0;  // per message, beyond α and β (SearchOptions::latency)
+  Seconds transfer_latency = 0;  // the transport's per message, paid by transfers (SearchOptions::transfer_latency)
   std::optional<SharedMemoryCost> shared_memory;  // replicas summed through shared memory (SearchOptions)
   std::optional<std::int64_t> global_batch_requested;
   std::string objective, platform;

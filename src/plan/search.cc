@@ -114,7 +114,7 @@ class Searcher {
     c.microbatch_size = meas.microbatch_size;
     c.microbatches = M;
     PartitionProblem problem;
-    problem.costs = chainCosts(profile_, meas, o_.bandwidth, o_.latency);
+    problem.costs = chainCosts(profile_, meas, o_.bandwidth, o_.latency + o_.transfer_latency);
     const ChainCosts ownCores = problem.costs;  // before the shared host's scaling
     c.compute_scale = computeScale(A * B, o_.threads, o_.host_cores);
     for (auto* times : {&problem.costs.forward, &problem.costs.backward}) {
@@ -463,6 +463,11 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
   if (!(o.bandwidth > 0)) return invalidArgument("the bandwidth between workers must be positive (--bandwidth)");
   if (!(o.latency >= 0 && o.latency <= 60)) {
     return invalidArgument(fmt::format("the latency between workers must be 0 to 60 s (--latency), not {}", o.latency));
+  }
+  if (!(o.transfer_latency >= 0 && o.transfer_latency <= 60)) {
+    return invalidArgument(
+        fmt::format("the transport's latency per message must be 0 to 60 s (the profile's network.latency_s), not {}",
+                    o.transfer_latency));
   }
   if (o.shared_memory) {
     const SharedMemoryCost& c = *o.shared_memory;

@@ -62,6 +62,10 @@ struct SearchOptions {
   // were measured with (a shaped link's added latency, a remote network's):
   // each transfer between stages and each allreduce round pays it once.
   Seconds latency = 0;
+  // The transport's own one-way delay per message (the network probe's
+  // small-message ping-pong: profile network.latency_s): each transfer
+  // between stages pays it; an allreduce round does not, its β holds it.
+  Seconds transfer_latency = 0;
   std::optional<std::int64_t> global_batch;
   std::int64_t max_microbatches = 64;  // cap of the search when there is no global batch
   Objective objective = Objective::kFastest;

@@ -178,6 +178,42 @@ TEST(SearchPlan, ALinksLatencyIsPaidByEveryTransferAndEveryAllreduceRound) {
   EXPECT_FALSE(searchPlan(prof, aci(), o).ok());
 }
 
+// The transport's own latency per message (the probe's ping-pong) is paid
+// by every transfer between stages, and by no allreduce round: β, fitted on
+// the same transport, already holds it.
+TEST(SearchPlan, TheTransportsLatencyIsPaidByEveryTransferOnly) {
+  const auto prof = toyProfile(6);
+  SearchOptions o = basic(4);
+  o.data_parallel = 2;
+  o.stages = 2;
+  o.microbatch_size = 4;
+  o.microbatches = 3;
+  o.allreduce_alpha = 1e-10;
+  o.allreduce_beta = 1e-4;
+  auto without = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(without.ok());
+  o.partition = without->best().partition;
+  o.transfer_latency = 0.003;
+  auto with = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(with.ok()) << with.status().message();
+  const Candidate& a = without->best();
+  const Candidate& b = with->best();
+  const ChainCosts delayed = chainCosts(prof, *prof.at(4), o.bandwidth, 0.003);
+  EXPECT_NEAR(b.pipeline.total, pipelineTime(delayed, b.partition, 3).total, 1e-12);
+  EXPECT_GT(b.pipeline.total, a.pipeline.total + 2 * 0.003 - 1e-12);
+  for (size_t s = 0; s < 2; ++s) EXPECT_EQ(b.stage_details[s].allreduce, a.stage_details[s].allreduce) << s;
+  // The plan records it; plans without it read as none; out of range is refused.
+  Json j = planToJson(makePlan(*with, prof, o, "aci"));
+  EXPECT_EQ(j["inputs"]["transfer_latency_s"], 0.003);
+  EXPECT_EQ(planFromJson(j, "plan.json")->transfer_latency, 0.003);
+  j["inputs"].erase("transfer_latency_s");
+  EXPECT_EQ(planFromJson(j, "plan.json")->transfer_latency, 0);
+  o.transfer_latency = 61;
+  auto bad = searchPlan(prof, aci(), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("network.latency_s"), std::string::npos) << bad.status().message();
+}
+
 TEST(SearchPlan, AllreduceTermUsesTheReplicaGroupSize) {
   const auto prof = toyProfile(6);
   auto r = planWithAllreduce(prof, 4, 1);
