@@ -135,8 +135,8 @@ Seconds bucketsInSequence(const std::vector<Bytes>& bytes, int A, double alpha, 
   return total;
 }
 
-TEST(SearchPlan, ALinksLatencyIsPaidByEveryTransferAndEveryAllreduceRound) {
-  const auto prof = toyProfile(6);
+// 2 replicas of 2 stages, 3 microbatches of 4, with allreduce overheads.
+SearchOptions twoByTwoReducing() {
   SearchOptions o = basic(4);
   o.data_parallel = 2;
   o.stages = 2;
@@ -144,6 +144,12 @@ TEST(SearchPlan, ALinksLatencyIsPaidByEveryTransferAndEveryAllreduceRound) {
   o.microbatches = 3;
   o.allreduce_alpha = 1e-10;
   o.allreduce_beta = 1e-4;
+  return o;
+}
+
+TEST(SearchPlan, ALinksLatencyIsPaidByEveryTransferAndEveryAllreduceRound) {
+  const auto prof = toyProfile(6);
+  SearchOptions o = twoByTwoReducing();
   auto without = searchPlan(prof, aci(), o);
   o.latency = 0.002;
   o.partition = without.ok() ? std::optional<Partition>(without->best().partition) : std::nullopt;
@@ -183,13 +189,7 @@ TEST(SearchPlan, ALinksLatencyIsPaidByEveryTransferAndEveryAllreduceRound) {
 // the same transport, already holds it.
 TEST(SearchPlan, TheTransportsLatencyIsPaidByEveryTransferOnly) {
   const auto prof = toyProfile(6);
-  SearchOptions o = basic(4);
-  o.data_parallel = 2;
-  o.stages = 2;
-  o.microbatch_size = 4;
-  o.microbatches = 3;
-  o.allreduce_alpha = 1e-10;
-  o.allreduce_beta = 1e-4;
+  SearchOptions o = twoByTwoReducing();
   auto without = searchPlan(prof, aci(), o);
   ASSERT_TRUE(without.ok());
   o.partition = without->best().partition;
