@@ -258,23 +258,27 @@ class Job {
 // When every worker's compute threads fit on this machine's cores at once,
 // each worker gets cores of its own: measured here, two unpinned workers on
 // two cores now and then shared one for a timeslice, and a 2.5 ms backward
-// pass took 15-19 ms. With more single-threaded workers than cores, they
-// share the cores round robin in the order stage·A + replica: the workers
-// that compute at the same moment (a stage's replicas, neighbouring stages
-// in a pipeline's wavefront) land on different cores. Left to the
-// scheduler, a 4-stage MLP on 2 cores ran a stage's backward pass in 4.1 ms
-// against 2.2 ms while one neighbour computed beside it and the other two
-// waited; measured in alternation, 4-stage MLP steps took 23.5-23.9 ms
-// pinned against 25.3-27.8 left to the scheduler, and the CNN's 23.3-25.6
-// against 27.5-29.1 (a 2x2 MLP: 38.9-40.3 against 37.0-38.8, within the
-// noise). Workers with several threads each are left to the scheduler. The cores are those this process may use (taskset, a cpuset,
-// Slurm's binding), not 0..n-1: pinning to a core outside them fails.
+// pass took 15-19 ms. With more single-threaded workers than cores, worker
+// (stage s, replica r) gets core (s + r) mod cores: the workers that compute
+// at the same moment (a stage's replicas, neighbouring stages in a
+// pipeline's wavefront) and the pairs that exchange activations and
+// gradients land on different cores. Left to the scheduler, a 4-stage MLP
+// on 2 cores ran a stage's backward pass in 4.1 ms against 2.2 ms while one
+// neighbour computed beside it and the other two waited; measured in
+// alternation, 4-stage MLP steps took 23.5-23.9 ms pinned against 25.3-27.8
+// left to the scheduler, and the CNN's 23.3-25.6 against 27.5-29.1. Placed
+// by s·A + r first, a 2x2 put each stage-0 replica on the core of the
+// stage-1 worker it sends to, and its 128 KB send waited 5.6 ms for that
+// worker to run (2x2 MLP 34.4 ms a step, CNN 20.3); by s + r, 0.1 ms
+// (30.3-31.9 and 16.4-16.8). Workers with several threads each are left to
+// the scheduler. The cores are those this process may use (taskset, a
+// cpuset, Slurm's binding), not 0..n-1: pinning to a core outside them fails.
 Json Job::cpusOf(const WorkerState& w) const {
   Json cpus = Json::array();
   const std::vector<int> usable = usableCpus();
   if (usable.empty()) return cpus;
   if (static_cast<std::int64_t>(W_) * spec_.threads > static_cast<std::int64_t>(usable.size())) {
-    if (spec_.threads == 1) cpus.push_back(usable[static_cast<size_t>(w.stage * A_ + w.replica) % usable.size()]);
+    if (spec_.threads == 1) cpus.push_back(usable[static_cast<size_t>(w.stage + w.replica) % usable.size()]);
     return cpus;
   }
   for (int t = 0; t < spec_.threads; ++t) cpus.push_back(usable[w.rank * spec_.threads + t]);
