@@ -93,6 +93,12 @@ bool better(const Candidate& a, const Candidate& b, Objective objective) {
   return false;
 }
 
+// A layer's update, and the copy of its state before it when `stepBefore`
+// (NOTE [Timing the update], profile/measure.cc).
+Seconds updateSeconds(const profile::LayerInfo& layer, bool stepBefore) {
+  return (layer.optimizer_ms + (stepBefore ? layer.snapshot_ms : 0)) / 1e3;
+}
+
 std::string limitText(const std::optional<Bytes>& limit) { return limit ? formatBytes(*limit) : "unlimited memory"; }
 
 class Searcher {
@@ -121,8 +127,10 @@ class Searcher {
       for (Seconds& t : *times) t *= c.compute_scale;
     }
     problem.microbatches = M;
-    problem.memory = memoryCosts(profile_, meas, o_.recovery_copies && A > 1 && B > 1, o_.data_bytes,
-                                 o_.shared_memory && A > 1);
+    // Replicated pipelines keep each stage's state from before its last
+    // update for recovery: a copy in memory, and copying it each step.
+    const bool stepBefore = o_.recovery_copies && A > 1 && B > 1;
+    problem.memory = memoryCosts(profile_, meas, stepBefore, o_.data_bytes, o_.shared_memory && A > 1);
     problem.memory_limit = limit_;
     const int L = static_cast<int>(profile_.numLayers());
     if (o_.partition) {
@@ -153,7 +161,7 @@ class Searcher {
         std::vector<Bytes> layerBytes;
         for (int i = c.partition.first[s]; i <= c.partition.lastLayer(s, L); ++i) {
           layerBytes.push_back(profile_.layers[i].parameter_bytes);
-          t.update += profile_.layers[i].optimizer_ms / 1e3;
+          t.update += updateSeconds(profile_.layers[i], stepBefore);
         }
         if (A > 1) t.allreduce = sharedMemoryAllreduce(layerBytes, 0, A, *o_.shared_memory).total;
         tails.push_back(t);
@@ -226,9 +234,10 @@ class Searcher {
       // is. A stage after the first does so while the stages before it still
       // drain their backward passes; the iteration waits for what is left.
       // Measured on 2 cores, the update was 13% of a VGG-11 step and 19% of
-      // the MLP's before the planner counted it (bench/README.md).
+      // the MLP's before the planner counted it (bench/README.md). With the
+      // step before kept, the copy of it comes first (snapshot_ms).
       for (int i = d.first_layer; i <= d.last_layer; ++i) {
-        d.update += profile_.layers[i].optimizer_ms / 1e3 * c.compute_scale;
+        d.update += updateSeconds(profile_.layers[i], stepBefore) * c.compute_scale;
       }
       d.tail = ringOnFullHost ? ar.total + std::max<Seconds>(0, d.update - drain)
                               : std::max<Seconds>(0, ar.after + d.update - drain);

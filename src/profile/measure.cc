@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <optional>
 
@@ -55,7 +56,7 @@ class PinToCurrentCpu {
 };
 
 struct LayerSamples {
-  std::vector<double> forward, backward, update;
+  std::vector<double> forward, backward, update, snapshot;
   Bytes output = 0, stashed = 0, workspace = 0;
 };
 
@@ -71,7 +72,17 @@ struct LayerSamples {
 // right after the step (libtorch 1.13's zero_grad writes zeros; the next
 // backward pass adds into them): a pass over the gradients that is timed
 // with the step. Before it was, the MLP's update measured 6.1 ms a step
-// against the profile's 4.0.
+// against the profile's 4.0. A worker of a replicated pipeline also copies
+// its parameters and optimizer state aside before each update (docs/
+// recovery.md, "The step before"): timed here too, as copies of the layer's
+// parameters into a scratch buffer, once and once more per state tensor
+// (the state has the parameters' shapes), after the update so that the
+// update's own timing is as it is without one. Measured in a 2x2 MLP before
+// the planner counted it: the step's update took 10 ms against 4.9 planned.
+struct Snapshots {
+  torch::Tensor scratch;  // as large as the largest parameter tensor
+  int copies = 1;         // the parameters, then each of the optimizer's state tensors
+};
 using Updates = std::vector<std::unique_ptr<torch::optim::Optimizer>>;
 
 Result<Updates> layerOptimizers(model::Model& m, const std::string& optimizer) {
@@ -97,7 +108,7 @@ Result<Updates> layerOptimizers(model::Model& m, const std::string& optimizer) {
 // One forward and backward pass over every layer at one microbatch size;
 // times and memory go into `samples` when `keep`.
 void measurePass(model::Model& m, const torch::Tensor& input, const torch::Tensor& labels, bool keep,
-                 MemoryTracker& tracker, Updates& updates, std::vector<LayerSamples>* samples) {
+                 MemoryTracker& tracker, Updates& updates, Snapshots& snapshots, std::vector<LayerSamples>* samples) {
   const int L = static_cast<int>(m.layers.size());
   std::vector<torch::Tensor> ins(L), outs(L);
   torch::Tensor loss;
@@ -152,6 +163,17 @@ void measurePass(model::Model& m, const torch::Tensor& input, const torch::Tenso
     updates[i]->step();
     updates[i]->zero_grad();  // the worker's "optimizer step" zeroes the gradients too
     if (keep) (*samples)[i].update.push_back(msSince(t0));
+  }
+  torch::NoGradGuard noGrad;
+  for (int i = 0; i < L; ++i) {
+    if (!updates[i]) continue;
+    const auto t0 = Clock::now();
+    for (int k = 0; k < snapshots.copies; ++k) {
+      for (const auto& t : m.layers[i].module->parameters()) {
+        snapshots.scratch.narrow(0, 0, t.numel()).view_as(t).copy_(t);
+      }
+    }
+    if (keep) (*samples)[i].snapshot.push_back(msSince(t0));
   }
   for (auto& t : m.parameters()) {
     if (t.grad().defined()) t.mutable_grad().zero_();
@@ -210,6 +232,11 @@ Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOption
   m.train(true);
   const int L = static_cast<int>(m.layers.size());
   HZ_ASSIGN_OR_RETURN(Updates updates, layerOptimizers(m, o.optimizer));
+  Snapshots snapshots;
+  snapshots.copies = 1 + static_cast<int>(std::lround(stateFactor));
+  std::int64_t largest = 1;
+  for (const auto& t : m.parameters()) largest = std::max(largest, t.numel());
+  snapshots.scratch = torch::empty({largest});
 
   Profile p;
   p.model = m.name;
@@ -264,7 +291,7 @@ Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOption
     for (size_t r = 0; r < runs.size(); ++r) {
       SizeRun& run = runs[r];
       try {
-        measurePass(m, run.input, run.labels, keep, tracker, updates, &run.samples);
+        measurePass(m, run.input, run.labels, keep, tracker, updates, snapshots, &run.samples);
         if (firstPeaks[r] == 0) firstPeaks[r] = peakResidentBytes();
       } catch (const c10::Error& e) {
         const std::string what = e.what_without_backtrace();
@@ -289,8 +316,15 @@ Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOption
     std::vector<double> all;
     for (const SizeRun& run : runs) all.insert(all.end(), run.samples[i].update.begin(), run.samples[i].update.end());
     if (!all.empty()) p.layers[i].optimizer_ms = median(all);
+    std::vector<double> copies;
+    for (const SizeRun& run : runs) {
+      copies.insert(copies.end(), run.samples[i].snapshot.begin(), run.samples[i].snapshot.end());
+    }
+    if (!copies.empty()) p.layers[i].snapshot_ms = median(copies);
   }
-  Bytes held = 0;  // every size's inputs and labels, held at once while profiling
+  // Every size's inputs and labels, held at once while profiling, and the
+  // snapshots' scratch buffer: none of it is a worker's.
+  Bytes held = tensorBytes(snapshots.scratch);
   for (const SizeRun& run : runs) held += tensorBytes(run.input) + tensorBytes(run.labels);
   const Bytes smallest = unmodelledPeak(p, p.measurements.front(), firstPeaks.front(), runtime, held);
   p.runtime_bytes = runtime + smallest;

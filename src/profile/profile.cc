@@ -45,7 +45,8 @@ Json profileToJson(const Profile& p) {
                       {"kind", l.kind},
                       {"parameter_bytes", l.parameter_bytes},
                       {"optimizer_state_bytes", l.optimizer_state_bytes},
-                      {"optimizer_ms", l.optimizer_ms}});
+                      {"optimizer_ms", l.optimizer_ms},
+                      {"snapshot_ms", l.snapshot_ms}});
   }
   Json measurements = Json::array();
   for (const auto& m : p.measurements) {
@@ -153,6 +154,7 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
     l.parameter_bytes = bytesIn(r, "parameter_bytes");
     l.optimizer_state_bytes = bytesIn(r, "optimizer_state_bytes");
     l.optimizer_ms = optNumberIn(r, "optimizer_ms", kMillisecondsRange).value_or(0);
+    l.snapshot_ms = optNumberIn(r, "snapshot_ms", kMillisecondsRange).value_or(0);
     HZ_RETURN_IF_ERROR(r.status());
     p.layers.push_back(std::move(l));
   }
@@ -226,9 +228,11 @@ Status validateProfile(const Profile& p, const std::string& origin) {
   for (size_t i = 0; i < p.layers.size(); ++i) {
     const auto& l = p.layers[i];
     modelBytes = saturatingAdd(modelBytes, saturatingAdd(l.parameter_bytes, l.optimizer_state_bytes));
-    if (!inNumberRange(l.optimizer_ms, kMillisecondsRange)) {
-      return parseError(fmt::format("{}: layers[{}].optimizer_ms: {} is out of range; expected {}", origin, i,
-                                    l.optimizer_ms, describeNumberRange(kMillisecondsRange)));
+    for (auto [name, ms] : {std::pair{"optimizer_ms", l.optimizer_ms}, {"snapshot_ms", l.snapshot_ms}}) {
+      if (!inNumberRange(ms, kMillisecondsRange)) {
+        return parseError(fmt::format("{}: layers[{}].{}: {} is out of range; expected {}", origin, i, name, ms,
+                                      describeNumberRange(kMillisecondsRange)));
+      }
     }
   }
   if (modelBytes > kMaxBytes) {

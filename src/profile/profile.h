@@ -39,6 +39,11 @@ struct LayerInfo {
   // same at every microbatch size (0 for a layer without parameters, and in
   // profiles from before it was measured).
   double optimizer_ms = 0;
+  // Copying this layer's parameters and optimizer state aside, as a worker
+  // of a replicated pipeline does before each update so that recovery can
+  // go back a step (docs/recovery.md); 0 in profiles from before it was
+  // measured (NOTE [Timing the update], measure.cc).
+  double snapshot_ms = 0;
 };
 
 struct LayerCost {

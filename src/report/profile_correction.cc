@@ -60,7 +60,9 @@ Result<ProfileCorrection> correctProfile(const profile::Profile& profile, const 
       c.update_factor = *t.measured_update / *t.predicted_update;
       HZ_RETURN_IF_ERROR(comparable("optimizer update", c.update_factor, *c.update_measured, *c.update_predicted));
       for (int i = c.first_layer; i <= c.last_layer; ++i) {
-        out.profile.layers[static_cast<size_t>(i)].optimizer_ms *= c.update_factor;
+        auto& layer = out.profile.layers[static_cast<size_t>(i)];
+        layer.optimizer_ms *= c.update_factor;  // the span holds both when the plan kept the step before
+        layer.snapshot_ms *= c.update_factor;
       }
     }
     out.stages.push_back(c);

@@ -396,6 +396,32 @@ TEST(SearchPlan, ALaterStagesUpdateOverlapsTheBackwardPassesDrainingBeforeIt) {
   }
 }
 
+// A replicated pipeline (A > 1, B > 1) copies each stage's state aside
+// before its update (recovery's step before): that copy is part of the
+// update; other plans, and plans without recovery, do not make it.
+TEST(SearchPlan, AReplicatedPipelinesUpdateIncludesCopyingTheStepBefore) {
+  auto prof = withUpdates(toyProfile(6), 2.0);
+  for (auto& l : prof.layers) l.snapshot_ms = l.parameter_bytes > 0 ? 0.5 : 0;
+  auto updateOf = [&](int A, int B, bool recovery) {
+    SearchOptions o = basic(A * B);
+    o.data_parallel = A;
+    o.stages = B;
+    o.recovery_copies = recovery;
+    auto r = searchPlan(prof, aci(), o);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    const StageDetail& d = r->best().stage_details[0];
+    return std::pair{d.update, d.last_layer - d.first_layer + 1};
+  };
+  const auto [replicated, layers] = updateOf(2, 2, true);
+  EXPECT_NEAR(replicated, layers * (2.0 + 0.5) / 1e3, 1e-12);
+  const auto [noRecovery, layers2] = updateOf(2, 2, false);
+  EXPECT_NEAR(noRecovery, layers2 * 2.0 / 1e3, 1e-12);
+  const auto [dataParallel, all] = updateOf(2, 1, true);
+  EXPECT_NEAR(dataParallel, all * 2.0 / 1e3, 1e-12);
+  const auto [pipeline, layers3] = updateOf(1, 2, true);
+  EXPECT_NEAR(pipeline, layers3 * 2.0 / 1e3, 1e-12);
+}
+
 TEST(SearchPlan, TheUpdateFollowsTheAllreduceAndComputesAtTheSharedHostsPace) {
   const auto prof = withUpdates(toyProfile(6), 3.0);
   SearchOptions o = fourReplicas();

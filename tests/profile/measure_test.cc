@@ -41,8 +41,10 @@ TEST(MeasureProfile, FashionCnnFiguresAreConsistent) {
     // NOTE [Timing the update]: every layer with weights has an update to time.
     if (analysis[i].parameters > 0) {
       EXPECT_GT(p->layers[i].optimizer_ms, 0) << p->layers[i].name;
+      EXPECT_GT(p->layers[i].snapshot_ms, 0) << p->layers[i].name;
     } else {
       EXPECT_EQ(p->layers[i].optimizer_ms, 0) << p->layers[i].name;
+      EXPECT_EQ(p->layers[i].snapshot_ms, 0) << p->layers[i].name;
     }
     for (const Measurement& m : p->measurements) {
       const LayerCost& c = m.layers[i];

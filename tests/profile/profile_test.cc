@@ -20,7 +20,7 @@ Profile sample() {
   p.device_memory = 24 * kGB;
   p.threads = 1;
   p.runtime_bytes = 100 * kMB;
-  p.layers = {{"a", "conv", 400, 400, 0.25}, {"b", "linear", 800, 800, 0.5}};
+  p.layers = {{"a", "conv", 400, 400, 0.25, 0.125}, {"b", "linear", 800, 800, 0.5, 0.25}};
   for (std::int64_t m : {1, 4}) {
     Measurement meas;
     meas.microbatch_size = m;
@@ -43,13 +43,18 @@ TEST(ProfileJson, RoundTrips) {
   EXPECT_EQ(back->microbatchSizes(), (std::vector<std::int64_t>{1, 4}));
   EXPECT_EQ(back->layers[1].optimizer_ms, 0.5);
   EXPECT_EQ(back->at(4)->heap_bytes, 5 * kMB);
+  EXPECT_EQ(back->layers[1].snapshot_ms, 0.25);
   // Profiles from before the update and the heap were measured: none.
   Json old = profileToJson(p);
-  for (Json& l : old["layers"]) l.erase("optimizer_ms");
+  for (Json& l : old["layers"]) {
+    l.erase("optimizer_ms");
+    l.erase("snapshot_ms");
+  }
   for (Json& m : old["measurements"]) m.erase("heap_bytes");
   auto before = profileFromJson(old, "old.json");
   ASSERT_TRUE(before.ok()) << before.status().message();
   EXPECT_EQ(before->layers[1].optimizer_ms, 0);
+  EXPECT_EQ(before->layers[1].snapshot_ms, 0);
   EXPECT_EQ(before->at(4)->heap_bytes, 0);
   ASSERT_TRUE(back->network->shared_memory);
   EXPECT_EQ(back->network->shared_memory->seconds_per_byte, 2e-10);
@@ -92,6 +97,7 @@ TEST(ProfileJson, RejectsMalformedFieldsNamingThem) {
       {[](Json& j) { j["measurements"][0]["heap_bytes"] = "lots"; }, "p.json.measurements[0].heap_bytes: expected"},
       {[](Json& j) { j["layers"][0]["optimizer_ms"] = -1; }, "p.json.layers[0].optimizer_ms: -1 is out of range"},
       {[](Json& j) { j["layers"][1]["optimizer_ms"] = "fast"; }, "p.json.layers[1].optimizer_ms: expected a number"},
+      {[](Json& j) { j["layers"][0]["snapshot_ms"] = -2; }, "p.json.layers[0].snapshot_ms: -2 is out of range"},
       {[](Json& j) { j["network"]["bandwidth_bytes_per_s"] = 0; }, "network.bandwidth_bytes_per_s: 0 is out of range; expected bytes per second above 0"},
       {[](Json& j) { j["network"]["shared_memory_allreduce"]["s_per_byte"] = -1; }, "network.shared_memory_allreduce.s_per_byte: -1 is out of range"},
   };
