@@ -189,11 +189,7 @@ Status runPlan(const PlanArgs& a, bool json) {
                  "--network`",
                  formatBandwidth(o.bandwidth), catalog.name);
   }
-  if (prof.network) {
-    o.allreduce_alpha = std::max(0.0, prof.network->alpha);
-    o.allreduce_beta = prof.network->beta;
-    o.transfer_latency = prof.network->latency;
-  }
+  if (prof.network) plan::useMeasuredTransport(o, *prof.network);
   if (!a.alpha.empty()) {
     HZ_ASSIGN_OR_RETURN(o.allreduce_alpha, nonNegativeNumber(a.alpha, "--allreduce-alpha", 1.0));
   }

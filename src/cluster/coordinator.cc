@@ -177,6 +177,7 @@ class Job {
   void finish(const std::string& status, const std::string& reason);
   int workerOf(const std::string& identity) const;
   Json cpusOf(const WorkerState& w) const;
+  bool coresShared() const;
 
   const TrainOptions& o_;
   RunDir run_;
@@ -273,11 +274,16 @@ class Job {
 // (30.3-31.9 and 16.4-16.8). Workers with several threads each are left to
 // the scheduler. The cores are those this process may use (taskset, a
 // cpuset, Slurm's binding), not 0..n-1: pinning to a core outside them fails.
+// The workers' compute threads outnumber the cores this process may use.
+bool Job::coresShared() const {
+  return static_cast<std::int64_t>(W_) * spec_.threads > static_cast<std::int64_t>(usableCpus().size());
+}
+
 Json Job::cpusOf(const WorkerState& w) const {
   Json cpus = Json::array();
   const std::vector<int> usable = usableCpus();
   if (usable.empty()) return cpus;
-  if (static_cast<std::int64_t>(W_) * spec_.threads > static_cast<std::int64_t>(usable.size())) {
+  if (coresShared()) {
     if (spec_.threads == 1) cpus.push_back(usable[static_cast<size_t>(w.stage + w.replica) % usable.size()]);
     return cpus;
   }
@@ -651,8 +657,7 @@ void Job::sendAssign(const WorkerState& w) {
                  {"checkpoint", checkpoint_},
                  {"schedule", "gpipe"},
                  {"cpus", cpusOf(w)},
-                 {"cpus_shared", static_cast<std::int64_t>(W_) * spec_.threads >
-                                     static_cast<std::int64_t>(usableCpus().size())},
+                 {"cpus_shared", coresShared()},
                  {"job", jobSpecToJson(spec_)}};
   control_->send(from(w.id), assign);
 }
@@ -1491,11 +1496,10 @@ Result<TrainResult> Job::run() {
 }
 
 Status Job::train() {
-  const int cores = static_cast<int>(usableCpus().size());
-  if (generation_ == 0 && W_ * spec_.threads > cores) {
+  if (generation_ == 0 && coresShared()) {
     progress_.note(fmt::format(
         "Note: {} workers × {} thread{} share this machine's {} cores; {}", W_, spec_.threads,
-        spec_.threads == 1 ? "" : "s", cores,
+        spec_.threads == 1 ? "" : "s", usableCpus().size(),
         plan_.compute_scale > 1
             ? fmt::format("the plan counts their compute at up to {:.2f}× the profiled times (docs/plan.md, "
                           "\"Shared hosts\")",

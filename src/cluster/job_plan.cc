@@ -171,10 +171,8 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   o.memory_limit = spec.memory;
   o.bandwidth = spec.bandwidth ? *spec.bandwidth : prof.network ? prof.network->bandwidth : catalog.network_bandwidth;
   if (prof.network) {
-    o.allreduce_alpha = std::max(0.0, prof.network->alpha);
-    o.allreduce_beta = prof.network->beta;
+    plan::useMeasuredTransport(o, *prof.network);
     if (replicasShareMemory(spec)) o.shared_memory = plan::sharedMemoryCost(*prof.network);
-    o.transfer_latency = prof.network->latency;
   }
   // Containers delay each worker's egress by cluster.latency (tc netem):
   // every transfer and allreduce round pays it on top of what was measured.

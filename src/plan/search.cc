@@ -68,6 +68,12 @@ std::optional<SharedMemoryCost> sharedMemoryCost(const profile::NetworkProfile& 
                           std::max(2, network.allreduce_workers)};
 }
 
+void useMeasuredTransport(SearchOptions& o, const profile::NetworkProfile& network) {
+  o.allreduce_alpha = std::max(0.0, network.alpha);
+  o.allreduce_beta = network.beta;
+  o.transfer_latency = network.latency;
+}
+
 double computeScale(int workers, int threads, int hostCores) {
   if (hostCores <= 0) return 1;
   const double busy = static_cast<double>(workers) * std::max(1, threads);
@@ -152,19 +158,23 @@ class Searcher {
     // shared memory, the update) shares the cores with the stages still
     // draining, so the simulation runs it too; a ring allreduce's helper
     // threads are costed apart (NOTE [Allreduce on a shared host]).
+    // Per stage: its layers' parameter bytes (its allreduce's buckets) and
+    // its update on a core of its own.
+    std::vector<std::vector<Bytes>> stageBytes(B);
+    std::vector<Seconds> stageUpdate(B, 0);
+    for (int s = 0; s < B; ++s) {
+      for (int i = c.partition.first[s]; i <= c.partition.lastLayer(s, L); ++i) {
+        stageBytes[s].push_back(profile_.layers[i].parameter_bytes);
+        stageUpdate[s] += updateSeconds(profile_.layers[i], stepBefore);
+      }
+    }
     const HostShare host{o_.host_cores, A, o_.threads};
     const bool tailsShared = host.oversubscribed(B) && (A == 1 || o_.shared_memory);
     if (tailsShared) {
-      std::vector<StageTail> tails;
+      std::vector<StageTail> tails(B);
       for (int s = 0; s < B; ++s) {
-        StageTail t;
-        std::vector<Bytes> layerBytes;
-        for (int i = c.partition.first[s]; i <= c.partition.lastLayer(s, L); ++i) {
-          layerBytes.push_back(profile_.layers[i].parameter_bytes);
-          t.update += updateSeconds(profile_.layers[i], stepBefore);
-        }
-        if (A > 1) t.allreduce = sharedMemoryAllreduce(layerBytes, 0, A, *o_.shared_memory).total;
-        tails.push_back(t);
+        tails[s].update = stageUpdate[s];
+        if (A > 1) tails[s].allreduce = sharedMemoryAllreduce(stageBytes[s], 0, A, *o_.shared_memory).total;
       }
       c.pipeline = simulatedPipelineTime(ownCores, c.partition, M, host, tails);
     } else {
@@ -179,13 +189,12 @@ class Searcher {
       StageDetail d;
       d.first_layer = c.partition.first[s];
       d.last_layer = c.partition.lastLayer(s, L);
-      std::vector<Bytes> layerBytes;  // per layer of the stage, for its allreduce
+      const std::vector<Bytes>& layerBytes = stageBytes[s];  // per layer of the stage, for its allreduce
       std::vector<Seconds> layerBackward;
       for (int i = d.first_layer; i <= d.last_layer; ++i) {
         d.forward += problem.costs.forward[i];
         d.backward += problem.costs.backward[i];
         d.parameter_bytes += profile_.layers[i].parameter_bytes;
-        layerBytes.push_back(profile_.layers[i].parameter_bytes);
         layerBackward.push_back(problem.costs.backward[i]);
       }
       d.memory = stageMemory(*problem.memory, d.first_layer, d.last_layer, M);
@@ -236,9 +245,7 @@ class Searcher {
       // Measured on 2 cores, the update was 13% of a VGG-11 step and 19% of
       // the MLP's before the planner counted it (bench/README.md). With the
       // step before kept, the copy of it comes first (snapshot_ms).
-      for (int i = d.first_layer; i <= d.last_layer; ++i) {
-        d.update += updateSeconds(profile_.layers[i], stepBefore) * c.compute_scale;
-      }
+      d.update = stageUpdate[s] * c.compute_scale;
       d.tail = ringOnFullHost ? ar.total + std::max<Seconds>(0, d.update - drain)
                               : std::max<Seconds>(0, ar.after + d.update - drain);
       if (tailsShared) {  // as simulated: the allreduce, then the update, the iteration waits for what outlasts R

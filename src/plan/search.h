@@ -161,6 +161,11 @@ MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurem
 // probe's fit; none when the probe did not time it.
 std::optional<SharedMemoryCost> sharedMemoryCost(const profile::NetworkProfile& network);
 
+// The transport's figures the network probe measured: the ring allreduce's
+// α and β and the latency every transfer pays (the bandwidth, and whether
+// replicas sum through shared memory, are the caller's to decide).
+void useMeasuredTransport(SearchOptions& options, const profile::NetworkProfile& network);
+
 // Runs the search. Errors: inconsistent pins, or nothing feasible (the
 // message says what would fit: more memory, more workers, smaller batches).
 // `partitioner` may be null (ExactPartitioner).
