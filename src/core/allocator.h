@@ -1,7 +1,12 @@
 // Process-wide malloc settings for training workloads.
 #pragma once
 
+#include "core/units.h"
+
 namespace hydrozoa {
+
+// Allocations above this come from fresh mmap()s (configureAllocatorForTraining).
+constexpr Bytes kMmapThreshold = 32 * kMiB;
 
 // NOTE [glibc malloc and tensor-sized allocations]
 // glibc serves allocations above a *dynamic* threshold (128 KB, raised each

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <utility>
+
 #include "core/status.h"
 
 namespace hydrozoa::model {
@@ -34,6 +37,7 @@ void analyzeConv(const ConvSpec& c, const Shape& in, LayerAnalysis* a) {
   }
   a->output_shape = out;
   a->parameters = c.out * c.in * c.kernel * c.kernel + (c.bias ? c.out : 0) + (c.batch_norm ? 2 * c.out : 0);
+  a->largest_parameter = c.out * c.in * c.kernel * c.kernel;
   const double convFlops = 2.0 * static_cast<double>(c.in * c.kernel * c.kernel) * static_cast<double>(eConv);
   a->forward_flops = convFlops + (c.bias ? eConv : 0) + (c.batch_norm ? 4.0 * eConv : 0) + (c.relu ? eConv : 0) +
                      static_cast<double>(c.pool_kernel * c.pool_kernel * ePool);
@@ -57,6 +61,7 @@ void analyzeLinear(const LinearSpec& l, const Shape& in, LayerAnalysis* a) {
   x.back() = l.out;
   a->output_shape = x;
   a->parameters = l.in * l.out + (l.bias ? l.out : 0);
+  a->largest_parameter = l.in * l.out;
   const double e = static_cast<double>(rows * l.out);
   a->forward_flops = 2.0 * static_cast<double>(l.in) * e + (l.bias ? e : 0) + (l.relu ? e : 0) +
                      static_cast<double>(pooled) + (l.dropout > 0 ? numel(in) : 0);
@@ -72,6 +77,7 @@ void analyzeBasicBlock(const BasicBlockSpec& b, const Shape& in, LayerAnalysis* 
   const bool down = b.stride != 1 || b.in != b.out;
   a->output_shape = {b.out, ho, wo};
   a->parameters = 9 * b.in * b.out + 2 * b.out + 9 * b.out * b.out + 2 * b.out + (down ? b.in * b.out + 2 * b.out : 0);
+  a->largest_parameter = 9 * b.out * std::max(b.in, b.out);
   const double de = static_cast<double>(e);
   a->forward_flops = 2.0 * 9 * b.in * de + 2.0 * 9 * b.out * de + (down ? 2.0 * b.in * de + 4 * de : 0) + 12 * de;
   a->backward_flops = 2 * a->forward_flops;
@@ -87,6 +93,7 @@ void analyzeBottleneck(const BottleneckSpec& b, const Shape& in, LayerAnalysis* 
   a->output_shape = {b.out, ho, wo};
   a->parameters = b.in * b.width + 2 * b.width + 9 * b.width * b.width + 2 * b.width + b.width * b.out + 2 * b.out +
                   (down ? b.in * b.out + 2 * b.out : 0);
+  a->largest_parameter = std::max({b.in * b.width, 9 * b.width * b.width, b.width * b.out, down ? b.in * b.out : 0});
   a->forward_flops = 2.0 * b.in * e1 + 2.0 * 9 * b.width * e2 + 2.0 * b.width * e3 + (down ? 2.0 * b.in * e3 + 4.0 * e3 : 0) +
                      5.0 * (e1 + e2) + 7.0 * e3;
   a->backward_flops = 2 * a->forward_flops;
@@ -100,6 +107,7 @@ void analyzeEmbedding(const EmbeddingSpec& m, const Shape& in, LayerAnalysis* a)
   const std::int64_t s = in[0], e = s * m.hidden;
   a->output_shape = {s, m.hidden};
   a->parameters = (m.vocab + m.max_positions + m.type_vocab) * m.hidden + (m.layer_norm ? 2 * m.hidden : 0);
+  a->largest_parameter = std::max({m.vocab, m.max_positions, m.type_vocab}) * m.hidden;
   a->forward_flops = static_cast<double>(e) * (2 + (m.type_vocab > 0) + (m.layer_norm ? 8 : 0));
   a->backward_flops = a->forward_flops;
   a->stashed_bytes = kFloat * e * (1 + 2 * m.layer_norm + (m.dropout > 0)) + kIndex * s;
@@ -113,6 +121,7 @@ void analyzeTransformer(const TransformerSpec& t, const Shape& in, LayerAnalysis
   const double heads = static_cast<double>(t.heads);
   a->output_shape = in;
   a->parameters = 4 * t.hidden * t.hidden + 4 * t.hidden + 2 * t.hidden * t.ffn + t.ffn + t.hidden + 4 * t.hidden;
+  a->largest_parameter = std::max(3 * t.hidden * t.hidden, t.hidden * t.ffn);  // the attention's input projection
   const double matmuls = 2 * s * h * 3 * h + 2 * 2 * s * s * h + 2 * s * h * h + 2 * 2 * s * h * f;
   a->forward_flops = matmuls + 5 * heads * s * s + 8 * s * f + 20 * s * h;
   a->backward_flops = 2 * a->forward_flops;
@@ -126,6 +135,7 @@ void analyzeSequenceClassifier(const SequenceClassifierSpec& c, const Shape& in,
   const double h = static_cast<double>(c.hidden), k = static_cast<double>(c.classes);
   a->output_shape = {c.classes};
   a->parameters = (c.pooler ? c.hidden * c.hidden + c.hidden : 0) + c.hidden * c.classes + c.classes;
+  a->largest_parameter = std::max(c.pooler ? c.hidden * c.hidden : 0, c.hidden * c.classes);
   a->forward_flops = (c.pooler ? 2 * h * h + 2 * h : 0) + 2 * h * k + k;
   a->backward_flops = 2 * a->forward_flops;
   a->stashed_bytes = kFloat * (2 * c.hidden + c.classes);
@@ -137,6 +147,7 @@ void analyzeLmHead(const LmHeadSpec& l, const Shape& in, LayerAnalysis* a) {
   const double s = static_cast<double>(in[0]), h = static_cast<double>(l.hidden), v = static_cast<double>(l.vocab);
   a->output_shape = {in[0], l.vocab};
   a->parameters = (l.final_norm ? 2 * l.hidden : 0) + l.hidden * l.vocab;
+  a->largest_parameter = l.hidden * l.vocab;
   a->forward_flops = 2 * s * h * v + (l.final_norm ? 8 * s * h : 0);
   a->backward_flops = 2 * a->forward_flops;
   // Logits and the loss's log-softmax of them are both kept.
@@ -170,6 +181,20 @@ const char* kindName(const LayerParams& params) {
     const char* operator()(const LmHeadSpec&) const { return "lm_head"; }
   };
   return std::visit(Namer{}, params);
+}
+
+namespace {
+
+template <size_t... I>
+std::vector<std::string> kindNames(std::index_sequence<I...>) {
+  return {kindName(LayerParams(std::in_place_index<I>))...};
+}
+
+}  // namespace
+
+const std::vector<std::string>& layerKinds() {
+  static const std::vector<std::string> kinds = kindNames(std::make_index_sequence<std::variant_size_v<LayerParams>>());
+  return kinds;
 }
 
 std::vector<LayerAnalysis> analyze(const Arch& arch) {

@@ -114,6 +114,7 @@ struct LayerAnalysis {
   std::string kind;  // "conv", "linear", "basic_block", ...
   Shape input_shape, output_shape;
   std::int64_t parameters = 0;
+  std::int64_t largest_parameter = 0;  // elements of the largest parameter tensor
   double forward_flops = 0;          // per sample
   double backward_flops = 0;         // per sample (gradients of inputs and weights)
   std::int64_t output_bytes = 0;     // per sample: what a stage boundary here sends
@@ -128,5 +129,7 @@ std::vector<LayerAnalysis> analyze(const Arch& arch);
 
 std::int64_t totalParameters(const Arch& arch);
 const char* kindName(const LayerParams& params);
+// Every kindName, in the order of LayerParams.
+const std::vector<std::string>& layerKinds();
 
 }  // namespace hydrozoa::model

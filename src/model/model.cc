@@ -49,6 +49,10 @@ Status checkRange(const BuildOptions& o, int total, int* last) {
 Result<Model> buildModel(const ModelSpec& spec, const BuildOptions& options) {
   if (isTorchScriptPath(spec.name)) return loadTorchScriptModel(spec, options);
   HZ_ASSIGN_OR_RETURN(Arch arch, buildArch(spec));
+  return buildFromArch(std::move(arch), options);
+}
+
+Result<Model> buildFromArch(Arch arch, const BuildOptions& options) {
   Model m;
   m.name = arch.name;
   m.options = arch.options;

@@ -65,6 +65,9 @@ struct BuildOptions {
 // unknown model or option (zoo), missing/unreadable file or missing
 // input_shape option (TorchScript), a layer range outside the chain.
 Result<Model> buildModel(const ModelSpec& spec, const BuildOptions& options = {});
+// The very layers of `arch` (a zoo model's, or one built by hand, as the
+// calibration of predicted profiles does); `arch.name` names the model.
+Result<Model> buildFromArch(Arch arch, const BuildOptions& options = {});
 
 // Loss of a model's final output against labels: cross-entropy over classes,
 // or over the vocabulary at every position for language models.

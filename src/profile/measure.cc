@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <chrono>
+#include <functional>
 #include <optional>
 
 #include "core/allocator.h"
@@ -213,9 +214,8 @@ Bytes unmodelledPeak(const Profile& p, const Measurement& meas, Bytes peak, Byte
   return std::max<Bytes>(0, peak - (runtime + weights + stashed + workspace + held));
 }
 
-}  // namespace
-
-Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOptions& o) {
+// `build` makes the model after the process's own memory is measured.
+Result<Profile> measureBuilt(const std::function<Result<model::Model>()>& build, const MeasureOptions& o) {
   if (o.microbatch_sizes.empty()) return invalidArgument("--microbatch-sizes is empty");
   if (o.repeats < 1 || o.warmup < 0) return invalidArgument("--repeats must be at least 1 and --warmup at least 0");
   if (o.min_seconds < 0) return invalidArgument("--min-time must not be negative");
@@ -228,7 +228,7 @@ Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOption
 
   MemoryTracker& tracker = MemoryTracker::instance();
   const Bytes runtime = residentBytes();
-  HZ_ASSIGN_OR_RETURN(model::Model m, model::buildModel(spec, {o.seed, 0, -1}));
+  HZ_ASSIGN_OR_RETURN(model::Model m, build());
   m.train(true);
   const int L = static_cast<int>(m.layers.size());
   HZ_ASSIGN_OR_RETURN(Updates updates, layerOptimizers(m, o.optimizer));
@@ -334,6 +334,16 @@ Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOption
   }
   HZ_RETURN_IF_ERROR(validateProfile(p, "measured profile"));
   return p;
+}
+
+}  // namespace
+
+Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOptions& o) {
+  return measureBuilt([&] { return model::buildModel(spec, {o.seed, 0, -1}); }, o);
+}
+
+Result<Profile> measureArch(const model::Arch& arch, const MeasureOptions& o) {
+  return measureBuilt([&] { return model::buildFromArch(arch, {o.seed, 0, -1}); }, o);
 }
 
 }  // namespace hydrozoa::profile

@@ -33,5 +33,7 @@ struct MeasureOptions {
 };
 
 Result<Profile> measureProfile(const model::ModelSpec& spec, const MeasureOptions& options);
+// The same for an architecture built by hand (the calibration's kernels).
+Result<Profile> measureArch(const model::Arch& arch, const MeasureOptions& options);
 
 }  // namespace hydrozoa::profile

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace hydrozoa::model {
 namespace {
 
@@ -26,9 +28,15 @@ TEST_P(EveryZooModel, ModulesMatchTheArchitectureLayerByLayer) {
   ASSERT_EQ(m->layers.size(), analysis.size());
   torch::Tensor x = syntheticInput(m->input, 3);
   for (size_t i = 0; i < m->layers.size(); ++i) {
-    std::int64_t params = 0;
-    for (const auto& p : m->layers[i].module->parameters()) params += p.numel();
+    std::int64_t params = 0, largest = 0;
+    for (const auto& p : m->layers[i].module->parameters()) {
+      params += p.numel();
+      largest = std::max(largest, p.numel());
+    }
     EXPECT_EQ(params, analysis[i].parameters) << GetParam() << " layer " << analysis[i].name;
+    EXPECT_EQ(largest, analysis[i].largest_parameter) << GetParam() << " layer " << analysis[i].name;
+    EXPECT_EQ(m->layers[i].kind, analysis[i].kind);
+    EXPECT_NE(std::find(layerKinds().begin(), layerKinds().end(), analysis[i].kind), layerKinds().end());
     x = m->layers[i].module->forward(x);
     std::vector<std::int64_t> expected = {3};
     expected.insert(expected.end(), analysis[i].output_shape.begin(), analysis[i].output_shape.end());
