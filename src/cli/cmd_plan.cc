@@ -92,8 +92,9 @@ Result<profile::Profile> obtainProfile(const PlanArgs& a, const std::optional<st
   HZ_ASSIGN_OR_RETURN(model::Arch arch, model::buildArch({a.model, options}));
   profile::DeviceSpec device;
   if (a.device == "cpu") {
-    spdlog::info("calibrating this CPU for predictions (a second)...");
+    spdlog::info("calibrating this CPU for predictions (a few seconds)...");
     HZ_ASSIGN_OR_RETURN(device, profile::calibrateCpu({}));
+    spdlog::info("per-kind time factors (forward / backward): {}", profile::describeKindFactors(device));
   } else {
     HZ_ASSIGN_OR_RETURN(device, profile::loadDevice(a.device));
   }

@@ -22,6 +22,7 @@ namespace {
 
 struct ProfileArgs {
   std::string model, device, output = "profile.json", sizes = "1,2,4,8", optimizer = "sgd_momentum";
+  std::string save_device;
   std::vector<std::string> model_options;
   std::string from_run;
   int repeats = 5, warmup = 1, threads = 1, network_workers = 2;
@@ -84,6 +85,9 @@ Status correctFromRun(const ProfileArgs& a, const CLI::App& cmd) {
 
 Status runProfile(const ProfileArgs& a) {
   if (a.model.empty()) return invalidArgument("--model is required (a zoo name, see `hydrozoa models`, or a .pt file)");
+  if (!a.save_device.empty() && a.device.empty()) {
+    return invalidArgument("--save-device writes the device a prediction used; add --device (cpu calibrates this one)");
+  }
   HZ_ASSIGN_OR_RETURN(model::Options options, parseModelOptions(a.model_options));
   HZ_ASSIGN_OR_RETURN(std::vector<std::int64_t> sizes, parseSizeList(a.sizes, "--microbatch-sizes"));
   if (a.threads < 1) return invalidArgument("--threads must be at least 1");
@@ -106,11 +110,17 @@ Status runProfile(const ProfileArgs& a) {
     HZ_ASSIGN_OR_RETURN(model::Arch arch, model::buildArch({a.model, options}));
     profile::DeviceSpec device;
     if (a.device == "cpu") {
+      spdlog::info("calibrating this CPU for predictions (a few seconds)...");
       HZ_ASSIGN_OR_RETURN(device, profile::calibrateCpu({a.threads}));
+      spdlog::info("per-kind time factors (forward / backward): {}", profile::describeKindFactors(device));
     } else {
       HZ_ASSIGN_OR_RETURN(device, profile::loadDevice(a.device));
     }
     HZ_ASSIGN_OR_RETURN(p, profile::predictProfile(arch, device, sizes, a.optimizer));
+    if (!a.save_device.empty()) {
+      HZ_RETURN_IF_ERROR(writeFileAtomically(a.save_device, profile::deviceToYaml(device)));
+      std::cout << "Wrote " << a.save_device << " (use it with --device " << a.save_device << ")\n";
+    }
   }
   if (a.network) {
     spdlog::info("measuring the network between {} local workers (c10d Gloo)...", a.network_workers);
@@ -135,6 +145,7 @@ void addProfileCommand(CLI::App& app, Status* status) {
       "  hydrozoa profile --model resnet34 --microbatch-sizes 1,2,4,8 -o p.json\n"
       "  hydrozoa profile --model cnn --network -o cnn.json\n"
       "  hydrozoa profile --model bert12 --device k80 --microbatch-sizes 1,2,4,8,16 -o bert-k80.json\n"
+      "  hydrozoa profile --model resnet50 --device cpu --save-device cpu.yaml -o r50-cpu.json\n"
       "  hydrozoa profile --from-run runs/cnn -o cnn-corrected.json\n");
   cmd->add_option("--model", a->model, "Zoo model name or TorchScript file");
   cmd->add_option("-O,--model-option", a->model_options, "Model size option key=value (repeatable)");
@@ -152,6 +163,8 @@ void addProfileCommand(CLI::App& app, Status* status) {
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed for weights and inputs")->capture_default_str();
   cmd->add_option("--device", a->device, "Predict for k80, v100, a100, h100, cpu (calibrated) or a YAML file");
+  cmd->add_option("--save-device", a->save_device,
+                  "Also write the device spec used (with --device cpu: this CPU's calibration) to this YAML file");
   cmd->add_flag("--network", a->network, "Also measure bandwidth, latency and allreduce between local workers");
   cmd->add_option("--network-workers", a->network_workers, "Workers in the allreduce fit")
       ->capture_default_str()

@@ -1,9 +1,13 @@
 #include "profile/device.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "core/files.h"
 #include "core/paths.h"
+#include "model/arch.h"
 #include "profile/field_checks.h"
 
 namespace hydrozoa::profile {
@@ -15,6 +19,9 @@ constexpr NumberRange kPeakFlopsRange{0, 1e18, "FLOP/s", /*exclusive_min=*/true}
 constexpr NumberRange kEfficiencyRange{0, 1, "a fraction", /*exclusive_min=*/true};
 // Per layer and pass: kernel launches take microseconds; a minute is no overhead.
 constexpr NumberRange kLayerOverheadRange{0, 60, "seconds"};
+// A kind's time against its roofline: the calibration of this machine finds
+// 0.5–5; three orders of magnitude either way is a typo.
+constexpr NumberRange kKindFactorRange{1e-3, 1e3, "a factor"};
 
 // A quantity read with ObjectReader::bytes/bandwidth (at most kMaxBytes) that
 // must also be above 0.
@@ -32,7 +39,33 @@ void checkIn(ObjectReader& r, const char* key, double value, const NumberRange& 
   }
 }
 
+// kinds: {conv: {forward: 2.1, backward: 0.9}, ...}
+void readKinds(ObjectReader& r, std::map<std::string, KindFactors>* kinds) {
+  if (!r.has("kinds")) return;
+  const Json& j = r.object("kinds");
+  if (!r.ok()) return;
+  const auto& known = model::layerKinds();
+  for (const auto& [name, value] : j.items()) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      r.fail("kinds", fmt::format("unknown layer kind \"{}\" (known: {})", printable(name), fmt::join(known, ", ")));
+      return;
+    }
+    ObjectReader k(value, r.child("kinds") + "." + name);
+    KindFactors f;
+    if (k.has("forward")) f.forward = numberIn(k, "forward", kKindFactorRange);
+    if (k.has("backward")) f.backward = numberIn(k, "backward", kKindFactorRange);
+    k.rejectUnknownKeys();
+    r.adopt(k.status());
+    (*kinds)[name] = f;
+  }
+}
+
 }  // namespace
+
+KindFactors DeviceSpec::factors(const std::string& layerKind) const {
+  const auto it = kinds.find(layerKind);
+  return it == kinds.end() ? KindFactors{} : it->second;
+}
 
 Result<DeviceSpec> deviceFromYaml(const std::string& text, const std::string& origin) {
   HZ_ASSIGN_OR_RETURN(Json j, parseYaml(text, origin));
@@ -51,6 +84,11 @@ Result<DeviceSpec> deviceFromYaml(const std::string& text, const std::string& or
   if (r.has("layer_overhead")) d.layer_overhead = r.seconds("layer_overhead");
   checkIn(r, "layer_overhead", d.layer_overhead, kLayerOverheadRange);
   if (r.has("runtime_memory")) d.runtime_memory = r.bytes("runtime_memory");
+  if (r.has("fresh_memory_bandwidth")) {
+    d.fresh_memory_bandwidth =
+        positive(r, "fresh_memory_bandwidth", r.bandwidth("fresh_memory_bandwidth"), "bytes per second");
+  }
+  readKinds(r, &d.kinds);
   r.rejectUnknownKeys();
   HZ_RETURN_IF_ERROR(r.status());
   if (d.kind != "gpu" && d.kind != "cpu") {
@@ -86,7 +124,22 @@ std::string deviceToYaml(const DeviceSpec& d) {
   j["memory_efficiency"] = d.memory_efficiency;
   j["layer_overhead"] = fmt::format("{}us", d.layer_overhead * 1e6);
   j["runtime_memory"] = d.runtime_memory;
+  if (d.fresh_memory_bandwidth > 0) j["fresh_memory_bandwidth"] = fmt::format("{}GB/s", d.fresh_memory_bandwidth / 1e9);
+  if (!d.kinds.empty()) {
+    Json kinds = Json::object();
+    for (const auto& [name, f] : d.kinds) kinds[name] = {{"forward", f.forward}, {"backward", f.backward}};
+    j["kinds"] = kinds;
+  }
   return toYaml(j);
+}
+
+std::string describeKindFactors(const DeviceSpec& d) {
+  if (d.kinds.empty()) return "none";
+  std::string out;
+  for (const auto& [name, f] : d.kinds) {
+    out += fmt::format("{}{} ×{:.2f} / ×{:.2f}", out.empty() ? "" : ", ", name, f.forward, f.backward);
+  }
+  return out;
 }
 
 }  // namespace hydrozoa::profile

@@ -1,15 +1,24 @@
 // Device specs for predicted profiles: peak FLOP/s, memory bandwidth and
-// size, and the fractions of peak that training achieves. Built in (data/
-// devices/*.yaml): k80, v100, a100, h100; "cpu" is this machine, calibrated
-// by a measurement (profile/calibrate.h); any YAML file of the same shape.
+// size, the fractions of peak that training achieves, and per layer kind a
+// factor on that roofline time. Built in (data/devices/*.yaml): k80, v100,
+// a100, h100; "cpu" is this machine, calibrated by a measurement
+// (profile/calibrate.h); any YAML file of the same shape.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "core/status.h"
 #include "core/units.h"
 
 namespace hydrozoa::profile {
+
+// How much longer than its roofline a layer of one kind takes, per pass (the
+// fixed per-layer overhead and fresh pages come on top: profile/predict.cc).
+struct KindFactors {
+  double forward = 1.0;
+  double backward = 1.0;
+};
 
 struct DeviceSpec {
   std::string name;         // "k80"
@@ -22,6 +31,14 @@ struct DeviceSpec {
   double memory_efficiency = 1.0;    // achieved fraction of memory_bandwidth
   Seconds layer_overhead = 0;        // fixed cost per layer and pass (kernel launches)
   Bytes runtime_memory = 0;          // framework memory per worker on the device
+  // Writing memory the process has not touched before: on a CPU every tensor
+  // above glibc's mmap threshold is fresh pages each time it is allocated
+  // (NOTE [glibc malloc and tensor-sized allocations]). 0: not modelled, as on
+  // GPUs, whose caching allocator keeps its blocks.
+  BytesPerSecond fresh_memory_bandwidth = 0;
+  std::map<std::string, KindFactors> kinds;  // by layer kind (model::layerKinds()); absent: 1
+
+  KindFactors factors(const std::string& layerKind) const;
 
   bool isGpu() const { return kind == "gpu"; }
   // The name pricing catalogs know this accelerator by ("" for CPUs).
@@ -32,5 +49,7 @@ struct DeviceSpec {
 Result<DeviceSpec> loadDevice(const std::string& nameOrPath);
 Result<DeviceSpec> deviceFromYaml(const std::string& text, const std::string& origin);
 std::string deviceToYaml(const DeviceSpec& device);
+// "conv ×2.10 / ×0.85, linear ×1.95 / ×1.80" (forward / backward), or "none".
+std::string describeKindFactors(const DeviceSpec& device);
 
 }  // namespace hydrozoa::profile

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/allocator.h"
+
 namespace hydrozoa::profile {
 namespace {
 
@@ -16,6 +18,19 @@ double updateTraffic(const std::string& optimizer) {
   if (optimizer == "sgd") return 3;
   if (optimizer == "sgd_momentum") return 6;
   return 14;  // adam, adamw
+}
+
+// NOTE [Fresh pages]
+// On a CPU, glibc serves a tensor of kMmapThreshold or more with a fresh
+// mmap() and unmaps it when freed, so each such tensor page-faults on every
+// allocation: a layer's output in forward, the gradient of its input and of
+// its largest weight in backward (the weight's gradient is a new tensor each
+// microbatch, added into the accumulated one). At about a microsecond or two
+// per 4 KB page this is the whole difference between VGG-11's 100 MB dense
+// layer's backward and its roofline (measured 100 ms, roofline 15 ms).
+double freshSeconds(const DeviceSpec& device, Bytes bytes) {
+  if (device.fresh_memory_bandwidth <= 0 || bytes < kMmapThreshold) return 0;
+  return static_cast<double>(bytes) / device.fresh_memory_bandwidth;
 }
 
 }  // namespace
@@ -57,14 +72,24 @@ Result<Profile> predictProfile(const model::Arch& arch, const DeviceSpec& device
     const double dm = static_cast<double>(m);
     for (size_t i = 0; i < layers.size(); ++i) {
       const auto& l = layers[i];
-      // Parameters are read once per pass (and written by backward as gradients).
+      // Forward reads the parameters once. Backward reads them for the input's
+      // gradient, writes the weights' gradient as a new tensor and adds it
+      // into the accumulated one (read both, write one): five passes, which
+      // is what a dense layer of a few MB takes here at small microbatches.
       const double paramBytes = static_cast<double>(p.layers[i].parameter_bytes);
       const double fwdTraffic = l.memory_traffic_bytes * dm + paramBytes;
-      const double bwdTraffic = 2 * l.memory_traffic_bytes * dm + 2 * paramBytes;
+      const double bwdTraffic = 2 * l.memory_traffic_bytes * dm + 5 * paramBytes;
+      const KindFactors f = device.factors(l.kind);
+      // The first layer's input needs no gradient (measure.cc does the same).
+      const Bytes inputGradient = i == 0 ? 0 : meas.layers[i - 1].output_bytes;
       LayerCost c;
-      c.forward_ms = 1e3 * (std::max(l.forward_flops * dm / flops, fwdTraffic / bandwidth) + device.layer_overhead);
-      c.backward_ms = 1e3 * (std::max(l.backward_flops * dm / flops, bwdTraffic / bandwidth) + 2 * device.layer_overhead);
       c.output_bytes = l.output_bytes * m;
+      const double forward = std::max(l.forward_flops * dm / flops, fwdTraffic / bandwidth);
+      const double backward = std::max(l.backward_flops * dm / flops, bwdTraffic / bandwidth);
+      // NOTE [Fresh pages]
+      c.forward_ms = 1e3 * (f.forward * forward + device.layer_overhead + freshSeconds(device, c.output_bytes));
+      c.backward_ms = 1e3 * (f.backward * backward + 2 * device.layer_overhead +
+                             freshSeconds(device, 4 * l.largest_parameter) + freshSeconds(device, inputGradient));
       c.stashed_bytes = std::max(l.stashed_bytes, l.output_bytes) * m;
       c.workspace_bytes = l.output_bytes * m;  // the incoming gradient during backward
       meas.layers.push_back(c);

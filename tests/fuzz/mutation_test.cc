@@ -58,6 +58,7 @@ std::vector<Format> formats() {
   for (const char* device : {"k80", "v100", "a100", "h100"}) {
     f.push_back({std::string("device_") + device, std::string("data/devices/") + device + ".yaml", parseDevice, 3000});
   }
+  f.push_back({"device_cpu_calibrated", "tests/fixtures/device_cpu.yaml", parseDevice, 3000});
   return f;
 }
 

@@ -164,6 +164,9 @@ const std::vector<Field> kFields = {
     {"data/devices/k80.yaml", "/memory_efficiency", kNone},
     {"data/devices/k80.yaml", "/layer_overhead", kZero},
     {"data/devices/k80.yaml", "/runtime_memory", kNonNegative},
+    {"tests/fixtures/device_cpu.yaml", "/fresh_memory_bandwidth", kPositive},
+    {"tests/fixtures/device_cpu.yaml", "/kinds/conv/forward", kNone},
+    {"tests/fixtures/device_cpu.yaml", "/kinds/transformer/backward", kNone},
     // PipeDream graph.txt
     {"tests/fixtures/pipedream_small.txt", "node4/forward_compute_time", kNonNegative},
     {"tests/fixtures/pipedream_small.txt", "node4/backward_compute_time", kNonNegative},

@@ -112,6 +112,22 @@ TEST(CalibrateCpu, PlausibleFigures) {
   EXPECT_GT(d->memory_bandwidth, 1e8);
   EXPECT_GT(d->compute_efficiency, 0);
   EXPECT_LE(d->compute_efficiency, 1);
+  EXPECT_GT(d->fresh_memory_bandwidth, 1e8);
+  EXPECT_GT(d->layer_overhead, 0);
+  EXPECT_LT(d->layer_overhead, 1e-3);
+  // Every kind of the zoo ran in a calibration kernel; measured here each
+  // takes 0.8–11× its roofline (NOTE [Calibration kernels]).
+  for (const auto& kind : model::layerKinds()) {
+    ASSERT_EQ(d->kinds.count(kind), 1u) << kind;
+    EXPECT_GT(d->kinds.at(kind).forward, 0.1) << kind;
+    EXPECT_LT(d->kinds.at(kind).forward, 50) << kind;
+    EXPECT_GT(d->kinds.at(kind).backward, 0.1) << kind;
+    EXPECT_LT(d->kinds.at(kind).backward, 50) << kind;
+  }
+  // A calibrated device is a device file like any other.
+  auto again = deviceFromYaml(deviceToYaml(*d), "cpu.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->kinds.size(), d->kinds.size());
 }
 
 }  // namespace

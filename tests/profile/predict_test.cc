@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/allocator.h"
 #include "model/zoo.h"
 
 namespace hydrozoa::profile {
@@ -34,6 +35,96 @@ TEST(Device, YamlErrorsNameTheField) {
   auto ok = deviceFromYaml(deviceToYaml(*loadDevice("v100")), "v.yaml");
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_DOUBLE_EQ(ok->peak_flops, 15.7e12);
+}
+
+TEST(Device, KindFactorsAndFreshPagesReadBackAndAreChecked) {
+  const std::string base = "name: x\nkind: cpu\npeak_flops: 1e11\nmemory_bandwidth: 10GB/s\nmemory: 16GB\n";
+  auto d = deviceFromYaml(base + "fresh_memory_bandwidth: 2GB/s\nkinds:\n  conv: {forward: 2.5, backward: 1.25}\n"
+                                 "  linear: {forward: 3}\n",
+                          "x.yaml");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_DOUBLE_EQ(d->fresh_memory_bandwidth, 2e9);
+  EXPECT_DOUBLE_EQ(d->factors("conv").forward, 2.5);
+  EXPECT_DOUBLE_EQ(d->factors("conv").backward, 1.25);
+  EXPECT_DOUBLE_EQ(d->factors("linear").backward, 1.0);  // absent: the roofline as it is
+  EXPECT_DOUBLE_EQ(d->factors("transformer").forward, 1.0);
+  EXPECT_EQ(describeKindFactors(*d), "conv ×2.50 / ×1.25, linear ×3.00 / ×1.00");
+  auto again = deviceFromYaml(deviceToYaml(*d), "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_DOUBLE_EQ(again->factors("conv").backward, 1.25);
+  EXPECT_DOUBLE_EQ(again->fresh_memory_bandwidth, 2e9);
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"kinds:\n  convolution: {forward: 2}\n", "unknown layer kind \"convolution\" (known: conv, linear"},
+      {"kinds:\n  conv: {forward: 0}\n", "x.yaml.kinds.conv.forward"},
+      {"kinds:\n  conv: {backward: -1}\n", "x.yaml.kinds.conv.backward"},
+      {"kinds:\n  conv: {forward: 1e9}\n", "x.yaml.kinds.conv.forward"},
+      {"kinds:\n  conv: {fwd: 2}\n", "unknown key \"fwd\""},
+      {"kinds: [conv]\n", "x.yaml.kinds"},
+      {"fresh_memory_bandwidth: 0\n", "x.yaml.fresh_memory_bandwidth"},
+  };
+  for (const auto& [yaml, message] : bad) {
+    auto e = deviceFromYaml(base + yaml, "x.yaml");
+    ASSERT_FALSE(e.ok()) << yaml;
+    EXPECT_NE(e.status().message().find(message), std::string::npos) << yaml << " -> " << e.status().message();
+  }
+}
+
+TEST(Predict, KindFactorsScaleTheirKindsRooflineOnly) {
+  auto arch = model::buildArch({"vgg16", {}});
+  DeviceSpec plain = *loadDevice("v100");
+  DeviceSpec scaled = plain;
+  scaled.kinds["conv"] = {2.0, 3.0};
+  auto a = predictProfile(*arch, plain, {8}, "sgd"), b = predictProfile(*arch, scaled, {8}, "sgd");
+  ASSERT_TRUE(a.ok() && b.ok());
+  const double fixed = 1e3 * plain.layer_overhead;
+  for (size_t i = 0; i < a->numLayers(); ++i) {
+    const LayerCost &x = a->at(8)->layers[i], &y = b->at(8)->layers[i];
+    if (a->layers[i].kind == "conv") {
+      EXPECT_NEAR(y.forward_ms - fixed, 2 * (x.forward_ms - fixed), 1e-9) << a->layers[i].name;
+      EXPECT_NEAR(y.backward_ms - 2 * fixed, 3 * (x.backward_ms - 2 * fixed), 1e-9) << a->layers[i].name;
+    } else {
+      EXPECT_DOUBLE_EQ(y.forward_ms, x.forward_ms) << a->layers[i].name;
+      EXPECT_DOUBLE_EQ(y.backward_ms, x.backward_ms) << a->layers[i].name;
+    }
+  }
+}
+
+TEST(Predict, BackwardMovesAParameterFiveTimes) {
+  // VGG-16's first dense layer at one sample is bound by its 411 MB of weights.
+  auto arch = model::buildArch({"vgg16", {}});
+  const DeviceSpec v100 = *loadDevice("v100");
+  auto p = predictProfile(*arch, v100, {1}, "sgd");
+  ASSERT_TRUE(p.ok());
+  const auto layers = model::analyze(*arch);
+  const size_t fc1 = 13;
+  ASSERT_EQ(layers[fc1].name, "fc1");
+  const double bandwidth = v100.memory_bandwidth * v100.memory_efficiency;
+  const double traffic = 2.0 * static_cast<double>(layers[fc1].memory_traffic_bytes) + 5.0 * 4 * layers[fc1].parameters;
+  EXPECT_NEAR(p->at(1)->layers[fc1].backward_ms, 1e3 * (traffic / bandwidth + 2 * v100.layer_overhead), 1e-9);
+}
+
+TEST(Predict, FreshPagesArePaidByTensorsFromTheMmapThresholdUp) {
+  auto arch = model::buildArch({"vgg16", {}});
+  DeviceSpec plain = *loadDevice("v100");
+  DeviceSpec cpu = plain;
+  cpu.fresh_memory_bandwidth = 1e9;
+  auto a = predictProfile(*arch, plain, {8}, "sgd"), b = predictProfile(*arch, cpu, {8}, "sgd");
+  ASSERT_TRUE(a.ok() && b.ok());
+  const auto layers = model::analyze(*arch);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerCost &x = a->at(8)->layers[i], &y = b->at(8)->layers[i];
+    const Bytes output = x.output_bytes, weight = 4 * layers[i].largest_parameter;
+    const Bytes inputGradient = i == 0 ? 0 : a->at(8)->layers[i - 1].output_bytes;
+    const auto fresh = [](Bytes bytes) { return bytes >= kMmapThreshold ? 1e3 * static_cast<double>(bytes) / 1e9 : 0; };
+    EXPECT_NEAR(y.forward_ms - x.forward_ms, fresh(output), 1e-9) << layers[i].name;
+    EXPECT_NEAR(y.backward_ms - x.backward_ms, fresh(weight) + fresh(inputGradient), 1e-9) << layers[i].name;
+  }
+  // Both sides of the threshold occur: conv1's output (8 × 12.8 MB) and fc1's weight (411 MB) are above it,
+  // conv13's output (3.2 MB) and weight (9.4 MB) below.
+  EXPECT_GT(b->at(8)->layers[0].forward_ms, a->at(8)->layers[0].forward_ms);
+  EXPECT_GT(b->at(8)->layers[13].backward_ms, a->at(8)->layers[13].backward_ms);
+  EXPECT_DOUBLE_EQ(b->at(8)->layers[12].forward_ms, a->at(8)->layers[12].forward_ms);
 }
 
 TEST(Predict, ComputeBoundLayersFollowFlops) {
