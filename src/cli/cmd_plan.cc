@@ -94,7 +94,7 @@ Result<profile::Profile> obtainProfile(const PlanArgs& a, const std::optional<st
   if (a.device == "cpu") {
     spdlog::info("calibrating this CPU for predictions (a few seconds)...");
     HZ_ASSIGN_OR_RETURN(device, profile::calibrateCpu({}));
-    spdlog::info("per-kind time factors (forward / backward): {}", profile::describeKindFactors(device));
+    spdlog::info("per-kind time factors at microbatch 8 (forward / backward): {}", profile::describeKindFactors(device));
   } else {
     HZ_ASSIGN_OR_RETURN(device, profile::loadDevice(a.device));
   }

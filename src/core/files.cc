@@ -165,7 +165,17 @@ void emit(YAML::Emitter& out, const Json& v) {
     case Json::value_t::boolean: out << v.get<bool>(); break;
     case Json::value_t::number_integer: out << v.get<std::int64_t>(); break;
     case Json::value_t::number_unsigned: out << v.get<std::uint64_t>(); break;
-    default: out << v.get<double>(); break;
+    default: {
+      // The shortest decimal that reads back as the same double (yaml-cpp
+      // writes 17 digits: 0.59 as 0.58999999999999997).
+      const double d = v.get<double>();
+      if (std::isfinite(d)) {
+        out << fmt::format("{}", d);
+      } else {
+        out << d;
+      }
+      break;
+    }
   }
 }
 

@@ -5,10 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <functional>
 #include <map>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/allocator.h"
@@ -33,15 +36,19 @@ double bestSeconds(const std::function<void()>& fn, int runs) {
 // NOTE [Calibration kernels]
 // One global FLOP rate puts a layer's time off by a factor that depends on
 // its kind more than on its size: measured here, transformer blocks ran
-// 2.5–3.4× their roofline's forward, dense layers about 2×, a 3×3
-// convolution deep in a network 1.0–1.5× and a first convolution over 1–3
-// channels 4–5×. So each kind runs, in the short chains below, at shapes
-// typical of the zoo's small and medium variants; its factor (per pass) is
-// the geometric mean over its layers and two microbatch sizes of the
-// measured time over the roofline's, the fixed per-layer cost taken out of
-// both. That cost is the time of a layer too small to compute anything (a
-// 16-wide dense layer at microbatch 1). Layers of one kind still differ by up
-// to 2× around their factor; a measured profile has no such error.
+// 1.4–3.4× their roofline's forward, dense layers 1–3×, a 3×3 convolution
+// deep in a network 0.6–1.5× (oneDNN's kernels beat the 512³ product that
+// sets the rate) and a convolution over the input's 1–3 channels 5–10×. So
+// each kind runs, in the short chains below, at shapes typical of the zoo's
+// small and medium variants, at microbatch 4 and 32; per pass and size its
+// factor is the geometric mean over its layers of the measured time over the
+// roofline's, the fixed per-layer cost taken out of both. That cost is the
+// time of a layer too small to compute anything (a 16-wide dense layer at
+// microbatch 1). The two sizes give `f + g / m`: a dense layer at microbatch
+// 4 took 3.4× its roofline and at 32 1.3× (the product's rows fill the vector
+// registers worse), and one factor for both put the MLP's step 45–70% over
+// its measurement at 32. Layers of one kind still differ by up to 2× around
+// their factor; a measured profile has no such error.
 model::Arch imageKernels() {
   model::Arch a;
   a.name = "calibration (image)";
@@ -129,38 +136,61 @@ MeasureOptions kernelOptions(int threads, std::vector<std::int64_t> sizes) {
   return mo;
 }
 
+// The two microbatch sizes every kernel runs at: the factors' fit
+// `f + g / m` goes through both (NOTE [Calibration kernels]).
+constexpr std::int64_t kSmall = 4, kLarge = 32;
+
 struct LogSums {
   double forward = 0, backward = 0;
   int count = 0;
 };
 
+// Per factor kind, at kSmall and kLarge.
+using KindSums = std::map<std::string, std::array<LogSums, 2>>;
+
 // Adds each layer's log(measured / roofline) per pass to its kind's sums,
 // the fixed cost taken out of both. No tensor of these kernels reaches
 // kMmapThreshold: none pays for fresh pages.
-Status addKernels(const model::Arch& arch, const DeviceSpec& roofline, int threads,
-                  std::map<std::string, LogSums>* sums) {
-  const MeasureOptions mo = kernelOptions(threads, {4, 16});
+Status addKernels(const model::Arch& arch, const DeviceSpec& roofline, int threads, KindSums* sums) {
+  const MeasureOptions mo = kernelOptions(threads, {kSmall, kLarge});
   HZ_ASSIGN_OR_RETURN(Profile measured, measureArch(arch, mo));
   HZ_ASSIGN_OR_RETURN(Profile predicted, predictProfile(arch, roofline, mo.microbatch_sizes, mo.optimizer));
+  const std::vector<model::LayerAnalysis> layers = model::analyze(arch);
   const double fixed = 1e3 * roofline.layer_overhead;
   // A kernel measured at its fixed cost or below says nothing about its rate.
   const auto ratio = [](double measured, double roof) { return std::log(std::max(measured, 0.1 * roof) / roof); };
-  const size_t L = measured.layers.size();
-  for (size_t s = 0; s < measured.measurements.size(); ++s) {
+  const size_t L = layers.size();
+  for (size_t s = 0; s < 2; ++s) {
     for (size_t i = 0; i < L; ++i) {
       // The last layer's time includes the loss: it stands for its kind only
       // where that kind is a head, always last.
-      const std::string& kind = measured.layers[i].kind;
+      const std::string& kind = layers[i].kind;
       if (i + 1 == L && kind != "lm_head" && kind != "sequence_classifier") continue;
       const LayerCost& m = measured.measurements[s].layers[i];
       const LayerCost& p = predicted.measurements[s].layers[i];
-      LogSums& k = (*sums)[kind];
+      LogSums& k = (*sums)[factorKind(layers[i])][s];
       k.forward += ratio(m.forward_ms - fixed, p.forward_ms - fixed);
       k.backward += ratio(m.backward_ms - 2 * fixed, p.backward_ms - 2 * fixed);
       ++k.count;
     }
   }
   return Status();
+}
+
+// `f + g / m` through the geometric-mean factors at kSmall and kLarge; where
+// the larger microbatch runs relatively slower (g would be negative), one
+// factor for both.
+std::pair<double, double> fitFactor(double logSmall, double logLarge) {
+  const double small = std::exp(logSmall), large = std::exp(logLarge);
+  double g = (small - large) / (1.0 / kSmall - 1.0 / kLarge);
+  double f = large - g / kLarge;
+  if (g <= 0 || f < 1e-2) {
+    f = std::exp((logSmall + logLarge) / 2);
+    g = 0;
+  }
+  // Two decimals: the measurement's noise is larger, and a saved file reads better.
+  const auto round = [](double x) { return std::round(100 * x) / 100; };
+  return {round(std::clamp(f, 1e-2, 1e2)), round(std::clamp(g, 0.0, 1e3))};
 }
 
 }  // namespace
@@ -201,13 +231,14 @@ Result<DeviceSpec> calibrateCpu(const CalibrateOptions& o) {
     const LayerCost& middle = tiny.measurements[0].layers[1];
     d.layer_overhead = 1e-3 * std::min(middle.forward_ms, middle.backward_ms / 2);
   }
-  std::map<std::string, LogSums> sums;
+  KindSums sums;
   for (const model::Arch& arch : {imageKernels(), bottleneckKernels(), decoderKernels(), encoderKernels()}) {
     HZ_RETURN_IF_ERROR(addKernels(arch, d, o.threads, &sums));
   }
   for (const auto& [kind, s] : sums) {
-    d.kinds[kind] = {std::clamp(std::exp(s.forward / s.count), 1e-2, 1e2),
-                     std::clamp(std::exp(s.backward / s.count), 1e-2, 1e2)};
+    KindFactors& f = d.kinds[kind];
+    std::tie(f.forward, f.forward_small) = fitFactor(s[0].forward / s[0].count, s[1].forward / s[1].count);
+    std::tie(f.backward, f.backward_small) = fitFactor(s[0].backward / s[0].count, s[1].backward / s[1].count);
   }
   return d;
 }

@@ -22,6 +22,8 @@ constexpr NumberRange kLayerOverheadRange{0, 60, "seconds"};
 // A kind's time against its roofline: the calibration of this machine finds
 // 0.5–5; three orders of magnitude either way is a typo.
 constexpr NumberRange kKindFactorRange{1e-3, 1e3, "a factor"};
+// The factor's part that falls with the microbatch (times the microbatch).
+constexpr NumberRange kSmallFactorRange{0, 1e3, "a factor"};
 
 // A quantity read with ObjectReader::bytes/bandwidth (at most kMaxBytes) that
 // must also be above 0.
@@ -39,12 +41,12 @@ void checkIn(ObjectReader& r, const char* key, double value, const NumberRange& 
   }
 }
 
-// kinds: {conv: {forward: 2.1, backward: 0.9}, ...}
+// kinds: {conv: {forward: 2.1, backward: 0.9, forward_small: 4}, ...}
 void readKinds(ObjectReader& r, std::map<std::string, KindFactors>* kinds) {
   if (!r.has("kinds")) return;
   const Json& j = r.object("kinds");
   if (!r.ok()) return;
-  const auto& known = model::layerKinds();
+  const auto& known = factorKinds();
   for (const auto& [name, value] : j.items()) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       r.fail("kinds", fmt::format("unknown layer kind \"{}\" (known: {})", printable(name), fmt::join(known, ", ")));
@@ -54,6 +56,8 @@ void readKinds(ObjectReader& r, std::map<std::string, KindFactors>* kinds) {
     KindFactors f;
     if (k.has("forward")) f.forward = numberIn(k, "forward", kKindFactorRange);
     if (k.has("backward")) f.backward = numberIn(k, "backward", kKindFactorRange);
+    if (k.has("forward_small")) f.forward_small = numberIn(k, "forward_small", kSmallFactorRange);
+    if (k.has("backward_small")) f.backward_small = numberIn(k, "backward_small", kSmallFactorRange);
     k.rejectUnknownKeys();
     r.adopt(k.status());
     (*kinds)[name] = f;
@@ -61,6 +65,28 @@ void readKinds(ObjectReader& r, std::map<std::string, KindFactors>* kinds) {
 }
 
 }  // namespace
+
+double KindFactors::forwardAt(std::int64_t microbatch) const {
+  return forward + forward_small / static_cast<double>(std::max<std::int64_t>(microbatch, 1));
+}
+
+double KindFactors::backwardAt(std::int64_t microbatch) const {
+  return backward + backward_small / static_cast<double>(std::max<std::int64_t>(microbatch, 1));
+}
+
+std::string factorKind(const model::LayerAnalysis& layer) {
+  const bool overInput = layer.input_shape.size() == 3 && layer.input_shape[0] <= 4;
+  return layer.kind == "conv" && overInput ? "input_conv" : layer.kind;
+}
+
+const std::vector<std::string>& factorKinds() {
+  static const std::vector<std::string> kinds = [] {
+    std::vector<std::string> k = model::layerKinds();
+    k.push_back("input_conv");
+    return k;
+  }();
+  return kinds;
+}
 
 KindFactors DeviceSpec::factors(const std::string& layerKind) const {
   const auto it = kinds.find(layerKind);
@@ -127,7 +153,11 @@ std::string deviceToYaml(const DeviceSpec& d) {
   if (d.fresh_memory_bandwidth > 0) j["fresh_memory_bandwidth"] = fmt::format("{}GB/s", d.fresh_memory_bandwidth / 1e9);
   if (!d.kinds.empty()) {
     Json kinds = Json::object();
-    for (const auto& [name, f] : d.kinds) kinds[name] = {{"forward", f.forward}, {"backward", f.backward}};
+    for (const auto& [name, f] : d.kinds) {
+      Json& k = kinds[name] = {{"forward", f.forward}, {"backward", f.backward}};
+      if (f.forward_small > 0) k["forward_small"] = f.forward_small;
+      if (f.backward_small > 0) k["backward_small"] = f.backward_small;
+    }
     j["kinds"] = kinds;
   }
   return toYaml(j);
@@ -137,7 +167,7 @@ std::string describeKindFactors(const DeviceSpec& d) {
   if (d.kinds.empty()) return "none";
   std::string out;
   for (const auto& [name, f] : d.kinds) {
-    out += fmt::format("{}{} ×{:.2f} / ×{:.2f}", out.empty() ? "" : ", ", name, f.forward, f.backward);
+    out += fmt::format("{}{} ×{:.2f} / ×{:.2f}", out.empty() ? "" : ", ", name, f.forwardAt(8), f.backwardAt(8));
   }
   return out;
 }

@@ -5,20 +5,40 @@
 // (profile/calibrate.h); any YAML file of the same shape.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/units.h"
+
+namespace hydrozoa::model {
+struct LayerAnalysis;
+}
 
 namespace hydrozoa::profile {
 
 // How much longer than its roofline a layer of one kind takes, per pass (the
 // fixed per-layer overhead and fresh pages come on top: profile/predict.cc).
+// At microbatch m the factor is `forward + forward_small / m`: small
+// microbatches use the vector units worse (NOTE [Calibration kernels]).
 struct KindFactors {
   double forward = 1.0;
   double backward = 1.0;
+  double forward_small = 0;
+  double backward_small = 0;
+
+  double forwardAt(std::int64_t microbatch) const;
+  double backwardAt(std::int64_t microbatch) const;
 };
+
+// What a layer's factors are kept under: its kind, except that a convolution
+// over the input image (four channels or fewer) is an "input_conv": its
+// kernel runs several times slower per FLOP than a convolution deeper in.
+std::string factorKind(const model::LayerAnalysis& layer);
+// model::layerKinds() and "input_conv".
+const std::vector<std::string>& factorKinds();
 
 struct DeviceSpec {
   std::string name;         // "k80"
@@ -36,7 +56,7 @@ struct DeviceSpec {
   // (NOTE [glibc malloc and tensor-sized allocations]). 0: not modelled, as on
   // GPUs, whose caching allocator keeps its blocks.
   BytesPerSecond fresh_memory_bandwidth = 0;
-  std::map<std::string, KindFactors> kinds;  // by layer kind (model::layerKinds()); absent: 1
+  std::map<std::string, KindFactors> kinds;  // by factorKind(); absent: 1
 
   KindFactors factors(const std::string& layerKind) const;
 
@@ -49,7 +69,8 @@ struct DeviceSpec {
 Result<DeviceSpec> loadDevice(const std::string& nameOrPath);
 Result<DeviceSpec> deviceFromYaml(const std::string& text, const std::string& origin);
 std::string deviceToYaml(const DeviceSpec& device);
-// "conv ×2.10 / ×0.85, linear ×1.95 / ×1.80" (forward / backward), or "none".
+// "conv ×2.10 / ×0.85, linear ×1.95 / ×1.80": forward / backward at
+// microbatch 8, or "none".
 std::string describeKindFactors(const DeviceSpec& device);
 
 }  // namespace hydrozoa::profile

@@ -79,7 +79,7 @@ Result<Profile> predictProfile(const model::Arch& arch, const DeviceSpec& device
       const double paramBytes = static_cast<double>(p.layers[i].parameter_bytes);
       const double fwdTraffic = l.memory_traffic_bytes * dm + paramBytes;
       const double bwdTraffic = 2 * l.memory_traffic_bytes * dm + 5 * paramBytes;
-      const KindFactors f = device.factors(l.kind);
+      const KindFactors f = device.factors(factorKind(l));
       // The first layer's input needs no gradient (measure.cc does the same).
       const Bytes inputGradient = i == 0 ? 0 : meas.layers[i - 1].output_bytes;
       LayerCost c;
@@ -87,8 +87,8 @@ Result<Profile> predictProfile(const model::Arch& arch, const DeviceSpec& device
       const double forward = std::max(l.forward_flops * dm / flops, fwdTraffic / bandwidth);
       const double backward = std::max(l.backward_flops * dm / flops, bwdTraffic / bandwidth);
       // NOTE [Fresh pages]
-      c.forward_ms = 1e3 * (f.forward * forward + device.layer_overhead + freshSeconds(device, c.output_bytes));
-      c.backward_ms = 1e3 * (f.backward * backward + 2 * device.layer_overhead +
+      c.forward_ms = 1e3 * (f.forwardAt(m) * forward + device.layer_overhead + freshSeconds(device, c.output_bytes));
+      c.backward_ms = 1e3 * (f.backwardAt(m) * backward + 2 * device.layer_overhead +
                              freshSeconds(device, 4 * l.largest_parameter) + freshSeconds(device, inputGradient));
       c.stashed_bytes = std::max(l.stashed_bytes, l.output_bytes) * m;
       c.workspace_bytes = l.output_bytes * m;  // the incoming gradient during backward

@@ -167,6 +167,8 @@ const std::vector<Field> kFields = {
     {"tests/fixtures/device_cpu.yaml", "/fresh_memory_bandwidth", kPositive},
     {"tests/fixtures/device_cpu.yaml", "/kinds/conv/forward", kNone},
     {"tests/fixtures/device_cpu.yaml", "/kinds/transformer/backward", kNone},
+    {"tests/fixtures/device_cpu.yaml", "/kinds/linear/forward_small", kZero},
+    {"tests/fixtures/device_cpu.yaml", "/kinds/input_conv/forward", kNone},
     // PipeDream graph.txt
     {"tests/fixtures/pipedream_small.txt", "node4/forward_compute_time", kNonNegative},
     {"tests/fixtures/pipedream_small.txt", "node4/backward_compute_time", kNonNegative},

@@ -40,7 +40,7 @@ TEST(Device, YamlErrorsNameTheField) {
 TEST(Device, KindFactorsAndFreshPagesReadBackAndAreChecked) {
   const std::string base = "name: x\nkind: cpu\npeak_flops: 1e11\nmemory_bandwidth: 10GB/s\nmemory: 16GB\n";
   auto d = deviceFromYaml(base + "fresh_memory_bandwidth: 2GB/s\nkinds:\n  conv: {forward: 2.5, backward: 1.25}\n"
-                                 "  linear: {forward: 3}\n",
+                                 "  linear: {forward: 3}\n  input_conv: {forward: 4, forward_small: 16, backward_small: 8}\n",
                           "x.yaml");
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_DOUBLE_EQ(d->fresh_memory_bandwidth, 2e9);
@@ -48,10 +48,17 @@ TEST(Device, KindFactorsAndFreshPagesReadBackAndAreChecked) {
   EXPECT_DOUBLE_EQ(d->factors("conv").backward, 1.25);
   EXPECT_DOUBLE_EQ(d->factors("linear").backward, 1.0);  // absent: the roofline as it is
   EXPECT_DOUBLE_EQ(d->factors("transformer").forward, 1.0);
-  EXPECT_EQ(describeKindFactors(*d), "conv ×2.50 / ×1.25, linear ×3.00 / ×1.00");
+  // forward + forward_small / m; described at microbatch 8.
+  EXPECT_DOUBLE_EQ(d->factors("input_conv").forwardAt(4), 8.0);
+  EXPECT_DOUBLE_EQ(d->factors("input_conv").forwardAt(16), 5.0);
+  EXPECT_DOUBLE_EQ(d->factors("input_conv").backwardAt(2), 5.0);
+  EXPECT_DOUBLE_EQ(d->factors("conv").forwardAt(1), 2.5);
+  EXPECT_EQ(describeKindFactors(*d), "conv ×2.50 / ×1.25, input_conv ×6.00 / ×2.00, linear ×3.00 / ×1.00");
   auto again = deviceFromYaml(deviceToYaml(*d), "again.yaml");
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_DOUBLE_EQ(again->factors("conv").backward, 1.25);
+  EXPECT_DOUBLE_EQ(again->factors("input_conv").forward_small, 16);
+  EXPECT_DOUBLE_EQ(again->factors("input_conv").backward_small, 8);
   EXPECT_DOUBLE_EQ(again->fresh_memory_bandwidth, 2e9);
 
   const std::vector<std::pair<std::string, std::string>> bad = {
@@ -60,6 +67,8 @@ TEST(Device, KindFactorsAndFreshPagesReadBackAndAreChecked) {
       {"kinds:\n  conv: {backward: -1}\n", "x.yaml.kinds.conv.backward"},
       {"kinds:\n  conv: {forward: 1e9}\n", "x.yaml.kinds.conv.forward"},
       {"kinds:\n  conv: {fwd: 2}\n", "unknown key \"fwd\""},
+      {"kinds:\n  conv: {forward_small: -1}\n", "x.yaml.kinds.conv.forward_small"},
+      {"kinds:\n  conv: {backward_small: nan}\n", "x.yaml.kinds.conv.backward_small"},
       {"kinds: [conv]\n", "x.yaml.kinds"},
       {"fresh_memory_bandwidth: 0\n", "x.yaml.fresh_memory_bandwidth"},
   };
@@ -78,15 +87,36 @@ TEST(Predict, KindFactorsScaleTheirKindsRooflineOnly) {
   auto a = predictProfile(*arch, plain, {8}, "sgd"), b = predictProfile(*arch, scaled, {8}, "sgd");
   ASSERT_TRUE(a.ok() && b.ok());
   const double fixed = 1e3 * plain.layer_overhead;
+  const auto layers = model::analyze(*arch);
   for (size_t i = 0; i < a->numLayers(); ++i) {
     const LayerCost &x = a->at(8)->layers[i], &y = b->at(8)->layers[i];
-    if (a->layers[i].kind == "conv") {
+    if (factorKind(layers[i]) == "conv") {
       EXPECT_NEAR(y.forward_ms - fixed, 2 * (x.forward_ms - fixed), 1e-9) << a->layers[i].name;
       EXPECT_NEAR(y.backward_ms - 2 * fixed, 3 * (x.backward_ms - 2 * fixed), 1e-9) << a->layers[i].name;
     } else {
       EXPECT_DOUBLE_EQ(y.forward_ms, x.forward_ms) << a->layers[i].name;
       EXPECT_DOUBLE_EQ(y.backward_ms, x.backward_ms) << a->layers[i].name;
     }
+  }
+}
+
+TEST(Predict, TheFirstConvolutionIsAnInputConvAndSmallMicrobatchesPayMore) {
+  auto arch = model::buildArch({"vgg16", {}});
+  const auto layers = model::analyze(*arch);
+  EXPECT_EQ(factorKind(layers[0]), "input_conv");  // over 3 channels
+  EXPECT_EQ(factorKind(layers[1]), "conv");
+  EXPECT_EQ(factorKind(layers[13]), "linear");
+  DeviceSpec plain = *loadDevice("v100");
+  DeviceSpec scaled = plain;
+  scaled.kinds["input_conv"] = {1.0, 1.0, 8.0, 0.0};  // factor 1 + 8 / m forward
+  auto a = predictProfile(*arch, plain, {2, 8}, "sgd"), b = predictProfile(*arch, scaled, {2, 8}, "sgd");
+  ASSERT_TRUE(a.ok() && b.ok());
+  const double fixed = 1e3 * plain.layer_overhead;
+  for (const std::int64_t m : {2, 8}) {
+    const LayerCost &x = a->at(m)->layers[0], &y = b->at(m)->layers[0];
+    EXPECT_NEAR(y.forward_ms - fixed, (1.0 + 8.0 / m) * (x.forward_ms - fixed), 1e-9) << m;
+    EXPECT_DOUBLE_EQ(y.backward_ms, x.backward_ms) << m;
+    EXPECT_DOUBLE_EQ(b->at(m)->layers[1].forward_ms, a->at(m)->layers[1].forward_ms) << m;
   }
 }
 
