@@ -154,6 +154,34 @@ TEST_F(Cli, PredictBert12OnK80AsWritten) {
   for (const auto& s : (*plan)["stages"]) EXPECT_LE(s["memory_bytes"].get<long>(), 12L * 1024 * 1024 * 1024);
 }
 
+// Issue 9 §2: `--device cpu` calibrates this CPU per layer kind, says so,
+// and --save-device writes the calibration, which a later plan reuses.
+TEST_F(Cli, CpuDeviceCalibratedSavedAndReused) {
+  Outcome r = run({"profile", "--model", "cnn", "--device", "cpu", "--microbatch-sizes", "4,8", "--save-device",
+                   "cpu.yaml", "-o", "cnn-cpu.json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("per-kind time factors at microbatch 8 (forward / backward): "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("input_conv ×"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("Wrote cpu.yaml"), std::string::npos) << r.out;
+  auto saved = readYamlFile(path("cpu.yaml"));
+  ASSERT_TRUE(saved.ok()) << saved.status().message();
+  EXPECT_EQ((*saved)["name"], "cpu");
+  EXPECT_TRUE((*saved)["kinds"].contains("conv"));
+  EXPECT_TRUE((*saved)["kinds"].contains("input_conv"));
+  EXPECT_TRUE(saved->contains("fresh_memory_bandwidth"));
+
+  // The saved file is a device like any other: no second calibration.
+  r = run({"plan", "--model", "cnn", "--device", "cpu.yaml", "--workers", "2", "--global-batch", "32"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("calibrating"), std::string::npos) << r.err;
+  auto plan = readJsonFile(path("plan.json"));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ((*plan)["profile"]["device"], "cpu");
+
+  expectError({"profile", "--model", "cnn", "--save-device", "x.yaml"}, "add --device");
+  EXPECT_FALSE(fs::exists(path("x.yaml")));
+}
+
 TEST_F(Cli, PipeDreamGraphPinnedAsWrittenIsExactlyR) {
   fs::copy_file(kGraph, path("graph.txt"));
   const Outcome r = run({"plan", "--profile", "graph.txt", "--data-parallel", "1", "--stages", "4", "--microbatches", "8",
