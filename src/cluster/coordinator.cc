@@ -17,7 +17,8 @@
 #include <thread>
 
 #include "cluster/billing.h"
-#include "cluster/control.h"
+#include "wire/control.h"
+#include "wire/store.h"
 #include "cluster/job_plan.h"
 #include "cluster/launch/container_launcher.h"
 #include "cluster/launch/local_launcher.h"
@@ -194,7 +195,10 @@ class Job {
   std::int64_t perEpoch_ = 1, totalSteps_ = 0, stopStep_ = 0;
   std::optional<data::EpochSampler> sampler_;
   std::string token_;
-  std::unique_ptr<ControlServer> control_;
+  std::unique_ptr<wire::ControlServer> control_;
+  // The workers' c10d Store, served over control_ (wire/store.h): each
+  // generation's process groups meet there under "gen<N>/".
+  wire::StoreService store_;
   std::unique_ptr<Launcher> launcher_;
   Ledger ledger_;
   std::vector<WorkerState> workers_;
@@ -438,18 +442,20 @@ Status Job::start() {
                                        "(the job has {}); raise --max-steps or training.epochs",
                                        startStep_, stopStep_, totalSteps_));
   }
-  token_ = newToken();
+  token_ = wire::newToken();
   HZ_RETURN_IF_ERROR(makeLauncher());
   launched_ = Clock::now();
-  HZ_ASSIGN_OR_RETURN(control_, ControlServer::bind(launcher_->coordinatorHost(), spec_.control_port, token_));
+  HZ_ASSIGN_OR_RETURN(control_, wire::ControlServer::bind(launcher_->coordinatorHost(), spec_.control_port, token_));
   // NOTE [The rendezvous]
-  // The workers find each other's Gloo addresses through a c10d FileStore in
-  // the run directory (readable by the user only), one file a generation:
-  // the workers are on this machine (processes or containers sharing its
-  // file system), and a file opens no port. libtorch 1.13's TCPStore binds
-  // every interface, against "listeners bind only to the job's addresses"
-  // (issue 4 §5); a launcher across machines will need a store that can.
-  HZ_RETURN_IF_ERROR(run_.clearRendezvous());
+  // The workers find each other's Gloo addresses through a c10d Store that
+  // this coordinator serves on its control socket (wire/store.h; each
+  // worker's runtime/comm/control_store.h), under "gen<N>/" a generation:
+  // it opens no port of its own, answers only requests with the job's
+  // token, and needs nothing shared with the workers but the network, so
+  // it serves workers on other machines as it serves local ones (issue 10
+  // §1). Before it, a FileStore in the run directory (every worker had to
+  // see this file system); libtorch 1.13's TCPStore binds every interface,
+  // against "listeners bind only to the job's addresses" (issue 4 §5).
   HZ_RETURN_IF_ERROR(run_.writeJson("coordinator.json", {{"pid", ::getpid()}, {"control", control_->endpoint()}}));
   genStop_ = generationStop();
   return launchWorkers();
@@ -584,8 +590,14 @@ Status Job::waitFor(const char* what, const std::function<bool(const WorkerState
 bool Job::receiveOne(int timeoutMs) {
   std::string sender;
   Json m;
-  if (!control_->receive(&sender, &m, timeoutMs)) return false;
-  if (Status s = checkWorkerMessage(m); !s.ok()) {
+  const bool got = control_->receive(&sender, &m, timeoutMs);
+  for (auto& r : store_.expire(wire::StoreService::Clock::now())) control_->send(r.to, std::move(r.message));
+  if (!got) return false;
+  if (m.value("type", "") == "store") {  // checked by the store itself
+    for (auto& r : store_.handle(sender, m, wire::StoreService::Clock::now())) control_->send(r.to, std::move(r.message));
+    return true;
+  }
+  if (Status s = wire::checkWorkerMessage(m); !s.ok()) {
     // Authenticated but malformed: a broken worker, which the job cannot trust.
     const int rank = workerOf(sender);
     const std::string who = rank >= 0 ? workers_[rank].name() : sender;
@@ -650,7 +662,7 @@ void Job::sendAssign(const WorkerState& w) {
                  {"lr_factor", seg.lr_factor},
                  {"hold_at_epoch_end", policy_->usesMetrics()},
                  {"shared_memory", launcher_->sharesHostMemory() && sharedMemoryAllreduceAllowed()},
-                 {"store_path", run_.rendezvous(generation_)},
+                 {"store", "control"},
                  {"listen_host", launcher_->workerHost(w.id)},
                  {"run_dir", run_.root()},
                  {"trace_path", run_.workerTrace(w.id)},
@@ -1174,8 +1186,9 @@ Status Job::recover() {
 
   // The next generation.
   ++generation_;
+  store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
   training_ = false;
-  token_ = newToken();
+  token_ = wire::newToken();
   control_->newGeneration(token_);
   events_.push_back({{"generation", generation_},
                      {"event", "recovered"},
@@ -1224,7 +1237,7 @@ void Job::maybePrestart() {
   auto plan = planAt(genStop_);
   if (!plan.ok()) return;  // said at the boundary
   nextPlan_ = std::move(*plan);
-  nextToken_ = newToken();
+  nextToken_ = wire::newToken();
   control_->admit(nextToken_);
   next_ = layout(replicas, nextPlan_.pipeline_stages);
   for (WorkerState& w : next_) {
@@ -1299,6 +1312,7 @@ Status Job::rescale() {
   resumeStep_ = maxStarted_ = reached_;
   genStop_ = generationStop();
   ++generation_;
+  store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
   steps_.clear();
   boundaries_.clear();
   evals_.clear();
@@ -1314,7 +1328,7 @@ Status Job::rescale() {
   } else {
     retire(next_, 0.5);
     control_->admit("");
-    token_ = newToken();
+    token_ = wire::newToken();
     workers_ = layout(A_, B_);
   }
   next_.clear();
@@ -1388,7 +1402,6 @@ void Job::finish(const std::string& status, const std::string& reason) {
     }
   }
   progress_.finish();
-  (void)run_.clearRendezvous();
   // Every worker of every generation, by id (the trace files are per id).
   std::vector<std::string> names(everyWorker_.empty() ? 0 : everyWorker_.rbegin()->first + 1);
   for (const auto& [id, name] : everyWorker_) names[id] = name;

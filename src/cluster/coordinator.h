@@ -3,8 +3,8 @@
 //
 // It creates (or, resuming, reopens) the run directory, checks the model and
 // the data, plans when needed, hosts the control plane (ZeroMQ, with a fresh
-// job token) and the data plane's rendezvous (a c10d FileStore in the run
-// directory, NOTE [The rendezvous]), launches one
+// job token) and the data plane's rendezvous (a c10d Store served on the
+// control socket, NOTE [The rendezvous]), launches one
 // worker per (replica, stage) through a Launcher, assigns roles, and watches
 // the run: per-step reports become metrics.jsonl and the progress line,
 // evaluations are gathered from the replicas' last stages, checkpoints are

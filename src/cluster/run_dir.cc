@@ -84,16 +84,6 @@ Result<RunDir> RunDir::open(const std::string& path) {
   return RunDir(fs::absolute(path).lexically_normal().string());
 }
 
-std::string RunDir::rendezvous(int generation) const {
-  return fmt::format("{}/rendezvous/generation-{}", root_, generation);
-}
-
-Status RunDir::clearRendezvous() const {
-  std::error_code ec;
-  fs::remove_all(root_ + "/rendezvous", ec);
-  return makePrivateDir(root_ + "/rendezvous");
-}
-
 std::string RunDir::workerLog(int worker) const { return fmt::format("{}/workers/worker-{}.log", root_, worker); }
 std::string RunDir::workerTrace(int worker) const {
   return fmt::format("{}/workers/worker-{}.trace.jsonl", root_, worker);

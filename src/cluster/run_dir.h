@@ -7,7 +7,6 @@
 //   coordinator.json the running coordinator's pid and control endpoint
 //   workers/         worker-N.log, worker-N.trace.jsonl
 //   checkpoints/     step-00000469/ (one file per layer + manifest.json), latest
-//   rendezvous/      the workers' c10d FileStore, a file per generation (while running)
 //
 // The directory and its files are readable by the user only (0700/0600).
 // Checkpoints are assembled atomically: workers write a step's layer files
@@ -53,9 +52,6 @@ class RunDir {
   std::string workerTrace(int worker) const;
   std::string checkpointsDir() const { return root_ + "/checkpoints"; }
   std::string partialCheckpoint(std::int64_t step) const;
-  std::string rendezvous(int generation) const;
-  // Empties rendezvous/ (a killed run's files would hand out stale addresses).
-  Status clearRendezvous() const;
 
   Status writeJson(const std::string& name, const Json& value) const;
   Status writeText(const std::string& name, const std::string& text) const;

@@ -18,7 +18,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "cluster/control.h"
+#include "wire/control.h"
 #include "cluster/job_spec.h"
 #include "core/allocator.h"
 #include "core/cpus.h"
@@ -68,7 +68,7 @@ struct Role {
   double lr_factor = 1;
   bool hold_at_epoch_end = false;  // NOTE [Holding at an epoch's end]
   bool shared_memory = false;      // the stage's replicas share this host (NOTE [Shared-memory allreduce])
-  std::string store_path, listen_host, run_dir, trace_path, checkpoint, schedule = "gpipe";
+  std::string store, store_path, listen_host, run_dir, trace_path, checkpoint, schedule = "gpipe";
   std::vector<int> cpus;  // cores for the compute thread; empty: any
   bool cpus_shared = false;  // other workers' compute threads run on them too (NOTE [Cores for compute threads])
   cluster::JobSpec job;
@@ -99,7 +99,8 @@ Result<Role> parseRole(const Json& a) {
   r.lr_factor = o.positive("lr_factor");
   r.hold_at_epoch_end = o.boolean("hold_at_epoch_end");
   r.shared_memory = o.boolean("shared_memory");
-  r.store_path = o.string("store_path");
+  if (o.has("store")) r.store = o.string("store");
+  if (o.has("store_path")) r.store_path = o.string("store_path");
   r.listen_host = o.string("listen_host");
   r.run_dir = o.string("run_dir");
   r.trace_path = o.string("trace_path");
@@ -172,7 +173,7 @@ class Worker {
 
   WorkerArgs args_;
   Role role_;
-  std::unique_ptr<cluster::ControlClient> control_;
+  std::unique_ptr<wire::ControlClient> control_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<StageExecutor> stage_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
@@ -238,7 +239,7 @@ std::vector<std::int64_t> Worker::microbatchSizes(const data::EpochSampler& samp
 }
 
 Status Worker::join() {
-  HZ_ASSIGN_OR_RETURN(control_, cluster::ControlClient::connect(args_.join, fmt::format("w{}", args_.id), args_.token));
+  HZ_ASSIGN_OR_RETURN(control_, wire::ControlClient::connect(args_.join, fmt::format("w{}", args_.id), args_.token));
   control_->send({{"type", "register"}, {"worker", args_.id}, {"pid", ::getpid()}});
   Json assign;
   const auto t0 = Clock::now();
@@ -318,7 +319,13 @@ Status Worker::build() {
   }
 
   TransportOptions to;
-  to.store_path = role_.store_path;
+  if (role_.store == "control") {  // the coordinator's store, on this worker's control connection's endpoint
+    to.store_endpoint = args_.join;
+    to.store_name = fmt::format("w{}.store", args_.id);
+    to.store_token = args_.token;
+  } else {
+    to.store_path = role_.store_path;
+  }
   to.prefix = fmt::format("gen{}", role_.generation);
   to.listen_host = role_.listen_host;
   to.rank = role_.rank;

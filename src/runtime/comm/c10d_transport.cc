@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/comm/control_store.h"
 #include "runtime/comm/shared_memory.h"
 #include "runtime/comm/transport.h"
 
@@ -74,11 +75,14 @@ Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& o) {
 #if !defined(USE_C10D_NCCL)
   if (o.cuda) return invalidArgument("this hydrozoa was built against a libtorch without NCCL; use device: cpu");
 #endif
-  const std::string where =
-      o.store_path.empty() ? fmt::format("store {}:{}", o.store_host, o.store_port) : "store " + o.store_path;
+  const std::string where = !o.store_endpoint.empty() ? "the coordinator's store at " + o.store_endpoint
+                            : o.store_path.empty()     ? fmt::format("store {}:{}", o.store_host, o.store_port)
+                                                       : "store " + o.store_path;
   try {
     c10::intrusive_ptr<c10d::Store> tcp;
-    if (!o.store_path.empty()) {
+    if (!o.store_endpoint.empty()) {
+      HZ_ASSIGN_OR_RETURN(tcp, ControlStore::connect(o.store_endpoint, o.store_name, o.store_token, o.timeout));
+    } else if (!o.store_path.empty()) {
       // The file goes once all world_size workers have closed it.
       tcp = c10::make_intrusive<c10d::FileStore>(o.store_path, o.world_size);
       tcp->setTimeout(o.timeout);

@@ -1,4 +1,4 @@
-#include "cluster/control.h"
+#include "wire/control.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -12,9 +12,10 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <string_view>
 #include <zmq.hpp>
 
-namespace hydrozoa::cluster {
+namespace hydrozoa::wire {
 
 std::string newToken() {
   std::random_device rd;
@@ -47,9 +48,14 @@ bool sameToken(const Json& v, const std::string& token) {
 }
 
 // A worker's name as the coordinator uses it: "w" and digits.
+// "w3": a worker; "w3.store": its connection to the c10d Store (wire/store.h).
 bool validName(const Json& j) {
   if (!j.is_string()) return false;
-  const std::string& s = j.get_ref<const std::string&>();
+  std::string s = j.get<std::string>();
+  constexpr std::string_view kStore = ".store";
+  if (s.size() > kStore.size() && s.compare(s.size() - kStore.size(), kStore.size(), kStore) == 0) {
+    s.resize(s.size() - kStore.size());
+  }
   return s.size() >= 2 && s.size() <= 12 && s[0] == 'w' && s.find_first_not_of("0123456789", 1) == std::string::npos;
 }
 
@@ -264,4 +270,4 @@ bool ControlClient::receive(Json* message, int timeoutMs) {
   }
 }
 
-}  // namespace hydrozoa::cluster
+}  // namespace hydrozoa::wire

@@ -52,7 +52,7 @@ class context_t;
 class socket_t;
 }  // namespace zmq
 
-namespace hydrozoa::cluster {
+namespace hydrozoa::wire {
 
 // 32 hex digits from the OS's randomness.
 std::string newToken();
@@ -126,4 +126,4 @@ class ControlClient {
   int wakeFd_ = -1;  // an eventfd that receive() polls beside the socket
 };
 
-}  // namespace hydrozoa::cluster
+}  // namespace hydrozoa::wire

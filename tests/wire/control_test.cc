@@ -2,7 +2,7 @@
 // bound to a worker's name only by a message with the token, so a peer
 // without it receives nothing; frames past the size bound are never read;
 // authenticated messages are checked field by field.
-#include "cluster/control.h"
+#include "wire/control.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-namespace hydrozoa::cluster {
+namespace hydrozoa::wire {
 namespace {
 
 // Polls `socket` for up to `ms`; the message or "" when none came.
@@ -76,6 +76,23 @@ TEST(ControlServer, FramesPastTheBoundAreNeverRead) {
   EXPECT_EQ(from, "w1");
 }
 
+TEST(ControlServer, AWorkersStoreConnectionHasItsOwnNameAndNoOther) {
+  auto server = ControlServer::bind("127.0.0.1", 0, "the-token");
+  ASSERT_TRUE(server.ok());
+  std::string from;
+  Json m;
+  auto store = ControlClient::connect((*server)->endpoint(), "w2.store", "the-token");
+  (*store)->send({{"type", "store"}});
+  ASSERT_TRUE((*server)->receive(&from, &m, 5000));
+  EXPECT_EQ(from, "w2.store");
+  for (const char* name : {"w2.stor", "x2.store", ".store", "w.store", "w2.store.store"}) {
+    auto other = ControlClient::connect((*server)->endpoint(), name, "the-token");
+    (*other)->send({{"type", "store"}});
+    EXPECT_FALSE((*server)->receive(&from, &m, 300)) << name;
+  }
+  EXPECT_EQ((*server)->refused(), 5);
+}
+
 TEST(ControlClient, WakeEndsAWaitingReceiveAtOnce) {
   auto server = ControlServer::bind("127.0.0.1", 0, "the-token");
   ASSERT_TRUE(server.ok());
@@ -121,4 +138,4 @@ TEST(CheckWorkerMessage, NamesTheFieldAndWhatWasExpected) {
 }
 
 }  // namespace
-}  // namespace hydrozoa::cluster
+}  // namespace hydrozoa::wire
