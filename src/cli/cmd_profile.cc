@@ -1,5 +1,6 @@
 // `hydrozoa profile`: per-layer costs of a model, measured here or predicted
 // for a device; optionally the network between workers.
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -177,13 +178,13 @@ void addProfileCommand(CLI::App& app, Status* status) {
 
 void addNetprobeWorkerCommand(CLI::App& app, Status* status) {
   struct Args {
-    std::string store, sizes;
+    std::string join, sizes;
     int rank = 0, world = 2, repeats = 5;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("netprobe-worker", "");  // internal: started by `profile --network`
   cmd->group("");  // hidden from --help
-  cmd->add_option("--store", a->store)->required();
+  cmd->add_option("--join", a->join)->required();  // the probe's control socket; the token in $HYDROZOA_TOKEN
   cmd->add_option("--rank", a->rank)->required();
   cmd->add_option("--world", a->world)->required();
   cmd->add_option("--sizes", a->sizes)->required();
@@ -194,8 +195,13 @@ void addNetprobeWorkerCommand(CLI::App& app, Status* status) {
       *status = sizes.status();
       return;
     }
+    const char* token = std::getenv("HYDROZOA_TOKEN");
+    if (!token || !*token) {
+      *status = invalidArgument("a network probe worker needs the probe's token ($HYDROZOA_TOKEN)");
+      return;
+    }
     try {
-      *status = profile::runNetprobeWorker(a->store, a->rank, a->world, *sizes, a->repeats);
+      *status = profile::runNetprobeWorker(a->join, token, a->rank, a->world, *sizes, a->repeats);
     } catch (const std::exception& e) {
       *status = unavailable(std::string("network probe worker: ") + e.what());
     }

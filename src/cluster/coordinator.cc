@@ -18,7 +18,6 @@
 
 #include "cluster/billing.h"
 #include "wire/control.h"
-#include "wire/store.h"
 #include "cluster/job_plan.h"
 #include "cluster/launch/container_launcher.h"
 #include "cluster/launch/local_launcher.h"
@@ -591,12 +590,8 @@ bool Job::receiveOne(int timeoutMs) {
   std::string sender;
   Json m;
   const bool got = control_->receive(&sender, &m, timeoutMs);
-  for (auto& r : store_.expire(wire::StoreService::Clock::now())) control_->send(r.to, std::move(r.message));
+  if (wire::serveStore(*control_, store_, sender, got ? &m : nullptr)) return true;  // checked by the store itself
   if (!got) return false;
-  if (m.value("type", "") == "store") {  // checked by the store itself
-    for (auto& r : store_.handle(sender, m, wire::StoreService::Clock::now())) control_->send(r.to, std::move(r.message));
-    return true;
-  }
   if (Status s = wire::checkWorkerMessage(m); !s.ok()) {
     // Authenticated but malformed: a broken worker, which the job cannot trust.
     const int rank = workerOf(sender);

@@ -7,7 +7,6 @@
 #include <sys/wait.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -20,7 +19,9 @@
 #include "core/cpus.h"
 #include "core/files.h"
 #include "core/paths.h"
+#include "runtime/comm/control_store.h"
 #include "runtime/comm/shared_memory.h"
+#include "wire/control.h"
 
 extern char** environ;
 
@@ -94,17 +95,16 @@ void fitLine(const std::vector<double>& x, const std::vector<double>& y, double*
   *r2 = ssTot > 0 ? 1 - ssRes / ssTot : 1;
 }
 
-Status runNetprobeWorker(const std::string& storeAddress, int rank, int world, const std::vector<Bytes>& sizes,
-                         int repeats) {
-  const auto colon = storeAddress.rfind(':');
-  if (colon == std::string::npos) return invalidArgument("--store must be host:port");
-  const std::string host = storeAddress.substr(0, colon);
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<std::uint16_t>(std::stoi(storeAddress.substr(colon + 1)));
-  so.isServer = false;
-  so.waitWorkers = false;
-  so.timeout = std::chrono::seconds(60);
-  auto store = c10::make_intrusive<c10d::TCPStore>(host, so);
+Status runNetprobeWorker(const std::string& endpoint, const std::string& token, int rank, int world,
+                         const std::vector<Bytes>& sizes, int repeats) {
+  const auto scheme = endpoint.find("://"), colon = endpoint.rfind(':');
+  if (scheme == std::string::npos || colon == std::string::npos || colon < scheme + 3) {
+    return invalidArgument("--join must be tcp://host:port");
+  }
+  const std::string host = endpoint.substr(scheme + 3, colon - scheme - 3);
+  HZ_ASSIGN_OR_RETURN(c10::intrusive_ptr<c10d::Store> store,
+                      runtime::ControlStore::connect(endpoint, fmt::format("w{}.store", rank), token,
+                                                     std::chrono::seconds(60)));
   auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(host));
   c10d::ProcessGroupGloo pg(store, rank, world, options);
@@ -184,19 +184,23 @@ Status runNetprobeWorker(const std::string& storeAddress, int rank, int world, c
 Result<NetworkProfile> probeNetwork(const NetworkProbeOptions& o) {
   if (o.workers < 2) return invalidArgument("the network probe needs at least 2 workers");
   if (o.sizes.size() < 2) return invalidArgument("the network probe needs at least 2 message sizes to fit a line");
-  c10d::TCPStoreOptions so;
-  so.port = 0;  // any free port
-  so.isServer = true;
-  so.waitWorkers = false;
-  so.timeout = std::chrono::seconds(static_cast<long>(o.timeout));
-  c10::intrusive_ptr<c10d::TCPStore> store;
-  try {
-    store = c10::make_intrusive<c10d::TCPStore>(o.host, so);
-  } catch (const std::exception& e) {
-    return unavailable(fmt::format("cannot host the probe's rendezvous on {}: {}", o.host, e.what()));
-  }
-  const std::string address = fmt::format("{}:{}", o.host, store->getPort());
+  // The rendezvous: a store served on a control socket of the probe's own
+  // (wire/store.h), bound to the address measured, as a job's coordinator
+  // serves its workers; the token reaches the workers in their environment.
+  const std::string token = wire::newToken();
+  auto server = wire::ControlServer::bind(o.host, 0, token);
+  if (!server.ok()) return unavailable(fmt::format("cannot host the probe's rendezvous on {}: {}", o.host, server.status().message()));
+  wire::StoreService store;
+  const std::string endpoint = (*server)->endpoint();
   const std::string exe = o.executable.empty() ? "/proc/self/exe" : o.executable;
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, "HYDROZOA_TOKEN=", 15) != 0) env.emplace_back(*e);
+  }
+  env.push_back("HYDROZOA_TOKEN=" + token);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   std::vector<pid_t> children;
   auto reapAll = [&](bool kill) {
@@ -209,7 +213,7 @@ Result<NetworkProfile> probeNetwork(const NetworkProbeOptions& o) {
   };
   for (int r = 0; r < o.workers; ++r) {
     std::vector<std::string> args = {"hydrozoa",         "--log-level",     "warn",
-                                     "netprobe-worker",  "--store",         address,
+                                     "netprobe-worker",  "--join",          endpoint,
                                      "--rank",           std::to_string(r), "--world",
                                      std::to_string(o.workers), "--sizes", joinSizes(o.sizes),
                                      "--repeats",        std::to_string(o.repeats)};
@@ -217,7 +221,7 @@ Result<NetworkProfile> probeNetwork(const NetworkProbeOptions& o) {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t pid = 0;
-    const int err = ::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ);
+    const int err = ::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envp.data());
     if (err != 0) {
       reapAll(true);
       return unavailable(fmt::format("cannot start a probe worker ({}): {}", exe, std::strerror(err)));
@@ -226,7 +230,11 @@ Result<NetworkProfile> probeNetwork(const NetworkProbeOptions& o) {
   }
   // Wait for the result, watching for a worker that dies first.
   const auto t0 = Clock::now();
-  while (!store->check({"result"})) {
+  while (!store.find("result")) {
+    std::string from;
+    Json m;
+    const bool got = (*server)->receive(&from, &m, 20);
+    wire::serveStore(**server, store, from, got ? &m : nullptr);
     for (pid_t pid : children) {
       int st = 0;
       if (::waitpid(pid, &st, WNOHANG) == pid) {
@@ -242,11 +250,11 @@ Result<NetworkProfile> probeNetwork(const NetworkProbeOptions& o) {
       reapAll(true);
       return unavailable(fmt::format("the network probe did not finish within {}", formatSeconds(o.timeout)));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  const std::vector<uint8_t> raw = store->get("result");
+  // Rank 0 published the result after the last barrier: the workers are done with the store.
+  const std::string raw = *store.find("result");
   reapAll(false);
-  HZ_ASSIGN_OR_RETURN(Json result, parseJson(std::string(raw.begin(), raw.end()), "network probe result"));
+  HZ_ASSIGN_OR_RETURN(Json result, parseJson(raw, "network probe result"));
 
   NetworkProfile net;
   std::vector<double> x, y;

@@ -2,7 +2,9 @@
 // local worker processes, and the ring-allreduce α, β fitted by linear
 // regression over several message sizes with real c10d Gloo allreduce.
 //
-// probeNetwork() hosts a TCPStore, starts `workers` processes of the
+// probeNetwork() serves a c10d Store on a control socket of its own
+// (wire/store.h, bound to the measured address, the token in the workers'
+// environment: no listener on every interface), starts `workers` processes of the
 // hydrozoa binary (`hydrozoa netprobe-worker ...`, a hidden subcommand that
 // calls runNetprobeWorker), collects rank 0's timings through the store and
 // fits them. Children are always reaped; on timeout they are killed.
@@ -43,9 +45,11 @@ struct NetworkProbeOptions {
 
 Result<NetworkProfile> probeNetwork(const NetworkProbeOptions& options);
 
-// The worker side: joins the store at host:port as `rank` of `world`, runs
-// the measurements, and rank 0 publishes them under the key "result".
-Status runNetprobeWorker(const std::string& store, int rank, int world, const std::vector<Bytes>& sizes, int repeats);
+// The worker side: joins the probe's store at `endpoint` (its control
+// socket, "tcp://host:port") with `token` as `rank` of `world`, runs the
+// measurements, and rank 0 publishes them under the key "result".
+Status runNetprobeWorker(const std::string& endpoint, const std::string& token, int rank, int world,
+                         const std::vector<Bytes>& sizes, int repeats);
 
 // Least-squares fit of y = slope·x + intercept; returns R² in *r2.
 void fitLine(const std::vector<double>& x, const std::vector<double>& y, double* slope, double* intercept, double* r2);

@@ -270,4 +270,12 @@ bool ControlClient::receive(Json* message, int timeoutMs) {
   }
 }
 
+bool serveStore(ControlServer& server, StoreService& store, const std::string& from, const Json* message) {
+  const auto now = StoreService::Clock::now();
+  for (auto& r : store.expire(now)) server.send(r.to, std::move(r.message));
+  if (!message || !message->is_object() || message->value("type", "") != "store") return false;
+  for (auto& r : store.handle(from, *message, now)) server.send(r.to, std::move(r.message));
+  return true;
+}
+
 }  // namespace hydrozoa::wire

@@ -46,6 +46,7 @@
 
 #include "core/files.h"
 #include "core/status.h"
+#include "wire/store.h"
 
 namespace zmq {
 class context_t;
@@ -125,5 +126,10 @@ class ControlClient {
   std::string token_, name_;
   int wakeFd_ = -1;  // an eventfd that receive() polls beside the socket
 };
+
+// The store's part of an event loop on `server` (wire/store.h): answers the
+// waits that have timed out and, when `message` (from `from`; null after a
+// receive that timed out) is a store request, serves it and returns true.
+bool serveStore(ControlServer& server, StoreService& store, const std::string& from, const Json* message);
 
 }  // namespace hydrozoa::wire

@@ -63,6 +63,11 @@ class StoreService {
   std::size_t erasePrefix(const std::string& prefix);
 
   std::size_t size() const { return values_.size(); }
+  // The value of `key`, or null: for the process that serves the store.
+  const std::string* find(const std::string& key) const {
+    const auto it = values_.find(key);
+    return it == values_.end() ? nullptr : &it->second;
+  }
   std::size_t waiting() const { return waiters_.size(); }
 
  private:

@@ -247,6 +247,9 @@ TEST_F(Cli, ProfileWithNetworkFeedsThePlan) {
   r = run({"plan", "--profile", "p.json", "--workers", "2", "--global-batch", "2"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("measured, from the profile"), std::string::npos) << r.err;
+  // The probe's workers meet through its store with its token (issue 10 §1); without one, one line.
+  expectError({"netprobe-worker", "--join", "tcp://127.0.0.1:1", "--rank", "0", "--world", "2", "--sizes", "8,16"},
+              "needs the probe's token ($HYDROZOA_TOKEN)");
 }
 
 // --- bad input (issue §6): each one line, non-zero, naming the thing ------------

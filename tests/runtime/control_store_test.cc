@@ -34,10 +34,8 @@ class StoreServer {
       while (!stop_) {
         std::string from;
         Json m;
-        if (server_->receive(&from, &m, 20) && m.value("type", "") == "store") {
-          for (auto& r : store_.handle(from, m, wire::StoreService::Clock::now())) server_->send(r.to, r.message);
-        }
-        for (auto& r : store_.expire(wire::StoreService::Clock::now())) server_->send(r.to, r.message);
+        const bool got = server_->receive(&from, &m, 20);
+        wire::serveStore(*server_, store_, from, got ? &m : nullptr);
       }
     });
   }
