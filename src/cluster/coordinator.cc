@@ -87,6 +87,9 @@ struct StepAccount {
   double compute_replica0 = 0;  // summed over replica 0's stages
   double iteration = 0;         // the slowest worker's
   int epoch = 0;
+  // Per stage, summed over its replicas: the passes' compute, and the wait
+  // for the allreduce after them.
+  std::vector<double> compute, allreduce;
 };
 
 struct EvalAccount {
@@ -209,6 +212,13 @@ class Job {
   std::vector<double> stepSeconds_, bubbles_;
   void checkPrediction(double stepSeconds);
   int predictionGeneration_ = -1;
+  void recordStageTimes(const StepAccount& a);
+  Json stageTimesJson() const;
+  struct StageSteps {
+    std::vector<double> compute, allreduce;
+  };
+  std::vector<StageSteps> stageSteps_;  // this generation's, per stage
+  int stageGeneration_ = -1;
   std::vector<double> predictionSteps_;  // this generation's first step times
   Clock::time_point launched_, trainingStart_, lastStepAt_;
   std::int64_t originUs_ = 0;
@@ -693,6 +703,14 @@ void Job::handle(int rank, const Json& m) {
     a.samples += m.value("samples", 0.0);
     a.iteration = std::max(a.iteration, m.value("iteration_s", 0.0));
     if (w.replica == 0) a.compute_replica0 += m.value("compute_s", 0.0);
+    if (a.compute.empty()) {
+      a.compute.assign(static_cast<size_t>(B_), 0.0);
+      a.allreduce.assign(static_cast<size_t>(B_), 0.0);
+    }
+    if (w.stage >= 0 && w.stage < B_) {
+      a.compute[static_cast<size_t>(w.stage)] += m.value("compute_s", 0.0);
+      a.allreduce[static_cast<size_t>(w.stage)] += m.value("allreduce_s", 0.0);
+    }
     if (a.reports == W_) {
       onStepComplete(step, a);
       steps_.erase(step);
@@ -775,6 +793,33 @@ void Job::handle(int rank, const Json& m) {
   }
 }
 
+// Each stage's compute and allreduce wait per step, the mean over its
+// replicas, for this generation (summary.json's "stages").
+void Job::recordStageTimes(const StepAccount& a) {
+  if (stageGeneration_ != generation_ || stageSteps_.size() != a.compute.size()) {
+    stageGeneration_ = generation_;
+    stageSteps_.assign(a.compute.size(), {});
+  }
+  for (size_t s = 0; s < a.compute.size(); ++s) {
+    stageSteps_[s].compute.push_back(a.compute[s] / A_);
+    stageSteps_[s].allreduce.push_back(a.allreduce[s] / A_);
+  }
+}
+
+Json Job::stageTimesJson() const {
+  Json stages = Json::array();
+  for (size_t s = 0; s < stageSteps_.size() && s < gen_.stages.size(); ++s) {
+    const plan::PlanStage& p = gen_.stages[s];
+    const double compute = static_cast<double>(gen_.num_microbatches) * (p.forward_seconds + p.backward_seconds);
+    stages.push_back({{"stage", s},
+                      {"compute_seconds", {{"measured_median", median(stageSteps_[s].compute)}, {"predicted", compute}}},
+                      {"allreduce_wait_seconds",
+                       {{"measured_median", median(stageSteps_[s].allreduce)},
+                        {"predicted", p.allreduce_exposed_seconds}}}});
+  }
+  return stages;
+}
+
 // The plan is only as good as its prediction: after 20 steps of a generation
 // the measured median step time is held against the plan's, once, and a gap
 // past 25% is said (the summary records both for every run).
@@ -830,6 +875,7 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
   stepTime_ += dt;
   checkPrediction(span);
   if (a.iteration > 0) bubbles_.push_back(std::max(0.0, 1.0 - a.compute_replica0 / (B_ * a.iteration)));
+  recordStageTimes(a);
   (void)run_.appendMetrics({{"t", priorSeconds_ + since(trainingStart_)},
                             {"epoch", a.epoch + 1},
                             {"step", step + 1},
@@ -1452,6 +1498,7 @@ void Job::finish(const std::string& status, const std::string& reason) {
         {"predicted", gen_.iteration_seconds},
         {"relative_error", gen_.iteration_seconds > 0 && measured > 0 ? measured / gen_.iteration_seconds - 1 : 0}}},
       {"bubble_fraction", {{"measured_median", median(bubbles_)}, {"predicted", gen_.bubble_fraction}}},
+      {"stages", stageTimesJson()},
       {"cost_usd", total},
       {"cost_per_hour", gen_.cost_per_hour},
       {"billing", ledger_.toJson(now())},

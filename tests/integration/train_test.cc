@@ -129,6 +129,14 @@ TEST(Train, IssueCommandsAsWritten) {
   // Stopped as asked, every worker exits by itself, not by the launcher's signal.
   ASSERT_EQ((*summary)["workers"].size(), 4u);
   for (const auto& w : (*summary)["workers"]) EXPECT_EQ(w["exit"], "exited with status 0") << w.dump();
+  // Issue 9 §2: each stage's compute and allreduce wait, measured beside the plan's.
+  ASSERT_EQ((*summary)["stages"].size(), 2u) << (*summary)["stages"].dump();
+  for (const auto& s : (*summary)["stages"]) {
+    EXPECT_GT(s["compute_seconds"]["measured_median"].get<double>(), 0) << s.dump();
+    EXPECT_GT(s["compute_seconds"]["predicted"].get<double>(), 0) << s.dump();
+    EXPECT_GE(s["allreduce_wait_seconds"]["measured_median"].get<double>(), 0) << s.dump();
+    EXPECT_GE(s["allreduce_wait_seconds"]["predicted"].get<double>(), 0) << s.dump();
+  }
   EXPECT_NE(r.out.find("Stopped at step 5 of "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("continue with: hydrozoa train --resume"), std::string::npos) << r.out;
   EXPECT_TRUE(std::filesystem::exists(run + "/checkpoints/step-00000005"));
