@@ -17,7 +17,6 @@
 #include <thread>
 
 #include "cluster/billing.h"
-#include "wire/control.h"
 #include "cluster/job_plan.h"
 #include "cluster/launch/container_launcher.h"
 #include "cluster/launch/local_launcher.h"
@@ -30,6 +29,7 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "model/zoo.h"
+#include "wire/control.h"
 
 namespace hydrozoa::cluster {
 namespace {

@@ -18,7 +18,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include "wire/control.h"
 #include "cluster/job_spec.h"
 #include "core/allocator.h"
 #include "core/cpus.h"
@@ -34,6 +33,7 @@
 #include "runtime/schedule/schedule.h"
 #include "runtime/stage.h"
 #include "runtime/trace.h"
+#include "wire/control.h"
 
 namespace hydrozoa::runtime {
 namespace {
