@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cluster/launch/container_launcher.h"
+#include "cluster/launch/container/container_launcher.h"
 #include "runtime/comm/shm_segments.h"
 
 namespace hydrozoa::cli {

@@ -18,8 +18,8 @@
 
 #include "cluster/billing.h"
 #include "cluster/job_plan.h"
-#include "cluster/launch/container_launcher.h"
-#include "cluster/launch/local_launcher.h"
+#include "cluster/launch/container/container_launcher.h"
+#include "cluster/launch/registry.h"
 #include "cluster/progress.h"
 #include "cluster/run_dir.h"
 #include "cluster/scaling/epochs.h"
@@ -537,20 +537,8 @@ Status Job::makeLauncher() {
                                  formatSeconds(spec_.latency)));
     }
   }
-  if (kind == "local") {
-    launcher_ = std::make_unique<LocalLauncher>(exe);
-  } else {
-    ContainerOptions co;
-    co.executable = exe;
-    co.bandwidth = spec_.bandwidth.value_or(plan_.bandwidth);
-    co.latency = spec_.latency;
-    auto made = ContainerLauncher::create(co);
-    if (!made.ok()) {
-      return unavailable(fmt::format("cannot run the workers as containers: {} (use --launcher local)",
-                                     made.status().message()));
-    }
-    launcher_ = std::move(*made);
-  }
+  HZ_ASSIGN_OR_RETURN(launcher_, cluster::makeLauncher(kind, {exe, spec_.bandwidth.value_or(plan_.bandwidth),
+                                                                  spec_.latency}));
   // Billing: the platform's unit, each worker at its stage's rate.
   BillingUnit unit = BillingUnit::kSecond;
   if (auto catalog = plan::loadCatalog(plan_.platform.empty() ? spec_.platform : plan_.platform); catalog.ok()) {

@@ -10,8 +10,8 @@
 #include <functional>
 #include <thread>
 
-#include "cluster/launch/container_launcher.h"
-#include "cluster/launch/local_launcher.h"
+#include "cluster/launch/container/container_launcher.h"
+#include "cluster/launch/local/local_launcher.h"
 #include "core/cpus.h"
 #include "model/model.h"
 #include "plan/search.h"

@@ -14,7 +14,7 @@
 
 #include <cmath>
 
-#include "cluster/launch/container_launcher.h"
+#include "cluster/launch/container/container_launcher.h"
 #include "integration/harness.h"
 
 namespace hydrozoa {

@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cluster/launcher.h"
+#include "cluster/launch/launcher.h"
 
 extern char** environ;
 

@@ -1,4 +1,4 @@
-#include "cluster/launch/local_launcher.h"
+#include "cluster/launch/local/local_launcher.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -29,7 +29,7 @@ LocalLauncher::LocalLauncher(std::string executable) : executable_(std::move(exe
 
 LocalLauncher::~LocalLauncher() { stopAll(2.0); }
 
-Status LocalLauncher::launch(const WorkerLaunch& w) {
+Status LocalLauncher::launchIn(const WorkerLaunch& w, const ProcessPlacement& placement) {
   // Prepare everything that allocates before fork().
   std::vector<std::string> args = {w.process_name.empty() ? executable_ : w.process_name};
   args.insert(args.end(), w.args.begin(), w.args.end());
@@ -48,11 +48,11 @@ Status LocalLauncher::launch(const WorkerLaunch& w) {
   const int log = ::open(w.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log < 0) return ioError(fmt::format("{}: cannot create the worker's log: {}", w.log_path, std::strerror(errno)));
   int netns = -1;
-  if (!w.netns_path.empty()) {
-    netns = ::open(w.netns_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (!placement.netns_path.empty()) {
+    netns = ::open(placement.netns_path.c_str(), O_RDONLY | O_CLOEXEC);
     if (netns < 0) {
       ::close(log);
-      return ioError(fmt::format("worker {}: cannot open its network namespace {}: {}", w.id, w.netns_path,
+      return ioError(fmt::format("worker {}: cannot open its network namespace {}: {}", w.id, placement.netns_path,
                                  std::strerror(errno)));
     }
   }
@@ -85,7 +85,7 @@ Status LocalLauncher::launch(const WorkerLaunch& w) {
     int n = 0;
     for (pid_t v = ::getpid(); v > 0; v /= 10) pidText[n++] = static_cast<char>('0' + v % 10);
     for (int i = 0; i < n / 2; ++i) std::swap(pidText[i], pidText[n - 1 - i]);
-    for (const std::string& file : w.cgroup_procs) {
+    for (const std::string& file : placement.cgroup_procs) {
       const int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
       if (fd < 0 || ::write(fd, pidText, static_cast<std::size_t>(n)) != n) {
         const int err = errno;
@@ -150,11 +150,6 @@ std::vector<WorkerExit> LocalLauncher::poll() {
 }
 
 bool LocalLauncher::alive(int id) const { return live_.count(id) > 0; }
-
-pid_t LocalLauncher::pid(int id) const {
-  auto it = live_.find(id);
-  return it == live_.end() ? 0 : it->second;
-}
 
 void LocalLauncher::signal(int id, bool force) {
   if (auto it = live_.find(id); it != live_.end()) ::kill(it->second, force ? SIGKILL : SIGTERM);

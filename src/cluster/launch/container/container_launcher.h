@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "cluster/launch/local_launcher.h"
-#include "cluster/launcher.h"
+#include "cluster/launch/local/local_launcher.h"
+#include "cluster/launch/launcher.h"
 #include "core/files.h"
 
 namespace hydrozoa::cluster {
@@ -67,7 +67,6 @@ class ContainerLauncher final : public Launcher {
   Status launch(const WorkerLaunch& launch) override;
   std::vector<WorkerExit> poll() override;
   bool alive(int id) const override { return processes_.alive(id); }
-  pid_t pid(int id) const override { return processes_.pid(id); }
   void signal(int id, bool force) override { processes_.signal(id, force); }
   std::vector<WorkerExit> stopAll(Seconds grace) override;
   std::string diagnose(int id) const override;

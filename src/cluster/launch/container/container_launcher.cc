@@ -1,4 +1,4 @@
-#include "cluster/launch/container_launcher.h"
+#include "cluster/launch/container/container_launcher.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -383,14 +383,14 @@ Status ContainerLauncher::launch(const WorkerLaunch& w) {
     return unavailable(fmt::format("worker {}: cannot create its container's network: {}", w.id, s.message()));
   }
   const CgroupLayout layout = cgroupLayout();
-  WorkerLaunch inner = w;
-  inner.netns_path = "/run/netns/" + netns(w.id);
+  ProcessPlacement placement;
+  placement.netns_path = "/run/netns/" + netns(w.id);
   const std::vector<std::string> dirs = cgroupDirs(w.id);
   for (const auto& d : dirs) {
     if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
       return ioError(fmt::format("worker {}: cannot create cgroup {}: {}", w.id, d, std::strerror(errno)));
     }
-    inner.cgroup_procs.push_back(d + "/cgroup.procs");
+    placement.cgroup_procs.push_back(d + "/cgroup.procs");
   }
   const std::string& cpuDir = dirs.front();
   const std::string& memDir = dirs.back();
@@ -415,7 +415,7 @@ Status ContainerLauncher::launch(const WorkerLaunch& w) {
     }
     memory_[w.id] = w.memory;
   }
-  return processes_.launch(inner);
+  return processes_.launchIn(w, placement);
 }
 
 void ContainerLauncher::explainExit(WorkerExit* e) const {

@@ -7,10 +7,20 @@
 #pragma once
 
 #include <map>
+#include <string>
+#include <vector>
 
-#include "cluster/launcher.h"
+#include "cluster/launch/launcher.h"
 
 namespace hydrozoa::cluster {
+
+// Where a process starts, for a launcher that runs its workers through a
+// LocalLauncher (container/): the network namespace it enters and the cgroup
+// files it adds itself to before it runs.
+struct ProcessPlacement {
+  std::string netns_path;
+  std::vector<std::string> cgroup_procs;
+};
 
 class LocalLauncher final : public Launcher {
  public:
@@ -20,10 +30,10 @@ class LocalLauncher final : public Launcher {
 
   const char* name() const override { return "local"; }
   bool sharesHostMemory() const override { return true; }
-  Status launch(const WorkerLaunch& launch) override;
+  Status launch(const WorkerLaunch& launch) override { return launchIn(launch, {}); }
+  Status launchIn(const WorkerLaunch& launch, const ProcessPlacement& placement);
   std::vector<WorkerExit> poll() override;
   bool alive(int id) const override;
-  pid_t pid(int id) const override;
   void signal(int id, bool force) override;
   std::vector<WorkerExit> stopAll(Seconds grace) override;
 

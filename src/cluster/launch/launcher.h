@@ -1,7 +1,8 @@
 // Launcher: starts and stops worker processes somewhere (docs/containers.md). A
 // worker is `hydrozoa worker --join <coordinator> --id N` with the job token
-// in its environment. LocalLauncher runs them as processes on this machine;
-// containers (issue 4) and other engines implement the same interface.
+// in its environment. Each kind is a folder under src/cluster/launch/ (local/:
+// processes of this machine; container/: right-sized containers here) and a
+// line in launch/registry.cc; its own options stay in its own struct.
 //
 // Thread-safety: used from the coordinator's thread only.
 #pragma once
@@ -24,14 +25,10 @@ struct WorkerLaunch {
   std::string process_name;
   std::map<std::string, std::string> env;     // added to the environment
   std::string log_path;                       // stdout and stderr go here
-  // The right-sized worker (containers; a plain process ignores these).
+  // The right-sized worker (a plain process ignores these).
   double cpus = 0;         // vCPUs; 0: unlimited
   Bytes memory = 0;        // 0: unlimited
   Seconds start_delay = 0; // before the process begins (a container starting)
-  // Set by container launchers for the process launcher underneath: the
-  // network namespace to enter and the cgroup files to add the process to.
-  std::string netns_path;
-  std::vector<std::string> cgroup_procs;
 };
 
 struct WorkerExit {
@@ -64,7 +61,6 @@ class Launcher {
   // Workers that ended since the last call (each reported once).
   virtual std::vector<WorkerExit> poll() = 0;
   virtual bool alive(int id) const = 0;
-  virtual pid_t pid(int id) const = 0;
   // Asks a worker to stop (SIGTERM), or forces it (SIGKILL).
   virtual void signal(int id, bool force) = 0;
   // Stops every live worker: SIGTERM, up to `grace` to exit, then SIGKILL;
