@@ -11,7 +11,6 @@
 #include "model/zoo.h"
 #include "plan/plan.h"
 #include "plan/search.h"
-#include "profile/calibrate.h"
 #include "profile/predict.h"
 
 namespace hydrozoa::cli {
@@ -90,14 +89,7 @@ Result<profile::Profile> obtainProfile(const PlanArgs& a, const std::optional<st
   }
   HZ_ASSIGN_OR_RETURN(model::Options options, parseModelOptions(a.model_options));
   HZ_ASSIGN_OR_RETURN(model::Arch arch, model::buildArch({a.model, options}));
-  profile::DeviceSpec device;
-  if (a.device == "cpu") {
-    spdlog::info("calibrating this CPU for predictions (a few seconds)...");
-    HZ_ASSIGN_OR_RETURN(device, profile::calibrateCpu({}));
-    spdlog::info("per-kind time factors at microbatch 8 (forward / backward): {}", profile::describeKindFactors(device));
-  } else {
-    HZ_ASSIGN_OR_RETURN(device, profile::loadDevice(a.device));
-  }
+  HZ_ASSIGN_OR_RETURN(profile::DeviceSpec device, deviceFor(a.device, 1));
   std::vector<std::int64_t> sizes = powersOfTwo(globalBatch.value_or(512));
   if (!a.microbatch_sizes.empty()) {
     HZ_ASSIGN_OR_RETURN(sizes, parseSizeList(a.microbatch_sizes, "--microbatch-sizes"));

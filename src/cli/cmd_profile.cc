@@ -10,7 +10,6 @@
 #include "core/table.h"
 #include "core/units.h"
 #include "model/zoo.h"
-#include "profile/calibrate.h"
 #include "profile/measure.h"
 #include "profile/network.h"
 #include "profile/predict.h"
@@ -109,14 +108,7 @@ Status runProfile(const ProfileArgs& a) {
       return invalidArgument("costs of a TorchScript model cannot be predicted; drop --device to measure them here");
     }
     HZ_ASSIGN_OR_RETURN(model::Arch arch, model::buildArch({a.model, options}));
-    profile::DeviceSpec device;
-    if (a.device == "cpu") {
-      spdlog::info("calibrating this CPU for predictions (a few seconds)...");
-      HZ_ASSIGN_OR_RETURN(device, profile::calibrateCpu({a.threads}));
-      spdlog::info("per-kind time factors at microbatch 8 (forward / backward): {}", profile::describeKindFactors(device));
-    } else {
-      HZ_ASSIGN_OR_RETURN(device, profile::loadDevice(a.device));
-    }
+    HZ_ASSIGN_OR_RETURN(profile::DeviceSpec device, deviceFor(a.device, a.threads));
     HZ_ASSIGN_OR_RETURN(p, profile::predictProfile(arch, device, sizes, a.optimizer));
     if (!a.save_device.empty()) {
       HZ_RETURN_IF_ERROR(writeFileAtomically(a.save_device, profile::deviceToYaml(device)));

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 
+#include "core/log.h"
 #include "core/units.h"
+#include "profile/calibrate.h"
 
 namespace hydrozoa::cli {
 
@@ -34,6 +36,14 @@ Result<model::Options> parseModelOptions(const std::vector<std::string>& flags) 
     options.push_back(std::move(kv));
   }
   return options;
+}
+
+Result<profile::DeviceSpec> deviceFor(const std::string& device, int threads) {
+  if (device != "cpu") return profile::loadDevice(device);
+  spdlog::info("calibrating this CPU for predictions (a few seconds)...");
+  HZ_ASSIGN_OR_RETURN(profile::DeviceSpec d, profile::calibrateCpu({threads}));
+  spdlog::info("per-kind time factors at microbatch 8 (forward / backward): {}", profile::describeKindFactors(d));
+  return d;
 }
 
 }  // namespace hydrozoa::cli

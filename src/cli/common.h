@@ -11,6 +11,7 @@
 #include "core/limits.h"
 #include "core/status.h"
 #include "model/zoo.h"
+#include "profile/device.h"
 
 namespace hydrozoa::cli {
 
@@ -23,5 +24,10 @@ Result<std::vector<std::int64_t>> parseSizeList(const std::string& text, const s
 
 // -O key=value flags -> model options.
 Result<model::Options> parseModelOptions(const std::vector<std::string>& flags);
+
+// --device: "cpu" calibrates this machine with `threads` compute threads per
+// worker and logs what it found; anything else is a built-in device or a
+// device file.
+Result<profile::DeviceSpec> deviceFor(const std::string& device, int threads);
 
 }  // namespace hydrozoa::cli

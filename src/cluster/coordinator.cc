@@ -655,7 +655,6 @@ void Job::sendAssign(const WorkerState& w) {
                  {"lr_factor", seg.lr_factor},
                  {"hold_at_epoch_end", policy_->usesMetrics()},
                  {"shared_memory", launcher_->sharesHostMemory() && sharedMemoryAllreduceAllowed()},
-                 {"store", "control"},
                  {"listen_host", launcher_->workerHost(w.id)},
                  {"run_dir", run_.root()},
                  {"trace_path", run_.workerTrace(w.id)},

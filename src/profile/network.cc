@@ -17,13 +17,12 @@
 #include <thread>
 
 #include "core/cpus.h"
+#include "core/environment.h"
 #include "core/files.h"
 #include "core/paths.h"
 #include "runtime/comm/control_store.h"
 #include "runtime/comm/shared_memory.h"
 #include "wire/control.h"
-
-extern char** environ;
 
 namespace hydrozoa::profile {
 namespace {
@@ -193,11 +192,7 @@ Result<NetworkProfile> probeNetwork(const NetworkProbeOptions& o) {
   wire::StoreService store;
   const std::string endpoint = (*server)->endpoint();
   const std::string exe = o.executable.empty() ? "/proc/self/exe" : o.executable;
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    if (std::strncmp(*e, "HYDROZOA_TOKEN=", 15) != 0) env.emplace_back(*e);
-  }
-  env.push_back("HYDROZOA_TOKEN=" + token);
+  std::vector<std::string> env = environmentWith({{"HYDROZOA_TOKEN", token}});
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -68,7 +68,7 @@ struct Role {
   double lr_factor = 1;
   bool hold_at_epoch_end = false;  // NOTE [Holding at an epoch's end]
   bool shared_memory = false;      // the stage's replicas share this host (NOTE [Shared-memory allreduce])
-  std::string store, store_path, listen_host, run_dir, trace_path, checkpoint, schedule = "gpipe";
+  std::string listen_host, run_dir, trace_path, checkpoint, schedule = "gpipe";
   std::vector<int> cpus;  // cores for the compute thread; empty: any
   bool cpus_shared = false;  // other workers' compute threads run on them too (NOTE [Cores for compute threads])
   cluster::JobSpec job;
@@ -99,8 +99,6 @@ Result<Role> parseRole(const Json& a) {
   r.lr_factor = o.positive("lr_factor");
   r.hold_at_epoch_end = o.boolean("hold_at_epoch_end");
   r.shared_memory = o.boolean("shared_memory");
-  if (o.has("store")) r.store = o.string("store");
-  if (o.has("store_path")) r.store_path = o.string("store_path");
   r.listen_host = o.string("listen_host");
   r.run_dir = o.string("run_dir");
   r.trace_path = o.string("trace_path");
@@ -319,13 +317,11 @@ Status Worker::build() {
   }
 
   TransportOptions to;
-  if (role_.store == "control") {  // the coordinator's store, on this worker's control connection's endpoint
-    to.store_endpoint = args_.join;
-    to.store_name = fmt::format("w{}.store", args_.id);
-    to.store_token = args_.token;
-  } else {
-    to.store_path = role_.store_path;
-  }
+  // The rendezvous: the coordinator's store, at the endpoint of this
+  // worker's control connection (NOTE [The rendezvous], coordinator.cc).
+  to.store_endpoint = args_.join;
+  to.store_name = fmt::format("w{}.store", args_.id);
+  to.store_token = args_.token;
   to.prefix = fmt::format("gen{}", role_.generation);
   to.listen_host = role_.listen_host;
   to.rank = role_.rank;

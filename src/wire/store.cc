@@ -20,21 +20,24 @@ Json failure(std::int64_t id, const std::string& message) {
   return Json{{"type", "store"}, {"id", id}, {"ok", false}, {"error", message}};
 }
 
-std::string key(const Json& r, const char* field = "key") {
-  if (!r.contains(field) || !r[field].is_string()) throw BadRequest{fmt::format("\"{}\" must be a string", field)};
-  std::string k = r[field].get<std::string>();
-  if (k.empty() || k.size() > kMaxStoreKey) {
-    throw BadRequest{fmt::format("\"{}\" must be 1 to {} bytes, got {}", field, kMaxStoreKey, k.size())};
+// A key as sent: "key", or an entry of "keys" (null: absent).
+std::string checkedKey(const Json* k) {
+  if (!k || !k->is_string()) throw BadRequest{"\"key\" must be a string"};
+  const std::string& s = k->get_ref<const std::string&>();
+  if (s.empty() || s.size() > kMaxStoreKey) {
+    throw BadRequest{fmt::format("\"key\" must be 1 to {} bytes, got {}", kMaxStoreKey, s.size())};
   }
-  return k;
+  return s;
 }
+
+std::string key(const Json& r) { return checkedKey(r.contains("key") ? &r["key"] : nullptr); }
 
 std::vector<std::string> keys(const Json& r) {
   if (!r.contains("keys") || !r["keys"].is_array() || r["keys"].size() > 1024) {
     throw BadRequest{"\"keys\" must be an array of at most 1024 keys"};
   }
   std::vector<std::string> out;
-  for (const Json& k : r["keys"]) out.push_back(key(Json{{"key", k}}));
+  for (const Json& k : r["keys"]) out.push_back(checkedKey(&k));
   return out;
 }
 

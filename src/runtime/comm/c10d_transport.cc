@@ -1,5 +1,4 @@
 #include <fmt/format.h>
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -76,16 +75,11 @@ Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& o) {
   if (o.cuda) return invalidArgument("this hydrozoa was built against a libtorch without NCCL; use device: cpu");
 #endif
   const std::string where = !o.store_endpoint.empty() ? "the coordinator's store at " + o.store_endpoint
-                            : o.store_path.empty()     ? fmt::format("store {}:{}", o.store_host, o.store_port)
-                                                       : "store " + o.store_path;
+                                                      : fmt::format("store {}:{}", o.store_host, o.store_port);
   try {
     c10::intrusive_ptr<c10d::Store> tcp;
     if (!o.store_endpoint.empty()) {
       HZ_ASSIGN_OR_RETURN(tcp, ControlStore::connect(o.store_endpoint, o.store_name, o.store_token, o.timeout));
-    } else if (!o.store_path.empty()) {
-      // The file goes once all world_size workers have closed it.
-      tcp = c10::make_intrusive<c10d::FileStore>(o.store_path, o.world_size);
-      tcp->setTimeout(o.timeout);
     } else {
       c10d::TCPStoreOptions so;
       so.port = static_cast<std::uint16_t>(o.store_port);

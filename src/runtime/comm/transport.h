@@ -59,10 +59,9 @@ class Transport {
 struct TransportOptions {
   // The rendezvous: the coordinator's store over its control plane when
   // store_endpoint is set (runtime/comm/control_store.h: nothing shared but
-  // the network, no listener of its own), else a c10d FileStore at
-  // store_path when set, else the TCPStore at store_host:store_port.
+  // the network, no listener of its own), else the TCPStore at
+  // store_host:store_port (tests that run every rank in one process).
   std::string store_endpoint, store_name, store_token;
-  std::string store_path;
   std::string store_host = "127.0.0.1";
   int store_port = 0;
   std::string prefix = "gen0";           // one rendezvous namespace per generation

@@ -12,6 +12,8 @@
 #include <chrono>
 #include <thread>
 
+#include "core/environment.h"
+
 namespace hydrozoa::cluster {
 
 std::string describeWaitStatus(int status) {
@@ -36,12 +38,7 @@ Status LocalLauncher::launchIn(const WorkerLaunch& w, const ProcessPlacement& pl
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::vector<std::string> envStrings;
-  for (char** e = environ; *e; ++e) {
-    const std::string kv(*e);
-    if (!w.env.count(kv.substr(0, kv.find('=')))) envStrings.push_back(kv);
-  }
-  for (const auto& [k, v] : w.env) envStrings.push_back(k + "=" + v);
+  std::vector<std::string> envStrings = environmentWith(w.env);
   std::vector<char*> envp;
   for (auto& e : envStrings) envp.push_back(e.data());
   envp.push_back(nullptr);
