@@ -57,6 +57,7 @@ struct TrainArgs {
   std::string data_parallel, stages, microbatches, microbatch_size, max_steps, epochs, seed, workers, global_batch;
   std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
   std::string scaling, min_replicas, max_replicas, every_epochs;
+  std::string partition, account, slurm_args, coordinator_host;
   bool no_progress = false, replan = false, refresh_profile = false;
 };
 
@@ -87,6 +88,15 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
     s->seed = static_cast<std::uint64_t>(seed);
   }
   if (!a.launcher.empty()) s->launcher = a.launcher;
+  if (!a.partition.empty()) s->slurm.partition = a.partition;
+  if (!a.account.empty()) s->slurm.account = a.account;
+  if (!a.slurm_args.empty()) s->slurm.args = cluster::splitWords(a.slurm_args);
+  if (!a.coordinator_host.empty()) s->slurm.coordinator_host = a.coordinator_host;
+  const bool slurmFlags = !(a.partition + a.account + a.slurm_args + a.coordinator_host).empty();
+  if (slurmFlags && s->launcher != "slurm") {
+    return invalidArgument("--partition, --account, --slurm-args and --coordinator-host are for the Slurm launcher: "
+                           "add --launcher slurm");
+  }
   if (!a.bandwidth.empty()) {
     HZ_ASSIGN_OR_RETURN(s->bandwidth, parseBandwidth(a.bandwidth, "--bandwidth"));
   }
@@ -193,6 +203,8 @@ void addTrainCommand(CLI::App& app, Status* status) {
       "--seed 1 --out runs/x\n"
       "  hydrozoa train --resume runs/x\n"
       "  hydrozoa train examples/fashion_mnist_cnn.yaml --launcher container --bandwidth 50MB/s\n"
+      "  hydrozoa train examples/fashion_mnist_cnn.yaml --launcher slurm --partition gpu --slurm-args "
+      "\"--time=1:00:00\"\n"
       "Ctrl-C stops every worker after the same step and checkpoints it (resume with --resume);\n"
       "kill -USR1 $(jq .pid RUN/coordinator.json) checkpoints a running job.\n");
   cmd->add_option("job", a->job, "Job spec (YAML), see docs/train.md");
@@ -212,15 +224,23 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_option("--workers", a->workers, "Worker budget");
   cmd->add_option("--seed", a->seed, "Seed for weights, data order and dropout");
   cmd->add_option("--launcher", a->launcher,
-                  "auto (containers when root, else processes), local (processes) or container");
+                  "auto (containers when root, else processes), local (processes), container, or slurm (job steps "
+                  "on a Slurm cluster, docs/slurm.md)");
+  cmd->add_option("--partition", a->partition, "Slurm: the partition to run the workers in");
+  cmd->add_option("--account", a->account, "Slurm: the account to charge");
+  cmd->add_option("--slurm-args", a->slurm_args,
+                  "Slurm: more salloc options, one word each, e.g. \"--time=2:00:00 --qos=low\"");
+  cmd->add_option("--coordinator-host", a->coordinator_host,
+                  "Slurm: the address workers reach the coordinator at (default: this host's toward slurmctld)");
   cmd->add_option("--bandwidth", a->bandwidth,
                   "Each worker's network bandwidth, e.g. 50MB/s: planned with, and shaped to in containers");
   cmd->add_option("--latency", a->latency, "Containers: added latency of each worker's egress, e.g. 1ms");
   cmd->add_option("--start-delay", a->start_delay,
                   "Start-up delay of each worker: 30s, 'uniform 20s 60s' or 'normal 90s 30s'");
   cmd->add_option("--memory-limit", a->memory_limit,
-                  "Containers: memory limit per worker (default: the plan's right-sized memory)");
-  cmd->add_option("--cpu-limit", a->cpu_limit, "Containers: vCPUs per worker (default: the plan's right-sized vCPUs)");
+                  "Containers and Slurm: memory per worker (default: the plan's right-sized memory)");
+  cmd->add_option("--cpu-limit", a->cpu_limit,
+                  "Containers and Slurm: vCPUs per worker (default: the plan's right-sized vCPUs)");
   cmd->add_option("--scaling", a->scaling, "Scaling policy: fixed, schedule, adabatch or rule (docs/scaling.md)");
   cmd->add_option("--min-replicas", a->min_replicas, "Scaling: fewest data-parallel replicas (adabatch starts here)");
   cmd->add_option("--max-replicas", a->max_replicas, "Scaling: most data-parallel replicas");

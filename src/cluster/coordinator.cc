@@ -38,6 +38,10 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// A stage's accelerators per worker: one of its kind, or none (a plan's
+// worker is one GPU; plan/resources.h).
+int acceleratorCount(const std::string& accelerator) { return accelerator.empty() ? 0 : 1; }
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -289,13 +293,14 @@ class Job {
 // cpuset, Slurm's binding), not 0..n-1: pinning to a core outside them fails.
 // The workers' compute threads outnumber the cores this process may use.
 bool Job::coresShared() const {
+  if (launcher_ && !launcher_->onThisHost()) return false;
   return static_cast<std::int64_t>(W_) * spec_.threads > static_cast<std::int64_t>(usableCpus().size());
 }
 
 Json Job::cpusOf(const WorkerState& w) const {
   Json cpus = Json::array();
   const std::vector<int> usable = usableCpus();
-  if (usable.empty()) return cpus;
+  if (usable.empty() || !launcher_->onThisHost()) return cpus;
   if (coresShared()) {
     if (spec_.threads == 1) cpus.push_back(usable[static_cast<size_t>(w.stage + w.replica) % usable.size()]);
     return cpus;
@@ -501,6 +506,7 @@ Status Job::launch(WorkerState& w, const std::string& token, int generation, con
   l.process_name = fmt::format("hydrozoa-worker r{}s{}", w.replica, w.stage);
   l.cpus = spec_.cpu_limit.value_or(st.vcpus);
   l.memory = spec_.memory_limit.value_or(memory);
+  l.gpus = acceleratorCount(st.accelerator);
   l.start_delay = drawStartDelay(spec_.start_delay,
                                  spec_.seed * 7919 + static_cast<std::uint64_t>(w.id) + 104729ULL * generation);
   HZ_RETURN_IF_ERROR(launcher_->launch(l));
@@ -526,8 +532,14 @@ Status Job::launchWorkers() {
 // iproute2, cgroups) and as plain processes otherwise, saying why; asking for
 // "container" where they cannot be made is an error naming the reason.
 Status Job::makeLauncher() {
-  const std::string exe = o_.executable.empty() ? "/proc/self/exe" : o_.executable;
+  std::string exe = o_.executable.empty() ? "/proc/self/exe" : o_.executable;
   std::string kind = spec_.launcher;
+  if (kind == "slurm" && exe == "/proc/self/exe") {
+    // Run on other machines, by the path they install it at: this one's.
+    char path[4096] = {};
+    const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+    if (n > 0) exe.assign(path, static_cast<std::size_t>(n));
+  }
   if (kind == "auto") {
     const std::string why = containerSupport();
     kind = why.empty() ? "container" : "local";
@@ -537,8 +549,19 @@ Status Job::makeLauncher() {
                                  formatSeconds(spec_.latency)));
     }
   }
-  HZ_ASSIGN_OR_RETURN(launcher_, cluster::makeLauncher(kind, {exe, spec_.bandwidth.value_or(plan_.bandwidth),
-                                                                  spec_.latency}));
+  LauncherContext context;
+  context.executable = exe;
+  context.bandwidth = spec_.bandwidth.value_or(plan_.bandwidth);
+  context.latency = spec_.latency;
+  context.job_name = spec_.name;
+  context.workers = W_;
+  context.slurm = spec_.slurm;
+  for (std::size_t i = 0; i < gen_.stages.size(); ++i) {
+    context.worker_cpus = std::max(context.worker_cpus, spec_.cpu_limit.value_or(gen_.stages[i].vcpus));
+    context.worker_memory = std::max(context.worker_memory, spec_.memory_limit.value_or(stageMemory_[i]));
+    context.worker_gpus = std::max(context.worker_gpus, acceleratorCount(gen_.stages[i].accelerator));
+  }
+  HZ_ASSIGN_OR_RETURN(launcher_, cluster::makeLauncher(kind, context));
   // Billing: the platform's unit, each worker at its stage's rate.
   BillingUnit unit = BillingUnit::kSecond;
   if (auto catalog = plan::loadCatalog(plan_.platform.empty() ? spec_.platform : plan_.platform); catalog.ok()) {

@@ -180,9 +180,10 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   o.global_batch = spec.global_batch;
   o.recovery_copies = spec.max_recoveries > 0;  // the workers keep them only then
   o.data_bytes = dataBytes;
-  // Every launcher today starts its workers on this machine: they share its
-  // cores, and a plan with more compute threads than cores computes slower.
-  o.host_cores = static_cast<int>(usableCpus().size());
+  // The local and container launchers start their workers on this machine:
+  // they share its cores, and a plan with more compute threads than cores
+  // computes slower. Slurm gives each step CPUs of its own on some node.
+  if (spec.launcher != "slurm") o.host_cores = static_cast<int>(usableCpus().size());
   o.threads = spec.threads;
   HZ_ASSIGN_OR_RETURN(o.objective, plan::parseObjective(spec.objective));
   o.data_parallel = spec.data_parallel;

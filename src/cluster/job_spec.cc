@@ -140,6 +140,16 @@ void readCluster(ObjectReader& top, JobSpec* s) {
   if (r.has("start_timeout")) s->start_timeout = r.seconds("start_timeout");
   s->max_recoveries = static_cast<int>(r.optCount("max_recoveries", {0, 1000}).value_or(s->max_recoveries));
   s->control_port = static_cast<int>(r.optCount("control_port", {0, 65535}).value_or(0));
+  if (const Json* slurm = r.raw("slurm")) {
+    ObjectReader q(*slurm, r.child("slurm"));
+    s->slurm.partition = q.optString("partition").value_or("");
+    s->slurm.account = q.optString("account").value_or("");
+    if (auto args = q.optString("args")) s->slurm.args = splitWords(*args);
+    s->slurm.coordinator_host = q.optString("coordinator_host").value_or("");
+    if (q.has("allocation_timeout")) s->slurm.allocation_timeout = q.seconds("allocation_timeout");
+    q.rejectUnknownKeys();
+    r.adopt(q.status());
+  }
   r.rejectUnknownKeys();
   top.adopt(r.status());
 }
@@ -305,9 +315,18 @@ Status validateJobSpec(const JobSpec& s, const std::string& origin) {
   if (s.device != "auto" && s.device != "cpu" && s.device != "cuda") {
     return bad("training.device", fmt::format("\"{}\" must be auto, cpu or cuda", s.device));
   }
-  if (s.launcher != "auto" && s.launcher != "local" && s.launcher != "container") {
+  if (s.launcher != "auto" && s.launcher != "local" && s.launcher != "container" && s.launcher != "slurm") {
     return bad("cluster.launcher",
-               fmt::format("unknown launcher \"{}\"; use auto, local or container", s.launcher));
+               fmt::format("unknown launcher \"{}\"; use auto, local, container or slurm", s.launcher));
+  }
+  if (s.slurm.allocation_timeout < 1 || s.slurm.allocation_timeout > 7 * 24 * 3600) {
+    return bad("cluster.slurm.allocation_timeout", "must be from 1s to 7 days");
+  }
+  for (const std::string& a : s.slurm.args) {
+    if (a.empty() || a[0] != '-') {
+      return bad("cluster.slurm.args", fmt::format("\"{}\" is not an option: give salloc/srun options, one word "
+                                                   "each (\"--time=2:00:00 --qos=low\")", a));
+    }
   }
   if (s.latency < 0 || s.latency > 10) return bad("cluster.latency", "must be from 0 to 10s");
   if (s.latency > 0 && s.launcher == "local") {
@@ -344,6 +363,13 @@ Status validateJobSpec(const JobSpec& s, const std::string& origin) {
                                                  s.global_batch));
   }
   return Status();
+}
+
+std::vector<std::string> splitWords(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
 }
 
 Result<JobSpec> parseJobSpec(const Json& j, const std::string& origin) {
@@ -416,6 +442,15 @@ Json jobSpecToJson(const JobSpec& s) {
   if (s.memory_limit) cluster["memory_limit"] = *s.memory_limit;
   if (s.cpu_limit) cluster["cpu_limit"] = *s.cpu_limit;
   if (s.memory) cluster["memory"] = *s.memory;
+  if (s.launcher == "slurm") {
+    std::string args;
+    for (const auto& a : s.slurm.args) args += (args.empty() ? "" : " ") + a;
+    cluster["slurm"] = {{"partition", s.slurm.partition},
+                        {"account", s.slurm.account},
+                        {"args", args},
+                        {"coordinator_host", s.slurm.coordinator_host},
+                        {"allocation_timeout", s.slurm.allocation_timeout}};
+  }
   Json data = {{"dataset", s.dataset}, {"shuffle", s.shuffle}, {"drop_last", s.drop_last}};
   if (!s.data_path.empty()) data["path"] = s.data_path;
   if (s.dataset == "synthetic") {

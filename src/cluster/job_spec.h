@@ -51,6 +51,18 @@ std::string formatStartDelay(const StartDelay& d);
 // One draw, deterministic in `seed` (normal: truncated at 0).
 Seconds drawStartDelay(const StartDelay& d, std::uint64_t seed);
 
+// cluster.slurm: how the Slurm launcher asks for its resources (docs/slurm.md).
+struct SlurmSpec {
+  std::string partition, account;   // "" : the cluster's defaults
+  std::vector<std::string> args;    // more salloc/srun options, one word each ("--time=2:00:00", "--qos=low")
+  std::string coordinator_host;     // the address workers reach the coordinator at; "" : this host's toward slurmctld
+  Seconds allocation_timeout = 600; // waiting for an allocation; then it is given up, nothing left queued
+};
+
+// "--time=2:00:00  --qos=low" -> {"--time=2:00:00", "--qos=low"}: words
+// between whitespace (cluster.slurm.args, --slurm-args).
+std::vector<std::string> splitWords(const std::string& text);
+
 struct JobSpec {
   std::string name = "job";
   // model
@@ -74,12 +86,12 @@ struct JobSpec {
   std::string device = "auto";  // auto | cpu | cuda
   // cluster
   int workers = 1;
-  std::string launcher = "auto";  // auto (container as root, else local) | local | container
+  std::string launcher = "auto";  // auto (container as root, else local) | local | container | slurm
   std::optional<BytesPerSecond> bandwidth;  // for planning and shaping; default: measured here
   Seconds latency = 0;                      // container: added one-way delay of each worker's egress
   StartDelay start_delay;                   // container: before each worker starts
-  std::optional<Bytes> memory_limit;        // container: default the plan's right-sized worker memory
-  std::optional<double> cpu_limit;          // container: vCPUs; default the plan's right-sized vCPUs
+  std::optional<Bytes> memory_limit;        // container, slurm: default the plan's right-sized worker memory
+  std::optional<double> cpu_limit;          // container, slurm: vCPUs; default the plan's right-sized vCPUs
   std::optional<Bytes> memory;              // per worker, for planning
   std::string platform = "aci";             // pricing catalog
   Seconds heartbeat_interval = 1;
@@ -87,6 +99,7 @@ struct JobSpec {
   Seconds start_timeout = 120;              // to register and build
   int max_recoveries = 3;                   // lost workers recovered per run; 0: a loss stops the job
   int control_port = 0;                     // 0: any free port
+  SlurmSpec slurm;                          // slurm: partition, account, more options
   // plan
   std::string plan_file;  // "" : plan here
   std::string profile_file;  // plan from this profile instead of measuring one ("" : measure, or the cache)

@@ -249,6 +249,11 @@ Status Worker::join() {
     if (since(t0) > 300) return unavailable("no role from the coordinator within 300 s");
   }
   HZ_ASSIGN_OR_RETURN(role_, parseRole(assign));
+  if (role_.listen_host.empty()) {
+    // Started where the coordinator could not know this host's address
+    // (a Slurm step): listen where the route to the coordinator leaves.
+    HZ_ASSIGN_OR_RETURN(role_.listen_host, wire::localAddressToward(args_.join));
+  }
   spdlog::info("replica {} stage {} of {}x{}, at {}", role_.replica, role_.stage, role_.replicas, role_.stages,
                role_.listen_host);
   return Status();

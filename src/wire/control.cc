@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -213,6 +217,33 @@ bool ControlServer::send(const std::string& to, Json message) {
 
 ControlClient::~ControlClient() {
   if (wakeFd_ >= 0) ::close(wakeFd_);
+}
+
+Result<std::string> localAddressToward(const std::string& target) {
+  std::string host = target;
+  if (host.rfind("tcp://", 0) == 0) host = host.substr(6);
+  if (const auto colon = host.rfind(':'); colon != std::string::npos) host = host.substr(0, colon);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), "9", &hints, &found); rc != 0 || !found) {
+    return unavailable(fmt::format("cannot resolve {}: {}", host, ::gai_strerror(rc)));
+  }
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  std::string error;
+  sockaddr_in local{};
+  socklen_t len = sizeof(local);
+  if (fd < 0 || ::connect(fd, found->ai_addr, found->ai_addrlen) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) {
+    error = std::strerror(errno);
+  }
+  ::freeaddrinfo(found);
+  if (fd >= 0) ::close(fd);
+  if (!error.empty()) return unavailable(fmt::format("no route from this host to {}: {}", host, error));
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text));
+  return std::string(text);
 }
 
 Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string& endpoint, const std::string& name,

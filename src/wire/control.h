@@ -58,6 +58,13 @@ namespace hydrozoa::wire {
 // 32 hex digits from the OS's randomness.
 std::string newToken();
 
+// The address of this host on the route to `target` ("tcp://10.0.0.5:4000",
+// "10.0.0.5" or a name): what a worker on a machine the coordinator did not
+// know before it started listens on for its data connections, and what a
+// coordinator on a cluster tells its workers to reach it at. No packet is
+// sent (a UDP socket's connect only picks the route).
+Result<std::string> localAddressToward(const std::string& target);
+
 // The largest legitimate messages, with room to spare: a worker's reports
 // are a few hundred bytes; an assignment carries the resolved job spec.
 constexpr std::int64_t kMaxWorkerMessage = 64 * 1024;

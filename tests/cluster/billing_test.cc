@@ -82,7 +82,7 @@ TEST(StartDelay, TheJobSpecReadsContainerSettings) {
   auto bad = parseYaml("model: cnn\ncluster: {launcher: kubernetes}\n", "job.yaml");
   auto r = parseJobSpec(*bad, "job.yaml");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("use auto, local or container"), std::string::npos);
+  EXPECT_NE(r.status().message().find("use auto, local, container or slurm"), std::string::npos);
 }
 
 }  // namespace

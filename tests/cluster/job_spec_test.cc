@@ -153,6 +153,17 @@ TEST(JobSpec, EveryNumericFieldRejectsOutOfRangeValuesNamingTheField) {
           << yaml << " -> " << s.status().message();
     }
   }
+  // The Slurm launcher's section, one level down.
+  for (const std::string& v : values) {
+    const std::string yaml = "model: cnn\ncluster: {launcher: slurm, slurm: {allocation_timeout: " + v + "}}\n";
+    auto j = parseYaml(yaml, "job.yaml");
+    ASSERT_TRUE(j.ok());
+    Result<JobSpec> s = Status();
+    ASSERT_NO_THROW(s = parseJobSpec(*j, "job.yaml")) << yaml;
+    ASSERT_FALSE(s.ok()) << yaml;
+    EXPECT_NE(s.status().message().find("cluster.slurm.allocation_timeout"), std::string::npos)
+        << yaml << " -> " << s.status().message();
+  }
   // The schedule table's keys and values too.
   for (const std::string& v : values) {
     auto s = parse("model: cnn\nscaling: {policy: schedule, schedule: {1: " + v + "}}\n");

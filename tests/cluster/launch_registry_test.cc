@@ -11,8 +11,14 @@
 namespace hydrozoa::cluster {
 namespace {
 
+LauncherContext running(const std::string& executable) {
+  LauncherContext c;
+  c.executable = executable;
+  return c;
+}
+
 TEST(LauncherRegistry, EveryKindIsOneAJobSpecAccepts) {
-  ASSERT_GE(launcherKinds().size(), 2u);
+  ASSERT_GE(launcherKinds().size(), 3u);
   for (const LauncherKind& k : launcherKinds()) {
     auto j = parseYaml("model: cnn\ncluster: {launcher: " + k.name + "}\n", "job.yaml");
     ASSERT_TRUE(j.ok());
@@ -22,13 +28,13 @@ TEST(LauncherRegistry, EveryKindIsOneAJobSpecAccepts) {
 }
 
 TEST(LauncherRegistry, AnUnknownNameListsTheKnownOnes) {
-  auto l = makeLauncher("k8s", {"/bin/true", 0, 0});
+  auto l = makeLauncher("k8s", running("/bin/true"));
   ASSERT_FALSE(l.ok());
-  EXPECT_EQ(l.status().message(), "unknown launcher \"k8s\" (known: local, container)");
+  EXPECT_EQ(l.status().message(), "unknown launcher \"k8s\" (known: local, container, slurm)");
 }
 
 TEST(LauncherRegistry, LocalStartsAndStopsARealProcess) {
-  auto l = makeLauncher("local", {"/bin/sleep", 0, 0});
+  auto l = makeLauncher("local", running("/bin/sleep"));
   ASSERT_TRUE(l.ok()) << l.status().message();
   EXPECT_STREQ((*l)->name(), "local");
   EXPECT_TRUE((*l)->sharesHostMemory());

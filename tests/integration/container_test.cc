@@ -123,7 +123,7 @@ TEST(Containers, TheIssueCommandTrainsInShapedContainersAndLeavesNothing) {
   }
   EXPECT_NEAR(usd, s["cost_usd"].get<double>(), 1e-12);
   EXPECT_GT(s["samples_per_dollar"].get<double>(), 0);
-  EXPECT_TRUE(leftovers(job, cluster::containerStateDir()).empty()) << join(leftovers(job, cluster::containerStateDir()));
+  EXPECT_TRUE(leftovers(job, cluster::launcherStateDir()).empty()) << join(leftovers(job, cluster::launcherStateDir()));
   EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
 }
 
@@ -263,7 +263,7 @@ TEST(Containers, AWorkerOverItsMemoryIsReportedAsOutOfMemory) {
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ((*summary)["status"], "failed");
   const std::string job = (*summary)["launcher"]["job"];
-  EXPECT_TRUE(leftovers(job, cluster::containerStateDir()).empty());
+  EXPECT_TRUE(leftovers(job, cluster::launcherStateDir()).empty());
   EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
 }
 

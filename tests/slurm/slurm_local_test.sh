@@ -9,7 +9,7 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "SKIPPED: a local Slurm needs root (slurmd starts steps as their users)"
   exit 77
 fi
-export HYDROZOA_SLURM_DIR
+export HYDROZOA_SLURM_DIR HYDROZOA_SLURM_PORT=16817
 HYDROZOA_SLURM_DIR=$(mktemp -d /tmp/hz-slurm.XXXXXX)
 trap '"$root/scripts/slurm-local" stop > /dev/null; rm -rf "$HYDROZOA_SLURM_DIR"' EXIT
 "$root/scripts/slurm-local" start

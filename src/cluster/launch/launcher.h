@@ -1,8 +1,9 @@
 // Launcher: starts and stops worker processes somewhere (docs/containers.md). A
 // worker is `hydrozoa worker --join <coordinator> --id N` with the job token
 // in its environment. Each kind is a folder under src/cluster/launch/ (local/:
-// processes of this machine; container/: right-sized containers here) and a
-// line in launch/registry.cc; its own options stay in its own struct.
+// processes of this machine; container/: right-sized containers here;
+// slurm/: job steps on a Slurm cluster) and a line in launch/registry.cc;
+// its own options stay in its own struct.
 //
 // Thread-safety: used from the coordinator's thread only.
 #pragma once
@@ -28,6 +29,7 @@ struct WorkerLaunch {
   // The right-sized worker (a plain process ignores these).
   double cpus = 0;         // vCPUs; 0: unlimited
   Bytes memory = 0;        // 0: unlimited
+  int gpus = 0;            // accelerators (slurm/: --gres=gpu:N)
   Seconds start_delay = 0; // before the process begins (a container starting)
 };
 
@@ -44,7 +46,9 @@ class Launcher {
  public:
   virtual ~Launcher() = default;
   virtual const char* name() const = 0;
-  // The address the coordinator's listeners bind to, and worker `id`'s own.
+  // The address the coordinator's listeners bind to, and worker `id`'s own
+  // ("": the worker's host is not known before it starts; the worker takes
+  // its address toward the coordinator, wire::localAddressToward()).
   virtual std::string coordinatorHost() const { return "127.0.0.1"; }
   virtual std::string workerHost(int /*id*/) const { return "127.0.0.1"; }
   // What the launcher sees of a live worker that stopped responding ("" :
@@ -55,6 +59,10 @@ class Launcher {
   // (NOTE [Shared-memory allreduce], runtime/comm/shared_memory.cc). Not
   // for containers, which stand for separate machines behind shaped links.
   virtual bool sharesHostMemory() const { return false; }
+  // Whether its workers run on this machine, sharing its cores, so that the
+  // coordinator places their compute threads (NOTE [Cores for compute threads],
+  // coordinator.cc). Not for Slurm steps: Slurm places them on their nodes.
+  virtual bool onThisHost() const { return true; }
 
   // Starts a worker. Fails when the process cannot be created.
   virtual Status launch(const WorkerLaunch& launch) = 0;

@@ -4,6 +4,7 @@
 
 #include "cluster/launch/container/container_launcher.h"
 #include "cluster/launch/local/local_launcher.h"
+#include "cluster/launch/slurm/slurm_launcher.h"
 
 namespace hydrozoa::cluster {
 
@@ -22,6 +23,19 @@ const std::vector<LauncherKind>& launcherKinds() {
          HZ_ASSIGN_OR_RETURN(std::unique_ptr<ContainerLauncher> made, ContainerLauncher::create(o));
          return std::unique_ptr<Launcher>(std::move(made));
        }},
+      {"slurm", "Slurm job steps",
+       [](const LauncherContext& c) -> Result<std::unique_ptr<Launcher>> {
+         SlurmOptions o;
+         o.executable = c.executable;
+         o.job_name = "hydrozoa-" + c.job_name;
+         o.spec = c.slurm;
+         o.workers = c.workers;
+         o.cpus = c.worker_cpus;
+         o.memory = c.worker_memory;
+         o.gpus = c.worker_gpus;
+         HZ_ASSIGN_OR_RETURN(std::unique_ptr<SlurmLauncher> made, SlurmLauncher::create(o));
+         return std::unique_ptr<Launcher>(std::move(made));
+       }},
   };
   return kinds;
 }
@@ -35,8 +49,10 @@ Result<std::unique_ptr<Launcher>> makeLauncher(const std::string& name, const La
     }
     auto made = k.make(context);
     if (!made.ok() && name != "local") {
-      return unavailable(fmt::format("cannot run the workers as {}: {} (use --launcher local)", k.workers_as,
-                                     made.status().message()));
+      // Its own fix where it names one (slurm/); else the launcher that always works.
+      const bool local = k.name == "container";
+      return Status(made.status().code(), fmt::format("cannot run the workers as {}: {}{}", k.workers_as,
+                                                      made.status().message(), local ? " (use --launcher local)" : ""));
     }
     return made;
   }

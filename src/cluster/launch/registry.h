@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/job_spec.h"
 #include "cluster/launch/launcher.h"
 #include "core/status.h"
 #include "core/units.h"
@@ -20,6 +21,14 @@ struct LauncherContext {
   std::string executable;        // the hydrozoa binary the workers run
   BytesPerSecond bandwidth = 0;  // each worker's link, as planned
   Seconds latency = 0;           // added to each worker's link (cluster.latency)
+  // The job's first generation, for a launcher that reserves resources for
+  // it up front (slurm/: one allocation): its workers and the largest one.
+  std::string job_name;
+  int workers = 0;
+  double worker_cpus = 0;
+  Bytes worker_memory = 0;
+  int worker_gpus = 0;
+  SlurmSpec slurm;               // cluster.slurm
 };
 
 struct LauncherKind {

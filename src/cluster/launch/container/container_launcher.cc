@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "cluster/launch/command.h"
+#include "cluster/launch/records.h"
 
 namespace hydrozoa::cluster {
 namespace {
@@ -114,19 +115,6 @@ void removeCgroup(const std::string& dir) {
   spdlog::warn("could not remove cgroup {}: {}", dir, std::strerror(errno));
 }
 
-// The kernel's start time of `pid` (field 22 of /proc/pid/stat), 0 if gone.
-std::int64_t processStart(pid_t pid) {
-  const std::string stat = readSmall(fmt::format("/proc/{}/stat", pid));
-  const auto close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream in(stat.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && in >> field; ++i) {
-    if (i == 22) return std::atoll(field.c_str());
-  }
-  return 0;
-}
-
 std::string subnetPrefix(int subnet) { return fmt::format("10.213.{}.", subnet); }
 
 // Removes one job's containers as its record lists them.
@@ -161,35 +149,6 @@ std::vector<std::string> removeJob(const Json& record) {
   return removed;
 }
 
-// Serializes jobs choosing subnets and cleaning up, across processes.
-class StateLock {
- public:
-  explicit StateLock(const std::string& dir) {
-    fd_ = ::open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
-  }
-  ~StateLock() {
-    if (fd_ >= 0) ::close(fd_);  // releases the lock
-  }
-  StateLock(const StateLock&) = delete;
-  StateLock& operator=(const StateLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
-std::vector<std::string> recordFiles(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name.size() > 5 && name.substr(name.size() - 5) == ".json") out.push_back(dir + "/" + name);
-    }
-    ::closedir(d);
-  }
-  return out;
-}
-
 CleanupReport cleanupLocked(const std::string& dir) {
   CleanupReport report;
   for (const std::string& file : recordFiles(dir)) {
@@ -200,8 +159,7 @@ CleanupReport cleanupLocked(const std::string& dir) {
     }
     const std::string job = record->value("job", "?");
     const pid_t pid = record->value("pid", 0);
-    const std::int64_t start = record->value("start_time", std::int64_t{0});
-    if (pid > 0 && processStart(pid) == start && start != 0) {
+    if (ownerAlive(*record)) {
       report.live.push_back(fmt::format("job {} (coordinator pid {} still running)", job, pid));
       continue;
     }
@@ -215,19 +173,7 @@ CleanupReport cleanupLocked(const std::string& dir) {
   return report;
 }
 
-Status ensureDir(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return ioError(fmt::format("cannot create {}: {}", dir, std::strerror(errno)));
-  }
-  return Status();
-}
-
 }  // namespace
-
-std::string containerStateDir() {
-  const char* env = std::getenv("HYDROZOA_STATE_DIR");
-  return env && *env ? env : "/run/hydrozoa";
-}
 
 std::string containerSupport() {
   if (::geteuid() != 0) return "containers need root (network namespaces, tc and cgroups); this user is not root";
@@ -239,7 +185,7 @@ std::string containerSupport() {
 }
 
 CleanupReport cleanupContainers(const std::string& stateDir) {
-  const std::string dir = stateDir.empty() ? containerStateDir() : stateDir;
+  const std::string dir = stateDir.empty() ? launcherStateDir() : stateDir;
   if (!exists(dir)) return {};
   StateLock lock(dir);
   return cleanupLocked(dir);
@@ -252,7 +198,7 @@ ContainerLauncher::ContainerLauncher(ContainerOptions options, std::string job, 
 Result<std::unique_ptr<ContainerLauncher>> ContainerLauncher::create(const ContainerOptions& options) {
   if (std::string why = containerSupport(); !why.empty()) return unavailable(why);
   ContainerOptions o = options;
-  if (o.state_dir.empty()) o.state_dir = containerStateDir();
+  if (o.state_dir.empty()) o.state_dir = launcherStateDir();
   HZ_RETURN_IF_ERROR(ensureDir(o.state_dir));
   StateLock lock(o.state_dir);
   const CleanupReport old = cleanupLocked(o.state_dir);
@@ -322,13 +268,11 @@ std::vector<std::string> ContainerLauncher::cgroupDirs(int id) const {
 Status ContainerLauncher::saveRecord() const {
   std::vector<std::string> namespaces;
   for (int id : workers_) namespaces.push_back(netns(id));
-  const Json record = {{"job", job_},
-                       {"pid", ::getpid()},
-                       {"start_time", processStart(::getpid())},
-                       {"bridge", bridge_},
-                       {"subnet", subnet_},
-                       {"netns", namespaces},
-                       {"cgroups", jobCgroups(cgroupLayout(), job_)}};
+  Json record = recordOwner(job_);
+  record.update({{"bridge", bridge_},
+                 {"subnet", subnet_},
+                 {"netns", namespaces},
+                 {"cgroups", jobCgroups(cgroupLayout(), job_)}});
   return writeFileAtomically(record_, record.dump(2) + "\n");
 }
 

@@ -11,7 +11,7 @@
 // PR_SET_PDEATHSIG), so they never outlive the coordinator.
 //
 // What a job creates is written down first, in <state dir>/<job>.json
-// (default /run/hydrozoa), and removed when the launcher is destroyed; when a
+// (launch/records.h; default /run/hydrozoa), and removed when the launcher is destroyed; when a
 // coordinator dies without that (kill -9), the next container launcher or
 // `hydrozoa cleanup` removes what it left (cleanupContainers()).
 //
@@ -26,6 +26,7 @@
 
 #include "cluster/launch/local/local_launcher.h"
 #include "cluster/launch/launcher.h"
+#include "cluster/launch/records.h"
 #include "core/files.h"
 
 namespace hydrozoa::cluster {
@@ -40,15 +41,6 @@ struct ContainerOptions {
 // "" when this process can create containers, else why not (not root, no
 // iproute2, no writable cgroups).
 std::string containerSupport();
-
-// The directory of container records: $HYDROZOA_STATE_DIR or /run/hydrozoa.
-std::string containerStateDir();
-
-struct CleanupReport {
-  std::vector<std::string> removed;  // "job 3fa2c1 (coordinator pid 1234, gone): bridge hzb3fa2c1, ..."
-  std::vector<std::string> live;     // jobs whose coordinator still runs: left alone
-  std::vector<std::string> errors;
-};
 
 // Removes the containers, namespaces, bridges and cgroups of every job whose
 // coordinator is no longer running (processes still in them are killed).
