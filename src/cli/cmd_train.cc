@@ -171,7 +171,9 @@ Status runTrain(const TrainArgs& a) {
     return Status(ErrorCode::kUnavailable, "interrupted");
   }
   auto summary = readJsonFile(dir + "/summary.json");
+  std::string checkpoints = dir + "/checkpoints";
   if (summary.ok()) {
+    if (auto c = summary->value("/outputs/checkpoints"_json_pointer, std::string()); !c.empty()) checkpoints = c;
     const Json& j = *summary;
     if (j.value("status", "") == "stopped") {
       std::cout << fmt::format("Stopped at step {} of {}; continue with: hydrozoa train --resume {}\n",
@@ -187,7 +189,7 @@ Status runTrain(const TrainArgs& a) {
   }
   std::cout << "Run directory: " << dir << "\n  metrics:     " << dir << "/metrics.jsonl\n  trace:       " << dir
             << "/trace.json (open in https://ui.perfetto.dev or chrome://tracing)\n  summary:     " << dir
-            << "/summary.json\n  checkpoints: " << dir << "/checkpoints\n";
+            << "/summary.json\n  checkpoints: " << checkpoints << "\n";
   return Status();
 }
 

@@ -30,6 +30,7 @@
 #include "data/sampler.h"
 #include "model/zoo.h"
 #include "wire/control.h"
+#include "wire/file_transfer.h"
 
 namespace hydrozoa::cluster {
 namespace {
@@ -156,6 +157,7 @@ class Job {
   WorkerState* current(int id);
   static UsdPerHour rateOf(const plan::Plan& plan, int stage);
   void sendAssign(const WorkerState& w);
+  void onFile(const WorkerState& w, const Json& m);
   // Once the generation after a boundary has all registered: how long the
   // boundary waited for them, if it did.
   void noteReadyIfScaling();
@@ -211,6 +213,7 @@ class Job {
   std::map<std::int64_t, StepAccount> steps_;
   std::map<std::int64_t, EvalAccount> evals_;
   std::map<std::int64_t, std::set<int>> checkpoints_;
+  std::map<std::int64_t, std::string> spoiled_;  // steps with a refused checkpoint file, and why
   std::int64_t stepsDone_ = 0, maxStarted_ = 0;
   double samples_ = 0, lastLoss_ = 0, rateEma_ = 0;
   std::vector<double> stepSeconds_, bubbles_;
@@ -679,7 +682,7 @@ void Job::sendAssign(const WorkerState& w) {
                  {"hold_at_epoch_end", policy_->usesMetrics()},
                  {"shared_memory", launcher_->sharesHostMemory() && sharedMemoryAllreduceAllowed()},
                  {"listen_host", launcher_->workerHost(w.id)},
-                 {"run_dir", run_.root()},
+                 {"checkpoint_root", spec_.checkpoint_dir.empty() ? "" : run_.checkpointsDir()},
                  {"trace_path", run_.workerTrace(w.id)},
                  {"checkpoint", checkpoint_},
                  {"schedule", "gpipe"},
@@ -687,6 +690,36 @@ void Job::sendAssign(const WorkerState& w) {
                  {"cpus_shared", coresShared()},
                  {"job", jobSpecToJson(spec_)}};
   control_->send(from(w.id), assign);
+}
+
+// NOTE [Shipped checkpoints]
+// Without output.checkpoint_dir, workers share nothing with the coordinator
+// but the network (issue 10 §1): each ships its stage's files of a step
+// (wire/file_transfer.h) before its "checkpoint" message, into the step's
+// .partial directory here, and a new generation's workers fetch their
+// layers of the restore point from here. A worker may only write and read
+// the layers of its own stage; a refused chunk spoils the step, which is
+// then not finalized (the previous checkpoint stays the restore point).
+void Job::onFile(const WorkerState& w, const Json& m) {
+  const plan::PlanStage& st = gen_.stages.at(static_cast<std::size_t>(w.stage));
+  auto ownLayer = [&](int layer) { return layer >= st.first_layer && layer <= st.last_layer; };
+  if (m.value("type", "") == "fetch") {
+    auto reply = checkpoint_.empty() ? Result<Json>(notFound("this generation starts from no checkpoint"))
+                                     : wire::serveFetch(m, checkpoint_, ownLayer);
+    if (!reply.ok()) {
+      spdlog::warn("{} asked for checkpoint file {}: {}", w.name(), m.value("file", "?"), reply.status().message());
+      control_->send(from(w.id), {{"type", "fetch_failed"}, {"file", m.value("file", "")},
+                                  {"message", reply.status().message()}});
+      return;
+    }
+    control_->send(from(w.id), *reply);
+    return;
+  }
+  const std::int64_t step = m.value("step", std::int64_t{0});
+  if (Status s = wire::acceptChunk(m, run_.partialCheckpoint(step), ownLayer); !s.ok()) {
+    spdlog::error("refused a checkpoint file from {}: {}", w.name(), s.message());
+    spoiled_.emplace(step, fmt::format("{} sent a bad file: {}", w.name(), s.message()));
+  }
 }
 
 void Job::handle(int rank, const Json& m) {
@@ -700,6 +733,8 @@ void Job::handle(int rank, const Json& m) {
     noteReadyIfScaling();
   } else if (type == "ready") {
     w.ready = true;
+  } else if (type == "file_chunk" || type == "fetch") {
+    onFile(w, m);
   } else if (type == "heartbeat") {
     maxStarted_ = std::max(maxStarted_, m.value("step", std::int64_t{0}));
     w.peak_memory = std::max<Bytes>(w.peak_memory, m.value("peak_memory", Bytes{0}));
@@ -752,7 +787,10 @@ void Job::handle(int rank, const Json& m) {
     const std::int64_t step = m.value("step", std::int64_t{0});
     auto& stages = checkpoints_[step];
     stages.insert(m.value("stage", 0));
-    if (static_cast<int>(stages.size()) == B_) {
+    if (static_cast<int>(stages.size()) == B_ && spoiled_.count(step)) {
+      spdlog::error("no checkpoint at step {}: {}", step, spoiled_[step]);
+      checkpoints_.erase(step);
+    } else if (static_cast<int>(stages.size()) == B_) {
       const Json manifest = {{"step", step},
                              {"epoch", epochs_.epochOf(step)},
                              {"step_in_epoch", epochs_.stepInEpoch(step)},
@@ -767,7 +805,7 @@ void Job::handle(int rank, const Json& m) {
       if (Status s = run_.finalizeCheckpoint(step, manifest); !s.ok()) {
         spdlog::error("{}", s.message());
       } else {
-        progress_.note(fmt::format("checkpoint at step {} in {}/checkpoints", step, run_.root()));
+        progress_.note(fmt::format("checkpoint at step {} in {}", step, run_.checkpointsDir()));
       }
       finalized_ = step;
       stepSamples_.erase(stepSamples_.begin(), stepSamples_.lower_bound(step));  // never rolled back past it
@@ -1613,6 +1651,7 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
     absolute(&spec.data_path);
     absolute(&spec.plan_file);
     absolute(&spec.profile_file);
+    absolute(&spec.checkpoint_dir);
   }
   std::optional<RunDir> run;
   if (resuming) {
@@ -1629,6 +1668,7 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
       if (armed) run->discard();
     }
   } discardUnlessStarted{&*run, !resuming};
+  if (!spec.checkpoint_dir.empty()) HZ_RETURN_IF_ERROR(run->useCheckpointsDir(spec.checkpoint_dir));
   HZ_ASSIGN_OR_RETURN(ModelInfo model, inspectModel(spec));
 
   // The data must be there before any worker starts.

@@ -222,6 +222,7 @@ void readOutput(ObjectReader& top, JobSpec* s) {
   s->out_dir = r.optString("dir").value_or("");
   s->checkpoint_every_epochs = r.optCount("checkpoint_every_epochs", {0, kStepsRange.max}).value_or(s->checkpoint_every_epochs);
   s->trace_steps = r.optCount("trace_steps", {0, kStepsRange.max}).value_or(s->trace_steps);
+  s->checkpoint_dir = r.optString("checkpoint_dir").value_or("");
   r.rejectUnknownKeys();
   top.adopt(r.status());
 }
@@ -467,6 +468,7 @@ Json jobSpecToJson(const JobSpec& s) {
           {"output",
            {{"dir", s.out_dir},
             {"checkpoint_every_epochs", s.checkpoint_every_epochs},
+            {"checkpoint_dir", s.checkpoint_dir},
             {"trace_steps", s.trace_steps}}}};
 }
 

@@ -111,6 +111,10 @@ struct JobSpec {
   // output
   std::string out_dir;  // "" : runs/<name>-<time>
   std::int64_t checkpoint_every_epochs = 1;
+  // A directory every worker and the coordinator reach (a shared
+  // filesystem): workers write their checkpoints there. "" : each worker
+  // ships its checkpoints to the coordinator, into <run>/checkpoints.
+  std::string checkpoint_dir;
   std::int64_t trace_steps = 20;  // steps per epoch recorded in trace.json
 };
 

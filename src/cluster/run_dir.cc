@@ -84,6 +84,15 @@ Result<RunDir> RunDir::open(const std::string& path) {
   return RunDir(fs::absolute(path).lexically_normal().string());
 }
 
+Status RunDir::useCheckpointsDir(const std::string& dir) {
+  std::error_code ec;
+  const std::string path = fs::absolute(dir).lexically_normal().string();
+  fs::create_directories(path, ec);
+  if (ec) return ioError(fmt::format("output.checkpoint_dir {}: cannot create it: {}", path, ec.message()));
+  checkpoints_ = path;
+  return Status();
+}
+
 std::string RunDir::workerLog(int worker) const { return fmt::format("{}/workers/worker-{}.log", root_, worker); }
 std::string RunDir::workerTrace(int worker) const {
   return fmt::format("{}/workers/worker-{}.trace.jsonl", root_, worker);

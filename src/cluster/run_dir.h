@@ -50,7 +50,11 @@ class RunDir {
   std::string file(const std::string& name) const { return root_ + "/" + name; }
   std::string workerLog(int worker) const;
   std::string workerTrace(int worker) const;
-  std::string checkpointsDir() const { return root_ + "/checkpoints"; }
+  // <root>/checkpoints, or the directory useCheckpointsDir() named.
+  std::string checkpointsDir() const { return checkpoints_.empty() ? root_ + "/checkpoints" : checkpoints_; }
+  // Checkpoints in `dir` (output.checkpoint_dir, a shared filesystem),
+  // created when missing.
+  Status useCheckpointsDir(const std::string& dir);
   std::string partialCheckpoint(std::int64_t step) const;
 
   Status writeJson(const std::string& name, const Json& value) const;
@@ -78,6 +82,7 @@ class RunDir {
  private:
   explicit RunDir(std::string root) : root_(std::move(root)) {}
   std::string root_;
+  std::string checkpoints_;          // "" : <root>/checkpoints
   bool made_ = false;                // create() made the directory
   std::set<std::string> existing_;   // entries it held before create()
 };

@@ -34,6 +34,7 @@
 #include "runtime/stage.h"
 #include "runtime/trace.h"
 #include "wire/control.h"
+#include "wire/file_transfer.h"
 
 namespace hydrozoa::runtime {
 namespace {
@@ -68,7 +69,10 @@ struct Role {
   double lr_factor = 1;
   bool hold_at_epoch_end = false;  // NOTE [Holding at an epoch's end]
   bool shared_memory = false;      // the stage's replicas share this host (NOTE [Shared-memory allreduce])
-  std::string listen_host, run_dir, trace_path, checkpoint, schedule = "gpipe";
+  std::string listen_host, trace_path, checkpoint, schedule = "gpipe";
+  // Where checkpoints go: a directory this worker reaches (output.checkpoint_dir,
+  // a shared filesystem), or "" : shipped to the coordinator (wire/file_transfer.h).
+  std::string checkpoint_root;
   std::vector<int> cpus;  // cores for the compute thread; empty: any
   bool cpus_shared = false;  // other workers' compute threads run on them too (NOTE [Cores for compute threads])
   cluster::JobSpec job;
@@ -100,7 +104,7 @@ Result<Role> parseRole(const Json& a) {
   r.hold_at_epoch_end = o.boolean("hold_at_epoch_end");
   r.shared_memory = o.boolean("shared_memory");
   r.listen_host = o.string("listen_host");
-  r.run_dir = o.string("run_dir");
+  r.checkpoint_root = o.string("checkpoint_root");
   r.trace_path = o.string("trace_path");
   r.checkpoint = o.optString("checkpoint").value_or("");
   r.schedule = o.optString("schedule").value_or("gpipe");
@@ -135,6 +139,10 @@ struct Halted : std::runtime_error {
 class Worker {
  public:
   explicit Worker(const WorkerArgs& args) : args_(args) {}
+  ~Worker() {
+    std::error_code ec;
+    if (!staging_.empty()) std::filesystem::remove_all(staging_, ec);
+  }
   int run();
 
  private:
@@ -162,6 +170,12 @@ class Worker {
   void post(Json message);
   void report(const std::string& kind, const std::string& message);
   std::string checkpointDir(std::int64_t globalStep) const;
+  bool shipsCheckpoints() const { return role_.checkpoint_root.empty(); }
+  // A saved step's files to the coordinator, then gone from here (shipped mode).
+  Status shipCheckpoint(std::int64_t globalStep, const std::string& dir);
+  // The assigned checkpoint's files of this stage, fetched from the coordinator.
+  Result<std::string> fetchCheckpoint();
+  std::string staging_;  // this worker's own directory for shipped checkpoints ("" : none yet)
 
   bool firstStage() const { return role_.stage == 0; }
   bool lastStage() const { return role_.stage == role_.stages - 1; }
@@ -249,6 +263,15 @@ Status Worker::join() {
     if (since(t0) > 300) return unavailable("no role from the coordinator within 300 s");
   }
   HZ_ASSIGN_OR_RETURN(role_, parseRole(assign));
+  if (shipsCheckpoints()) {
+    // On this worker's host, wherever that is: $TMPDIR or /tmp.
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = fmt::format("{}/hydrozoa-w{}-XXXXXX", tmp && *tmp ? tmp : "/tmp", args_.id);
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return ioError(fmt::format("{}: cannot create a directory for checkpoints: {}", pattern, std::strerror(errno)));
+    }
+    staging_ = pattern;
+  }
   if (role_.listen_host.empty()) {
     // Started where the coordinator could not know this host's address
     // (a Slurm step): listen where the route to the coordinator leaves.
@@ -280,7 +303,13 @@ Status Worker::build() {
   inShape_.device = outShape_.device = device_;
   stage_ = std::make_unique<StageExecutor>(std::move(m), lastStage(), job.seed, trace_);
   optimizer_ = makeOptimizer(job.optimizer, stage_->model().parameters());
-  if (!role_.checkpoint.empty()) HZ_RETURN_IF_ERROR(loadStage(role_.checkpoint, stage_->model(), *optimizer_));
+  if (!role_.checkpoint.empty()) {
+    std::string dir = role_.checkpoint;
+    if (shipsCheckpoints()) {
+      HZ_ASSIGN_OR_RETURN(dir, fetchCheckpoint());
+    }
+    HZ_RETURN_IF_ERROR(loadStage(dir, stage_->model(), *optimizer_));
+  }
 
   // Every worker follows the same sampler (microbatch sizes); only stage 0
   // (inputs) and the last stage (labels) read the data.
@@ -498,7 +527,8 @@ void Worker::onControl(const Json& m) {
       if (!halted_ || (completedStep_ != step && before_.step != step)) {
         problem = fmt::format("asked to save step {} but this worker has done {}", step, completedStep_);
       } else {
-        const Status s = completedStep_ == step ? saveStage(dir, stage_->model(), *optimizer_) : saveSnapshot(dir);
+        Status s = completedStep_ == step ? saveStage(dir, stage_->model(), *optimizer_) : saveSnapshot(dir);
+        if (s.ok() && shipsCheckpoints()) s = shipCheckpoint(step, dir);
         if (!s.ok()) problem = s.message();
       }
     }
@@ -575,7 +605,38 @@ Status Worker::saveSnapshot(const std::string& dir) {
 }
 
 std::string Worker::checkpointDir(std::int64_t globalStep) const {
-  return fmt::format("{}/checkpoints/step-{:08d}.partial", role_.run_dir, globalStep);
+  return fmt::format("{}/step-{:08d}.partial", shipsCheckpoints() ? staging_ : role_.checkpoint_root, globalStep);
+}
+
+Status Worker::shipCheckpoint(std::int64_t globalStep, const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  Status s;
+  for (const std::string& f : files) {
+    s = wire::sendFile(*control_, {{"step", globalStep}, {"stage", role_.stage}}, f);
+    if (!s.ok()) break;
+  }
+  std::filesystem::remove_all(dir, ec);
+  return s;
+}
+
+Result<std::string> Worker::fetchCheckpoint() {
+  const std::string dir = staging_ + "/restore";
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return ioError(fmt::format("{}: cannot create it: {}", dir, ec.message()));
+  const auto t0 = Clock::now();
+  for (int layer = role_.first_layer; layer <= role_.last_layer; ++layer) {
+    const std::string file = layerFileName(layer);
+    HZ_RETURN_IF_ERROR(wire::fetchFile(*control_, {{"stage", role_.stage}}, file, dir + "/" + file,
+                                       [](const Json& m) { return m.value("type", "") != "stop"; }));
+  }
+  spdlog::info("fetched layers {}-{} of {} from the coordinator in {:.2f} s", role_.first_layer, role_.last_layer,
+               role_.checkpoint, since(t0));
+  return dir;
 }
 
 bool Worker::pollControl() {
@@ -768,7 +829,9 @@ void Worker::checkpoint(std::int64_t globalStep) {
   const std::string dir = checkpointDir(globalStep);
   std::filesystem::create_directories(dir);
   TraceSpan span(trace_, "checkpoint", "checkpoint", TraceThread::kCompute);
-  const Status s = saveStage(dir, stage_->model(), *optimizer_);
+  Status s = saveStage(dir, stage_->model(), *optimizer_);
+  // Sent from here, before the "checkpoint" posted after them (one socket, in order).
+  if (s.ok() && shipsCheckpoints()) s = shipCheckpoint(globalStep, dir);
   if (!s.ok()) throw std::runtime_error(s.message());
   post({{"type", "checkpoint"}, {"step", globalStep}, {"stage", role_.stage}});
 }

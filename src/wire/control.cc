@@ -85,7 +85,8 @@ Status checkWorkerMessage(const Json& m) {
       {"completed", kCount},    {"peak_memory", kCount}, {"loss", kFigure},      {"samples", kFigure},
       {"compute_s", kFigure},   {"wait_s", kFigure},    {"allreduce_s", kFigure}, {"iteration_s", kFigure},
       {"loss_sum", kFigure},    {"correct", kFigure},   {"count", kFigure},      {"stopped", kFlag},
-      {"can_save", kCounts}};
+      {"can_save", kCounts},    {"file", kText},        {"data", kText},         {"offset", kCount},
+      {"size", kCount}};
   auto isCount = [](const Json& v) {
     if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= (std::uint64_t{1} << 40);
     return v.is_number_integer() && v.get<std::int64_t>() >= 0 && v.get<std::int64_t>() <= (std::int64_t{1} << 40);

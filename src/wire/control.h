@@ -74,7 +74,8 @@ constexpr std::int64_t kMaxCoordinatorMessage = 4 * 1024 * 1024;
 // the token] authenticates the sender; this checks what it sent): "type" a
 // string, counts (step, epoch, stage, ...) whole numbers from 0 to 2^40,
 // figures (loss, seconds, ...) finite numbers, "can_save" an array of
-// counts, "message"/"kind" strings. The error names the field, what it got
+// counts, "message"/"kind"/"file"/"data" strings (wire/file_transfer.h
+// checks the last two further). The error names the field, what it got
 // and what was expected; unknown fields are allowed (newer workers).
 Status checkWorkerMessage(const Json& message);
 

@@ -217,6 +217,32 @@ TEST(Train, AResumedRunMatchesAnUninterruptedOne) {
   EXPECT_NE(errorLine(again).find("nothing to train"), std::string::npos) << again.err;
 }
 
+// output.checkpoint_dir: a directory the workers and the coordinator share
+// (issue 10 §1); the workers write their files there, nothing is shipped,
+// and the run resumes from it to the same result.
+TEST(Train, ACheckpointDirectoryOnASharedFilesystemIsWrittenThereAndResumedFrom) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << smallJob("output: {checkpoint_dir: shared}\n");
+  std::ofstream(dir / "plain.yaml") << smallJob();
+  Outcome whole = runHydrozoa(dir.path().string(), {"train", "plain.yaml", "--no-progress", "--out", "whole"});
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  Outcome part = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "split", "--max-steps", "5"});
+  ASSERT_EQ(part.code, 0) << part.err;
+  EXPECT_TRUE(std::filesystem::exists(dir / "shared/step-00000005/layer-0000.pt"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "shared/step-00000005/manifest.json"));
+  EXPECT_TRUE(std::filesystem::is_empty(dir / "split/checkpoints"));
+  EXPECT_NE(part.out.find(fmt::format("checkpoints: {}", dir / "shared")), std::string::npos) << part.out;
+  for (int w = 0; w < 4; ++w) {
+    std::ifstream log(dir / fmt::format("split/workers/worker-{}.log", w));
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("fetched"), std::string::npos) << text;
+  }
+  Outcome rest = runHydrozoa(dir.path().string(), {"train", "--resume", "split", "--no-progress"});
+  ASSERT_EQ(rest.code, 0) << rest.err;
+  EXPECT_EQ(testing::stepLosses(dir / "whole"), testing::stepLosses(dir / "split"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "shared/step-00000012/layer-0002.pt"));
+}
+
 // --- faults, caused ---------------------------------------------------------------
 
 TEST(Train, CtrlCStopsEveryWorkerAfterOneStepAndTheRunResumes) {
