@@ -1295,7 +1295,10 @@ Status Job::recover() {
 }
 
 void Job::maybePrestart() {
-  if (!next_.empty() || genStop_ >= stopStep_ || policy_->usesMetrics() || stopping_ || stepSeconds_.size() < 3) return;
+  if (!next_.empty() || genStop_ >= stopStep_ || policy_->usesMetrics() || stopping_ || stepSeconds_.size() < 3 ||
+      !launcher_->overlapsGenerations()) {
+    return;
+  }
   // When is the boundary? The steps left at the recent pace, then the
   // epoch's evaluation (measured at the last epoch end, else estimated as a
   // forward pass over the test set at a third of a training step's cost).

@@ -51,12 +51,24 @@ TEST(SlurmLauncher, AllocatesOneTaskPerWorkerWithTheLargestWorkersShare) {
 }
 
 TEST(SlurmLauncher, StartsEachWorkerAsAStepWithItsOwnResources) {
-  const auto argv = srunCommand("42", "hydrozoa-x.w3", 4, 1 * kGiB + 1, 2);
+  SlurmSpec spec;
+  spec.partition = "gpu";
+  spec.args = {"--time=5"};
+  const auto argv = srunCommand(spec, "42", "hydrozoa-x.w3", 4, 1 * kGiB + 1, 2);
   EXPECT_EQ(argv.front(), "srun");
   for (const char* w : {"--jobid=42", "--job-name=hydrozoa-x.w3", "--ntasks=1", "--nodes=1", "--cpus-per-task=4",
                         "--exact", "--kill-on-bad-exit=1", "--mem=1025M", "--gres=gpu:2"}) {
     EXPECT_TRUE(has(argv, w)) << w;
   }
+  // In the allocation: its partition and options are the allocation's.
+  EXPECT_FALSE(has(argv, "--partition=gpu"));
+  EXPECT_FALSE(has(argv, "--time=5"));
+  // A job of its own (past the allocation's workers): asks as salloc did.
+  const auto own = srunCommand(spec, "", "hydrozoa-x.w9", 1, kGiB, 0);
+  for (const char* w : {"--job-name=hydrozoa-x.w9", "--partition=gpu", "--time=5", "--cpus-per-task=1"}) {
+    EXPECT_TRUE(has(own, w)) << w;
+  }
+  for (const auto& w : own) EXPECT_EQ(w.find("--jobid"), std::string::npos) << w;
 }
 
 TEST(SlurmLauncher, TheJobSpecCarriesItsOptions) {

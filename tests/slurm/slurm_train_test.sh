@@ -70,6 +70,23 @@ grep -q '"event": "recovered"' "$work/lost/summary.json" || fail "no recovery in
 [ "$(field "$work/lost/summary.json" done)" = 150 ] || fail "did not reach step 150"
 nothing_queued "a recovered run"
 
+echo "== scaling from 1 to 2 replicas: more workers than the allocation holds"
+cat > "$work/scale.yaml" << EOF
+name: scale
+model: {name: mlp, options: {hidden: 32, depth: 2}}
+data: {dataset: synthetic, synthetic_train: 960, synthetic_test: 48}
+training: {epochs: 3, global_batch: 24, seed: 5, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
+cluster: {workers: 4, bandwidth: 1Gbit/s, launcher: slurm}
+plan: {stages: 2, microbatches: 3}
+scaling: {policy: adabatch, min_replicas: 1, max_replicas: 2, every_epochs: 1}
+EOF
+"$hz" train "$work/scale.yaml" --no-progress --out "$work/scaled" > "$work/scaled.log" 2>&1 ||
+  fail "scaling under Slurm: $(tail -5 "$work/scaled.log")"
+grep -q "allocation of 2 workers" "$work/scaled.log" || fail "the allocation was not for the first generation"
+[ "$(grep -c "runs as a Slurm job of its own" "$work/scaled.log")" -eq 2 ] || fail "no own jobs for the extra workers"
+grep -q "Finished 160 steps" "$work/scaled.log" || fail "the scaled run did not finish: $(tail -3 "$work/scaled.log")"
+nothing_queued "a scaled run"
+
 echo "== Ctrl-C leaves no step in squeue"
 "$hz" train "${job[@]}" --launcher slurm --max-steps 100000 --out "$work/int" > "$work/int.log" 2>&1 &
 coordinator=$!
@@ -90,7 +107,7 @@ wait "$coordinator" 2> /dev/null || true
 coordinator=""
 [ -n "$(squeue -h)" ] || fail "kill -9: the allocation was already gone, nothing for cleanup to test"
 "$hz" cleanup | tee "$work/cleanup.log"
-grep -q "cancelled allocation" "$work/cleanup.log" || fail "cleanup cancelled nothing"
+grep -q "cancelled job" "$work/cleanup.log" || fail "cleanup cancelled nothing"
 for _ in $(seq 1 50); do [ -z "$(squeue -h)" ] && break; sleep 0.2; done
 nothing_queued "hydrozoa cleanup"
 "$hz" cleanup | grep -q "Nothing to clean up" || fail "a second cleanup found more"

@@ -63,6 +63,10 @@ class Launcher {
   // coordinator places their compute threads (NOTE [Cores for compute threads],
   // coordinator.cc). Not for Slurm steps: Slurm places them on their nodes.
   virtual bool onThisHost() const { return true; }
+  // Whether a next generation's workers may start while the current one's
+  // still run (docs/scaling.md, "Pre-starting"): not where they would wait for
+  // the very resources the current ones hold (slurm/: the allocation).
+  virtual bool overlapsGenerations() const { return true; }
 
   // Starts a worker. Fails when the process cannot be created.
   virtual Status launch(const WorkerLaunch& launch) = 0;

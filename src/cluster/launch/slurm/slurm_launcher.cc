@@ -153,18 +153,18 @@ std::vector<std::string> sallocCommand(const SlurmSpec& spec, const std::string&
   return argv;
 }
 
-std::vector<std::string> srunCommand(const std::string& allocation, const std::string& name, int cpus, Bytes memory,
-                                     int gpus) {
-  std::vector<std::string> argv = {"srun",
-                                   "--jobid=" + allocation,
-                                   "--job-name=" + name,
-                                   "--ntasks=1",
-                                   "--nodes=1",
-                                   fmt::format("--cpus-per-task={}", cpus),
-                                   "--exact",
-                                   "--kill-on-bad-exit=1"};
+std::vector<std::string> srunCommand(const SlurmSpec& spec, const std::string& allocation, const std::string& name,
+                                     int cpus, Bytes memory, int gpus) {
+  std::vector<std::string> argv = {"srun", "--job-name=" + name, "--ntasks=1", "--nodes=1",
+                                   fmt::format("--cpus-per-task={}", cpus), "--kill-on-bad-exit=1"};
+  if (!allocation.empty()) argv.insert(argv.end(), {"--jobid=" + allocation, "--exact"});
   if (memory > 0) argv.push_back(fmt::format("--mem={}M", slurmMegabytes(memory)));
   if (gpus > 0) argv.push_back(fmt::format("--gres=gpu:{}", gpus));
+  if (allocation.empty()) {
+    if (!spec.partition.empty()) argv.push_back("--partition=" + spec.partition);
+    if (!spec.account.empty()) argv.push_back("--account=" + spec.account);
+    argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+  }
   return argv;
 }
 
@@ -200,27 +200,33 @@ CleanupReport cleanupSlurm(const std::string& stateDir) {
       continue;
     }
     const std::string conf = record->value("slurm_conf", "");
+    const std::string prefix = record->value("name", "");
     std::vector<std::string> cancelled, problems;
-    for (const std::string& a : record->value("allocations", std::vector<std::string>{})) {
-      if (auto r = slurmCommand({"scancel", a}, conf); r.ok()) {
-        cancelled.push_back("allocation " + a);
-      } else {
-        problems.push_back(r.status().message());
-      }
+    if (prefix.size() < 8) {  // never "" (it would match every job)
+      report.errors.push_back(fmt::format("{}: names no job; remove it by hand", file));
+      continue;
     }
-    // Steps in an allocation it did not own: by their names.
-    const std::string in = record->value("steps_in", ""), prefix = record->value("step_prefix", "");
-    if (!in.empty() && !prefix.empty()) {
-      auto steps = slurmCommand({"squeue", "-h", "-s", "-j", in, "-o", "%i %j"}, conf);
-      std::istringstream lines(steps.ok() ? *steps : "");
+    // Its jobs (allocation, workers' own jobs; also any still queued), then
+    // its steps in an allocation it did not own: by their names.
+    auto cancelNamed = [&](const std::vector<std::string>& list, const char* what) {
+      auto out = slurmCommand(list, conf);
+      if (!out.ok()) {
+        problems.push_back(out.status().message());
+        return;
+      }
+      std::istringstream lines(*out);
       for (std::string id, name; lines >> id >> name;) {
-        if (name.rfind(prefix, 0) != 0) continue;
+        if (name != prefix && name.rfind(prefix + ".", 0) != 0) continue;
         if (auto r = slurmCommand({"scancel", id}, conf); r.ok()) {
-          cancelled.push_back("step " + id);
+          cancelled.push_back(fmt::format("{} {}", what, id));
         } else {
           problems.push_back(r.status().message());
         }
       }
+    };
+    cancelNamed({"squeue", "-h", "-o", "%i %j"}, "job");
+    if (const std::string in = record->value("steps_in", ""); !in.empty()) {
+      cancelNamed({"squeue", "-h", "-s", "-j", in, "-o", "%i %j"}, "step");
     }
     if (!problems.empty()) {
       for (const auto& p : problems) report.errors.push_back(fmt::format("Slurm job {}: {}", job, p));
@@ -353,14 +359,10 @@ SlurmLauncher::~SlurmLauncher() {
 
 Status SlurmLauncher::saveRecord() const {
   Json record = recordOwner(tag_);
-  std::vector<std::string> allocations;
-  if (ownMain_) allocations.push_back(main_);
-  for (const auto& [id, a] : extra_) allocations.push_back(a);
   const char* conf = std::getenv("SLURM_CONF");
   record.update({{"slurm_conf", conf ? conf : ""},
-                 {"allocations", allocations},
-                 {"steps_in", ownMain_ ? "" : main_},
-                 {"step_prefix", o_.job_name + ".w"}});
+                 {"name", o_.job_name},  // of every job and step it makes
+                 {"steps_in", ownMain_ ? "" : main_}});
   StateLock lock(recordDir(o_.state_dir));
   return writeFileAtomically(record_, record.dump(2) + "\n");
 }
@@ -369,16 +371,17 @@ Status SlurmLauncher::launch(const WorkerLaunch& w) {
   const int cpus = slurmCpus(w.cpus > 0 ? w.cpus : o_.cpus);
   std::string allocation = main_;
   // In an allocation of ours, each worker takes one task's share; past them
-  // (a next generation started early, more replicas), one of its own.
+  // (a next generation started early, more replicas), a job of its own,
+  // which Slurm queues and starts while the coordinator goes on.
   if (ownMain_ && static_cast<int>(inMain_.size()) >= slots_) {
-    HZ_ASSIGN_OR_RETURN(allocation, allocate(stepName(w.id), 1, cpus, w.memory, w.gpus));
-    extra_[w.id] = allocation;
+    allocation.clear();
+    ownJob_.insert(w.id);
+    spdlog::info("worker {} runs as a Slurm job of its own: the allocation holds {} workers", w.id, slots_);
   } else {
     inMain_.insert(w.id);
   }
-  HZ_RETURN_IF_ERROR(saveRecord());
   WorkerLaunch step = w;
-  step.args = srunCommand(allocation, stepName(w.id), cpus, w.memory, w.gpus);
+  step.args = srunCommand(o_.spec, allocation, stepName(w.id), cpus, w.memory, w.gpus);
   step.args.erase(step.args.begin());  // "srun": the LocalLauncher's executable
   step.args.push_back(o_.executable);
   step.args.insert(step.args.end(), w.args.begin(), w.args.end());
@@ -396,11 +399,7 @@ Status SlurmLauncher::launch(const WorkerLaunch& w) {
 
 void SlurmLauncher::ended(WorkerExit* e) {
   inMain_.erase(e->id);
-  if (auto it = extra_.find(e->id); it != extra_.end()) {
-    (void)slurmCommand({"scancel", it->second});
-    extra_.erase(it);
-    (void)saveRecord();
-  }
+  ownJob_.erase(e->id);
   if (auto log = logs_.find(e->id); log != logs_.end()) {
     const std::string said = slurmLinesOf(log->second);
     if (!said.empty()) e->how += " (Slurm: " + said + ")";
@@ -421,8 +420,11 @@ std::vector<WorkerExit> SlurmLauncher::poll() {
 }
 
 void SlurmLauncher::killStep(int id) {
-  const std::string allocation = extra_.count(id) ? extra_.at(id) : main_;
-  auto steps = slurmCommand({"squeue", "-h", "-s", "-j", allocation, "-o", "%i %j"});
+  if (ownJob_.count(id)) {
+    (void)slurmCommand({"scancel", "--name=" + stepName(id)});  // queued or running: the whole job
+    return;
+  }
+  auto steps = slurmCommand({"squeue", "-h", "-s", "-j", main_, "-o", "%i %j"});
   std::istringstream lines(steps.ok() ? *steps : "");
   for (std::string step, name; lines >> step >> name;) {
     if (name == stepName(id)) (void)slurmCommand({"scancel", "--signal=KILL", step});
@@ -440,7 +442,7 @@ std::vector<WorkerExit> SlurmLauncher::stopAll(Seconds grace) {
   std::vector<WorkerExit> out = poll();
   std::vector<int> live;
   for (int id : inMain_) live.push_back(id);
-  for (const auto& [id, a] : extra_) live.push_back(id);
+  for (int id : ownJob_) live.push_back(id);
   for (int id : live) sruns_.signal(id, false);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace);
   for (;;) {

@@ -7,21 +7,24 @@
 // one task per worker, each with the largest worker's CPUs and memory), so
 // that the workers start together or not at all; a worker that does not fit
 // in what is left of it (a next generation started ahead of the boundary, a
-// scaled-up job) gets an allocation of its own. Each step asks for its own
+// scaled-up job) runs as a job of its own (srun without --jobid: queued and
+// started by Slurm while the coordinator goes on). Each step asks for its own
 // worker's right-sized resources (--cpus-per-task, --mem, --gres=gpu:N) with
 // --exact. Nothing waits forever: an allocation not granted within
 // cluster.slurm.allocation_timeout is withdrawn (salloc --immediate), and a
 // request no node can satisfy is an error naming the resource and the
 // partition's largest node.
 //
-// Processes. Each step's `srun` is a process of the coordinator (run by a
+// Processes. Each worker's `srun` is a process of the coordinator (run by a
 // LocalLauncher: own session, PR_SET_PDEATHSIG), whose exit is the step's
 // end, whatever ended it (the worker exiting, scancel, a failed node); the
 // worker's output reaches its log here through srun, so no shared
 // filesystem is needed for logs. A step outlives a srun killed with -9, so
 // what the launcher creates is recorded first (launch/records.h, under
-// <state dir>/slurm/) and `hydrozoa cleanup` cancels what a dead coordinator
-// left: its allocations, or its steps in the allocation it ran in.
+// <state dir>/slurm/): every job and step it makes is named after the job's
+// unique name, and `hydrozoa cleanup` cancels what a dead coordinator left
+// by that name (its allocation, its workers' own jobs, its steps in the
+// allocation it ran in), also what was still queued when it died.
 //
 // The workers' addresses are theirs: workerHost() is "", and each worker
 // listens on its address toward the coordinator. The coordinator binds to
@@ -68,8 +71,9 @@ CleanupReport cleanupSlurm(const std::string& state_dir = "");
 // The salloc and srun command lines (pure; tested on their own).
 std::vector<std::string> sallocCommand(const SlurmSpec& spec, const std::string& name, int tasks, int cpus,
                                        Bytes memory, int gpus);
-std::vector<std::string> srunCommand(const std::string& allocation, const std::string& name, int cpus, Bytes memory,
-                                     int gpus);
+// In `allocation`, or ("") as a job of its own, with the spec's partition, account and options.
+std::vector<std::string> srunCommand(const SlurmSpec& spec, const std::string& allocation, const std::string& name,
+                                     int cpus, Bytes memory, int gpus);
 // Whole CPUs for `vcpus` (at least 1) and MiB for `bytes` (rounded up), as Slurm counts them.
 int slurmCpus(double vcpus);
 std::int64_t slurmMegabytes(Bytes bytes);
@@ -85,6 +89,7 @@ class SlurmLauncher final : public Launcher {
   std::string coordinatorHost() const override { return host_; }
   std::string workerHost(int /*id*/) const override { return ""; }
   bool onThisHost() const override { return false; }
+  bool overlapsGenerations() const override { return false; }
   Status launch(const WorkerLaunch& launch) override;
   std::vector<WorkerExit> poll() override;
   bool alive(int id) const override { return sruns_.alive(id); }
@@ -110,7 +115,7 @@ class SlurmLauncher final : public Launcher {
   bool ownMain_ = false;
   int slots_ = 0;        // workers the main allocation holds (ours only; 0: no bound known)
   std::set<int> inMain_;                 // workers whose step runs in main_
-  std::map<int, std::string> extra_;     // worker -> the allocation of its own
+  std::set<int> ownJob_;                 // workers that run as a job of their own
   std::map<int, std::string> logs_;      // worker -> its log (srun's output)
   LocalLauncher sruns_;
 };
