@@ -65,6 +65,35 @@ std::vector<std::string> recordFiles(const std::string& dir) {
   return out;
 }
 
+CleanupReport cleanupRecords(const std::string& dir, const std::string& kind,
+                             const std::function<Result<std::vector<std::string>>(const Json&)>& remove) {
+  CleanupReport report;
+  for (const std::string& file : recordFiles(dir)) {
+    auto record = readJsonFile(file);
+    if (!record.ok()) {
+      report.errors.push_back(fmt::format("{}: unreadable ({}); remove it by hand", file, record.status().message()));
+      continue;
+    }
+    const std::string job = record->value("job", "?");
+    const pid_t pid = record->value("pid", 0);
+    if (ownerAlive(*record)) {
+      report.live.push_back(fmt::format("{} {} (coordinator pid {} still running)", kind, job, pid));
+      continue;
+    }
+    auto removed = remove(*record);
+    if (!removed.ok()) {
+      report.errors.push_back(fmt::format("{} {}: {}", kind, job, removed.status().message()));
+      continue;
+    }
+    std::string what;
+    for (const auto& r : *removed) what += (what.empty() ? "" : ", ") + r;
+    report.removed.push_back(fmt::format("{} {} (coordinator pid {}, gone): {}", kind, job, pid,
+                                         what.empty() ? "nothing was left" : what));
+    ::unlink(file.c_str());
+  }
+  return report;
+}
+
 Status ensureDir(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return ioError(fmt::format("cannot create {}: {}", dir, std::strerror(errno)));

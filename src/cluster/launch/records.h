@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,13 @@ class StateLock {
  private:
   int fd_ = -1;
 };
+
+// Removes what each record in `dir` whose coordinator is gone lists, with
+// `remove` (what it removed, in words, or why it could not: the record then
+// stays for the next try), and then the record. `kind` names such a job in
+// the report ("job", "Slurm job"). Records of live coordinators are left.
+CleanupReport cleanupRecords(const std::string& dir, const std::string& kind,
+                             const std::function<Result<std::vector<std::string>>(const Json&)>& remove);
 
 // The *.json files in `dir`.
 std::vector<std::string> recordFiles(const std::string& dir);

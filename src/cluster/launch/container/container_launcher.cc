@@ -150,27 +150,9 @@ std::vector<std::string> removeJob(const Json& record) {
 }
 
 CleanupReport cleanupLocked(const std::string& dir) {
-  CleanupReport report;
-  for (const std::string& file : recordFiles(dir)) {
-    auto record = readJsonFile(file);
-    if (!record.ok()) {
-      report.errors.push_back(fmt::format("{}: unreadable ({}); remove it by hand", file, record.status().message()));
-      continue;
-    }
-    const std::string job = record->value("job", "?");
-    const pid_t pid = record->value("pid", 0);
-    if (ownerAlive(*record)) {
-      report.live.push_back(fmt::format("job {} (coordinator pid {} still running)", job, pid));
-      continue;
-    }
-    const std::vector<std::string> removed = removeJob(*record);
-    std::string what;
-    for (const auto& r : removed) what += (what.empty() ? "" : ", ") + r;
-    report.removed.push_back(fmt::format("job {} (coordinator pid {}, gone): {}", job, pid,
-                                         what.empty() ? "nothing was left" : what));
-    ::unlink(file.c_str());
-  }
-  return report;
+  return cleanupRecords(dir, "job", [](const Json& record) -> Result<std::vector<std::string>> {
+    return removeJob(record);
+  });
 }
 
 }  // namespace

@@ -184,61 +184,39 @@ std::string slurmSupport() {
 }
 
 CleanupReport cleanupSlurm(const std::string& stateDir) {
-  CleanupReport report;
   const std::string dir = recordDir(stateDir);
   StateLock lock(dir);
-  for (const std::string& file : recordFiles(dir)) {
-    auto record = readJsonFile(file);
-    if (!record.ok()) {
-      report.errors.push_back(fmt::format("{}: unreadable ({}); remove it by hand", file, record.status().message()));
-      continue;
-    }
-    const std::string job = record->value("job", "?");
-    const pid_t pid = record->value("pid", 0);
-    if (ownerAlive(*record)) {
-      report.live.push_back(fmt::format("Slurm job {} (coordinator pid {} still running)", job, pid));
-      continue;
-    }
-    const std::string conf = record->value("slurm_conf", "");
-    const std::string prefix = record->value("name", "");
-    std::vector<std::string> cancelled, problems;
-    if (prefix.size() < 8) {  // never "" (it would match every job)
-      report.errors.push_back(fmt::format("{}: names no job; remove it by hand", file));
-      continue;
-    }
+  return cleanupRecords(dir, "Slurm job", [](const Json& record) -> Result<std::vector<std::string>> {
+    const std::string conf = record.value("slurm_conf", "");
+    const std::string prefix = record.value("name", "");
+    if (prefix.size() < 8) return invalidArgument("the record names no job; remove it by hand");  // "" would match all
+    std::vector<std::string> cancelled;
+    std::string problems;
     // Its jobs (allocation, workers' own jobs; also any still queued), then
     // its steps in an allocation it did not own: by their names.
     auto cancelNamed = [&](const std::vector<std::string>& list, const char* what) {
       auto out = slurmCommand(list, conf);
       if (!out.ok()) {
-        problems.push_back(out.status().message());
+        problems += (problems.empty() ? "" : "; ") + out.status().message();
         return;
       }
       std::istringstream lines(*out);
       for (std::string id, name; lines >> id >> name;) {
         if (name != prefix && name.rfind(prefix + ".", 0) != 0) continue;
         if (auto r = slurmCommand({"scancel", id}, conf); r.ok()) {
-          cancelled.push_back(fmt::format("{} {}", what, id));
+          cancelled.push_back(fmt::format("cancelled {} {}", what, id));
         } else {
-          problems.push_back(r.status().message());
+          problems += (problems.empty() ? "" : "; ") + r.status().message();
         }
       }
     };
     cancelNamed({"squeue", "-h", "-o", "%i %j"}, "job");
-    if (const std::string in = record->value("steps_in", ""); !in.empty()) {
+    if (const std::string in = record.value("steps_in", ""); !in.empty()) {
       cancelNamed({"squeue", "-h", "-s", "-j", in, "-o", "%i %j"}, "step");
     }
-    if (!problems.empty()) {
-      for (const auto& p : problems) report.errors.push_back(fmt::format("Slurm job {}: {}", job, p));
-      continue;  // keep the record: try again
-    }
-    std::string what;
-    for (const auto& c : cancelled) what += (what.empty() ? "" : ", ") + c;
-    report.removed.push_back(fmt::format("Slurm job {} (coordinator pid {}, gone): {}", job, pid,
-                                         what.empty() ? "nothing was left" : "cancelled " + what));
-    ::unlink(file.c_str());
-  }
-  return report;
+    if (!problems.empty()) return unavailable(problems);  // the record stays: try again
+    return cancelled;
+  });
 }
 
 SlurmLauncher::SlurmLauncher(SlurmOptions options, std::string tag, std::string srun)
