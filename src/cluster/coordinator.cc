@@ -177,10 +177,6 @@ class Job {
   double cost() const { return priorCost_ + ledger_.cost(now()); }
   double now() const { return launched_ == Clock::time_point{} ? 0 : since(launched_); }
   Status makeLauncher();
-  std::string containerJob() const {
-    auto* c = dynamic_cast<const ContainerLauncher*>(launcher_.get());
-    return c ? c->job() : "";
-  }
   Status failure(const std::string& message);
   void stopWorkers(Seconds grace);
   void finish(const std::string& status, const std::string& reason);
@@ -1555,7 +1551,7 @@ void Job::finish(const std::string& status, const std::string& reason) {
       {"billing", ledger_.toJson(now())},
       {"launcher",
        {{"kind", launcher_ ? launcher_->name() : ""},
-        {"job", containerJob()},
+        {"job", launcher_ ? launcher_->jobId() : ""},
         {"bandwidth_per_worker", spec_.bandwidth.value_or(plan_.bandwidth)},
         {"latency", spec_.latency},
         {"start_delay", formatStartDelay(spec_.start_delay)}}},

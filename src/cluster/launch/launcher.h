@@ -51,6 +51,9 @@ class Launcher {
   // its address toward the coordinator, wire::localAddressToward()).
   virtual std::string coordinatorHost() const { return "127.0.0.1"; }
   virtual std::string workerHost(int /*id*/) const { return "127.0.0.1"; }
+  // What names this job's workers to the system they run on ("" : nothing):
+  // the containers' id (container/), the Slurm allocation (slurm/).
+  virtual std::string jobId() const { return ""; }
   // What the launcher sees of a live worker that stopped responding ("" :
   // nothing to say), e.g. a container at its memory limit.
   virtual std::string diagnose(int /*id*/) const { return ""; }

@@ -62,6 +62,7 @@ class ContainerLauncher final : public Launcher {
   void signal(int id, bool force) override { processes_.signal(id, force); }
   std::vector<WorkerExit> stopAll(Seconds grace) override;
   std::string diagnose(int id) const override;
+  std::string jobId() const override { return job_; }
 
   const std::string& job() const { return job_; }
   const std::string& bridge() const { return bridge_; }

@@ -382,7 +382,7 @@ void SlurmLauncher::ended(WorkerExit* e) {
     const std::string said = slurmLinesOf(log->second);
     if (!said.empty()) e->how += " (Slurm: " + said + ")";
     if (said.find("Unable to create step") != std::string::npos) {
-      e->how += "; the step could not start: ask for less (cluster.memory, cluster.threads) or use bigger nodes";
+      e->how += "; the step could not start: pin smaller workers (--cpu-limit, --memory-limit) or use bigger nodes";
     }
     if (said.find("oom-kill") != std::string::npos || said.find("Exceeded job memory limit") != std::string::npos) {
       e->out_of_memory = true;

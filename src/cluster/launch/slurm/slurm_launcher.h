@@ -90,6 +90,7 @@ class SlurmLauncher final : public Launcher {
   std::string workerHost(int /*id*/) const override { return ""; }
   bool onThisHost() const override { return false; }
   bool overlapsGenerations() const override { return false; }
+  std::string jobId() const override { return main_; }
   Status launch(const WorkerLaunch& launch) override;
   std::vector<WorkerExit> poll() override;
   bool alive(int id) const override { return sruns_.alive(id); }
