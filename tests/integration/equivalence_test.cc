@@ -156,7 +156,7 @@ TEST(Equivalence, BatchNormModelWithinALooserBound) {
 }
 
 
-// --- Scaling (issue 4 §3; NOTE [Changing the replicas] in coordinator.cc) --
+// --- Scaling (issue 4 §3; NOTE [Changing the replicas] in cluster/scaling_driver.cc) --
 
 // 120 samples, 12 per replica (3 microbatches of 4) in a 2-stage pipeline:
 // 10 steps an epoch at 1 replica, 5 at 2.

@@ -1,0 +1,246 @@
+// The coordinator's Job (one training job, from launch to summary), shared by
+// the files that implement it: coordinator.cc (setup, launching, the event
+// loop), recovery.cc (lost workers, new generations from a restore point),
+// scaling_driver.cc (generations at epoch boundaries) and run_metrics.cc
+// (steps, predictions, the summary). Not an interface: include it only there.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cluster/billing.h"
+#include "cluster/coordinator.h"
+#include "cluster/job_plan.h"
+#include "cluster/launch/registry.h"
+#include "cluster/progress.h"
+#include "cluster/run_dir.h"
+#include "cluster/scaling/epochs.h"
+#include "cluster/scaling/policy.h"
+#include "data/sampler.h"
+#include "wire/control.h"
+
+namespace hydrozoa::cluster::coordinator {
+
+using Clock = std::chrono::steady_clock;
+
+inline double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The control-plane identity of worker `id`.
+inline std::string from(int id) { return fmt::format("w{}", id); }
+
+// A worker of a generation: `rank` (replica · B + stage) is its place in the
+// generation, `id` its launcher and control-plane identity (NOTE [Changing
+// the replicas]: the next generation's workers run beside this one's).
+struct WorkerState {
+  int id = 0, rank = 0, replica = 0, stage = 0;
+  bool registered = false, ready = false, done = false;
+  double launched_at = -1, registered_at = -1;  // now(); -1: not yet
+  Bytes peak_memory = 0;                         // resident, the most reported
+  Clock::time_point last_seen;
+  std::string name() const { return fmt::format("worker {} (replica {}, stage {})", id, replica, stage); }
+};
+
+struct StepAccount {
+  int reports = 0;
+  double loss = 0, samples = 0;
+  double compute_replica0 = 0;  // summed over replica 0's stages
+  double iteration = 0;         // the slowest worker's
+  int epoch = 0;
+  // Per stage, summed over its replicas: the passes' compute, and the wait
+  // for the allreduce after them.
+  std::vector<double> compute, allreduce;
+};
+
+struct EvalAccount {
+  int reports = 0;
+  double loss_sum = 0, correct = 0, count = 0;
+};
+
+// One training job, from launch to summary.
+
+class Job {
+ public:
+  Job(const TrainOptions& o, RunDir run, JobSpec spec, plan::Plan plan, ModelInfo model, std::int64_t trainSize,
+      std::int64_t testSize, Bytes dataBytes, std::int64_t startStep, std::string checkpoint, const Json& resumed)
+      : o_(o), run_(std::move(run)), spec_(std::move(spec)), plan_(std::move(plan)), model_(std::move(model)),
+        trainSize_(trainSize), testSize_(testSize), dataBytes_(dataBytes), startStep_(startStep),
+        checkpoint_(std::move(checkpoint)),
+        progress_(o.progress), resumeStep_(startStep), reached_(startStep) {
+    // A resumed run goes on counting time, samples and money where its
+    // checkpoint left them.
+    priorSeconds_ = resumed.value("training_seconds", 0.0);
+    priorCost_ = resumed.value("cost_usd", 0.0);
+    priorSamples_ = resumed.value("samples", 0.0);
+    if (resumed.contains("scaling")) resumedScaling_ = resumed["scaling"];
+  }
+
+  Result<TrainResult> run();
+
+ private:
+  Status start();
+  Status train();  // announces the generation, then watch()
+  // The workers of a generation of A_ replicas, with ids not in use.
+  std::vector<WorkerState> layout(int replicas, int stages) const;
+  Status launch(WorkerState& w, const std::string& token, int generation, const plan::PlanStage& stage, Bytes memory);
+  void makeSampler();   // sampler_ and perEpoch_ for A_ replicas
+  void countSteps();    // totalSteps_ and stopStep_ from epochs_
+  Status launchWorkers();
+  // NOTE [Changing the replicas]
+  Status scalingSchedule();
+  // A plan made for `replicas` (scaling.replan), as a segment records it.
+  Result<Json> replan(int replicas);
+  // The plan of the segment `step` is in.
+  Result<plan::Plan> planAt(std::int64_t step) const;
+  // gen_, B_ and the stages' memory from the segment `step` is in.
+  Status useGenerationPlan(std::int64_t step);
+  std::int64_t generationStop() const;
+  void maybePrestart();
+  // Every worker holds at the epoch end `step` (a rule): go on, or end the
+  // generation there for rescale().
+  void onBoundary(std::int64_t step);
+  ScalingDecision decideNow();
+  Status rescale();
+  // Stops `ws` (asks, then forces after `grace`) and bills them no more.
+  void retire(std::vector<WorkerState>& ws, Seconds grace);
+  // An exit of a worker that is not in this generation (a pre-started one).
+  void onOtherExit(const WorkerExit& e);
+  // This generation's workers that ended since the last call, billed no
+  // more; other workers' exits go to onOtherExit().
+  std::vector<std::pair<WorkerExit, WorkerState*>> endedWorkers();
+  // `w` registered: running, billed from now at its stage of `plan`.
+  void onRegistered(WorkerState& w, const plan::Plan& plan);
+  WorkerState* current(int id);
+  static UsdPerHour rateOf(const plan::Plan& plan, int stage);
+  void sendAssign(const WorkerState& w);
+  void onFile(const WorkerState& w, const Json& m);
+  // Once the generation after a boundary has all registered: how long the
+  // boundary waited for them, if it did.
+  void noteReadyIfScaling();
+  Status recover();
+  // The job lost a worker (`worker`, or -1 when unknown): failure_ says how.
+  Status lose(int worker, bool outOfMemory);
+  // A step no worker has begun by the time they all hear of it.
+  std::int64_t agreedStep() const;
+  Status waitFor(const char* what, const std::function<bool(const WorkerState&)>& reached);
+  Status watch();
+  void handle(int worker, const Json& m);
+  // Waits up to `timeoutMs` for one control message and handles it; false
+  // when none came.
+  bool receiveOne(int timeoutMs);
+  void onStepComplete(std::int64_t step, const StepAccount& a);
+  // Dollars so far: each worker is billed while it runs (ledger_).
+  double cost() const { return priorCost_ + ledger_.cost(now()); }
+  double now() const { return launched_ == Clock::time_point{} ? 0 : since(launched_); }
+  Status makeLauncher();
+  Status failure(const std::string& message);
+  void stopWorkers(Seconds grace);
+  void finish(const std::string& status, const std::string& reason);
+  int workerOf(const std::string& identity) const;
+  Json cpusOf(const WorkerState& w) const;
+  bool coresShared() const;
+
+  const TrainOptions& o_;
+  RunDir run_;
+  JobSpec spec_;
+  plan::Plan plan_;
+  ModelInfo model_;
+  std::int64_t trainSize_, testSize_;
+  Bytes dataBytes_;  // the datasets in memory (planning)
+  std::int64_t startStep_;
+  std::string checkpoint_;
+  Progress progress_;
+
+  int A_ = 1, B_ = 1, W_ = 1;
+  std::int64_t perEpoch_ = 1, totalSteps_ = 0, stopStep_ = 0;
+  std::optional<data::EpochSampler> sampler_;
+  std::string token_;
+  std::unique_ptr<wire::ControlServer> control_;
+  // The workers' c10d Store, served over control_ (wire/store.h): each
+  // generation's process groups meet there under "gen<N>/".
+  wire::StoreService store_;
+  std::unique_ptr<Launcher> launcher_;
+  Ledger ledger_;
+  std::vector<WorkerState> workers_;
+  std::map<std::int64_t, StepAccount> steps_;
+  std::map<std::int64_t, EvalAccount> evals_;
+  std::map<std::int64_t, std::set<int>> checkpoints_;
+  std::map<std::int64_t, std::string> spoiled_;  // steps with a refused checkpoint file, and why
+  std::int64_t stepsDone_ = 0, maxStarted_ = 0;
+  double samples_ = 0, lastLoss_ = 0, rateEma_ = 0;
+  std::vector<double> stepSeconds_, bubbles_;
+  void checkPrediction(double stepSeconds);
+  int predictionGeneration_ = -1;
+  void recordStageTimes(const StepAccount& a);
+  Json stageTimesJson() const;
+  struct StageSteps {
+    std::vector<double> compute, allreduce;
+  };
+  std::vector<StageSteps> stageSteps_;  // this generation's, per stage
+  int stageGeneration_ = -1;
+  std::vector<double> predictionSteps_;  // this generation's first step times
+  Clock::time_point launched_, trainingStart_, lastStepAt_;
+  std::int64_t originUs_ = 0;
+  double finalAccuracy_ = -1, finalTestLoss_ = -1;
+  double priorSeconds_ = 0, priorCost_ = 0, priorSamples_ = 0;
+  double stepTime_ = 0;  // wall time spent in this run's steps (evaluations and checkpoints excluded)
+  bool stopping_ = false, interrupted_ = false;
+  std::string failure_;
+
+  // Recovery (NOTE [Recovering from a lost worker]).
+  struct Loss {
+    int worker = -1;
+    bool recoverable = false, out_of_memory = false;
+  };
+  Loss loss_;
+  bool fatal_ = false;            // a worker failed on its own (its error would recur)
+  bool training_ = false;         // this generation was told to go
+  int generation_ = 0, recoveries_ = 0;
+  std::int64_t resumeStep_ = 0;   // where the current generation starts
+  std::int64_t reached_ = 0;      // global steps completed
+  std::int64_t finalized_ = -1;   // the last checkpoint completed
+  std::map<std::int64_t, double> stepSamples_;  // samples of the steps since the last checkpoint
+  std::map<int, std::vector<std::int64_t>> halted_;  // survivor's rank -> the steps it can save, its completed first
+  std::set<int> saveFailed_;  // ranks
+  std::vector<Bytes> stageMemory_;              // per stage, raised after an out-of-memory loss
+  Json events_ = Json::array();
+  double recoveringSince_ = -1;   // now() at the loss, until training again
+  std::vector<std::pair<std::string, std::string>> exits_;  // worker name -> how it ended
+  std::map<int, std::string> everyWorker_;  // id -> name, over all generations (traces)
+
+  // Scaling (NOTE [Changing the replicas]).
+  std::unique_ptr<ScalingPolicy> policy_;
+  EpochSchedule epochs_;
+  plan::Plan gen_;                     // this generation's plan: plan_, or a re-plan for its replicas
+  plan::Plan nextPlan_;                // the pre-started generation's
+  Json resumedScaling_;                // the checkpoint's record, when resuming
+  std::int64_t genStop_ = 0;           // where this generation stops
+  std::vector<WorkerState> next_;      // the next generation's, pre-started
+  std::string nextToken_;
+  double prestartedAt_ = -1, predictedBoundary_ = -1;
+  std::vector<double> startDelays_;    // measured: launch to register
+  double lastEvalSeconds_ = 0;         // the last epoch end's evaluation
+  double epochStartedAt_ = 0, lastEpochSeconds_ = 0;
+  Json scalingEvents_ = Json::array();
+  double scalingSince_ = -1;           // now() at the boundary, until training again
+  std::map<std::int64_t, int> boundaries_;       // epoch-end step -> workers holding there
+  std::optional<ScalingDecision> decided_;       // a rule's decision, taken at the boundary
+};
+
+}  // namespace hydrozoa::cluster::coordinator

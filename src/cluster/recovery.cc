@@ -1,0 +1,251 @@
+// Job: a lost worker (NOTE [Recovering from a lost worker]): halting the
+// survivors, their saves, stopping a generation, and the next one from the
+// restore point (coordinator_job.h).
+#include "cluster/coordinator_job.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <set>
+#include <thread>
+
+namespace hydrozoa::cluster::coordinator {
+
+void Job::retire(std::vector<WorkerState>& ws, Seconds grace) {
+  std::map<int, std::string> live;  // id -> name
+  for (const auto& w : ws) {
+    if (w.launched_at >= 0 && launcher_->alive(w.id)) {
+      control_->send(from(w.id), {{"type", "stop"}});
+      live[w.id] = w.name();
+    }
+  }
+  auto reap = [&] {
+    for (const WorkerExit& e : launcher_->poll()) {
+      auto it = live.find(e.id);
+      if (it == live.end()) {
+        onOtherExit(e);
+        continue;
+      }
+      ledger_.stop(e.id, now());
+      exits_.emplace_back(it->second, e.how);
+      live.erase(it);
+    }
+  };
+  for (int pass = 0; pass < 2 && !live.empty(); ++pass) {
+    if (pass == 1) {
+      for (const auto& [id, name] : live) launcher_->signal(id, /*force=*/true);
+    }
+    const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(pass == 0 ? grace : 10.0));
+    while (!live.empty() && Clock::now() < until) {
+      reap();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  for (const auto& w : ws) ledger_.stop(w.id, now());
+}
+
+std::vector<std::pair<WorkerExit, WorkerState*>> Job::endedWorkers() {
+  std::vector<std::pair<WorkerExit, WorkerState*>> ended;
+  for (const WorkerExit& e : launcher_->poll()) {
+    WorkerState* w = current(e.id);
+    if (!w) {
+      onOtherExit(e);
+      continue;
+    }
+    ledger_.stop(e.id, now());
+    ended.emplace_back(e, w);
+  }
+  return ended;
+}
+
+void Job::onOtherExit(const WorkerExit& e) {
+  ledger_.stop(e.id, now());
+  for (WorkerState& w : next_) {
+    if (w.id != e.id) continue;
+    // Started again at the boundary.
+    spdlog::warn("{}, started ahead of the next generation, {}; see {}", w.name(), e.how, run_.workerLog(w.id));
+    w.launched_at = -1;
+    w.registered = false;
+  }
+}
+
+// NOTE [Agreeing on a step]
+// Stops and checkpoint requests name a step that every worker ends at, so
+// it must lie ahead of all of them when the message arrives: two steps past
+// the furthest one the coordinator has heard of, plus the steps of half a
+// second at the measured pace (a worker on a loaded machine may be further
+// along than its last report says; measured in CI, two steps alone were now
+// and then already past, and that stop left no complete checkpoint).
+std::int64_t Job::agreedStep() const {
+  const double step = median(stepSeconds_);
+  const std::int64_t pace = step > 0 ? static_cast<std::int64_t>(std::ceil(0.5 / step)) : 0;
+  return maxStarted_ + 2 + std::min<std::int64_t>(pace, 1000);
+}
+
+Status Job::lose(int worker, bool outOfMemory) {
+  loss_.worker = worker;
+  loss_.out_of_memory = outOfMemory;
+  // A worker's own error would recur, and so would running out of a memory
+  // limit the user pinned; anything else (killed, cut off, out of a planned
+  // memory size) is worth a new generation.
+  loss_.recoverable = !fatal_ && !(outOfMemory && spec_.memory_limit);
+  return unavailable(failure_);
+}
+
+// NOTE [Recovering from a lost worker]
+// The coordinator halts the survivors: each stops before its next optimizer
+// step and says which steps it can save: the one it has completed and,
+// in a replicated pipeline, the one before (NOTE [The step before] in
+// worker.cc: stages can be one step apart). When every stage has a survivor
+// that can save the same step, those survivors save their stages there (from
+// their control threads: their compute threads may be blocked on the lost
+// peer) and the saves form a checkpoint: nothing is lost. Otherwise
+// (no replica of the lost stage, or survivors that do not answer) the last
+// checkpoint on disk is the restore point. Then every worker of this
+// generation is stopped and a new generation starts from the restore point
+// with a new job token, so a straggler of the old one is refused. With a
+// deterministic data order, the result equals a run that never failed.
+Status Job::recover() {
+  const Loss loss = loss_;
+  loss_ = Loss{};
+  const std::string why = failure_;
+  const double tLost = priorSeconds_ + since(trainingStart_);
+  ++recoveries_;
+  const double lostAt = now();
+  const std::int64_t reachedBefore = reached_;
+  progress_.note(fmt::format("Lost {}; recovering ({} of at most {})", why, recoveries_, spec_.max_recoveries));
+  (void)run_.appendMetrics({{"t", tLost},
+                            {"event", "worker_lost"},
+                            {"generation", generation_},
+                            {"worker", loss.worker},
+                            {"why", why},
+                            {"steps_completed", reachedBefore}});
+
+  // What the survivors hold.
+  halted_.clear();
+  saveFailed_.clear();
+  std::set<int> asked;  // ranks
+  for (const auto& w : workers_) {
+    if (training_ && w.id != loss.worker && launcher_->alive(w.id)) {  // before "go", nothing to save
+      control_->send(from(w.id), {{"type", "halt"}});
+      asked.insert(w.rank);
+    }
+  }
+  auto serve = [this](const Clock::time_point until, const std::function<bool()>& enough) {
+    while (!enough() && Clock::now() < until) {
+      receiveOne(20);
+      for (const auto& [e, w] : endedWorkers()) exits_.emplace_back(w->name(), e.how);
+    }
+  };
+  const auto answerBy = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(std::min(5.0, spec_.heartbeat_timeout)));
+  serve(answerBy, [&] { return halted_.size() >= asked.size(); });
+  std::map<std::int64_t, std::map<int, int>> holders;  // completed steps -> stage -> survivor
+  for (const auto& [rank, steps] : halted_) {
+    for (const std::int64_t step : steps) holders[step][workers_[rank].stage] = rank;
+  }
+  std::int64_t best = -1;
+  for (auto it = holders.rbegin(); it != holders.rend(); ++it) {
+    if (static_cast<int>(it->second.size()) == B_) {
+      best = it->first;
+      break;
+    }
+  }
+  auto onDisk = run_.latestCheckpoint();
+  const std::int64_t diskStep = onDisk.ok() && *onDisk ? (*onDisk)->step : -1;
+  std::string source = "checkpoint", survivors;
+  for (int rank : asked) {
+    auto h = halted_.find(rank);
+    survivors += fmt::format("{}{} {}", survivors.empty() ? "" : ", ", workers_[rank].name(),
+                             h == halted_.end() || h->second.empty() ? "did not answer"
+                                                                     : fmt::format("has done {} steps", h->second.front()));
+  }
+  spdlog::info("after the loss: {}", survivors.empty() ? "no survivors" : survivors);
+  if (best > diskStep && best > resumeStep_) {
+    checkpoints_.erase(best);
+    for (const auto& [stage, rank] : holders[best]) {
+      control_->send(from(workers_[rank].id), {{"type", "save"}, {"step", best}});
+    }
+    serve(Clock::now() + std::chrono::seconds(60), [&] { return finalized_ == best || !saveFailed_.empty(); });
+    if (finalized_ == best) source = "live replicas";
+  }
+  if (source == "checkpoint" && !asked.empty()) {
+    progress_.note(fmt::format("The survivors share no step to restore from ({})", survivors));
+  }
+
+  // End this generation (not the next one's pre-started workers); restore.
+  retire(workers_, 1.0);
+  run_.removePartialCheckpoints();
+  auto latest = run_.latestCheckpoint();
+  std::int64_t restore = 0;
+  checkpoint_.clear();
+  if (latest.ok() && *latest) {
+    restore = (*latest)->step;
+    checkpoint_ = (*latest)->dir;
+  } else {
+    source = "the start (no checkpoint yet)";
+  }
+  (void)run_.keepMetricsThrough(restore, epochs_.epochOf(restore));
+  for (auto it = stepSamples_.lower_bound(restore); it != stepSamples_.end(); it = stepSamples_.erase(it)) {
+    samples_ -= it->second;
+  }
+  // Steps the survivors completed whose reports the lost worker never sent:
+  // their loss is estimated from the replicas that did report, and marked.
+  for (const auto& [step, a] : steps_) {
+    if (step >= restore || step < reachedBefore || a.samples <= 0) continue;
+    const double full = static_cast<double>(sampler_->stepSamples(epochs_.stepInEpoch(step)));
+    samples_ += full;
+    stepSamples_[step] = full;
+    (void)run_.appendMetrics({{"t", tLost},
+                              {"epoch", a.epoch + 1},
+                              {"step", step + 1},
+                              {"loss", a.loss * full / a.samples},
+                              {"partial", true},
+                              {"workers", W_},
+                              {"cost_usd", cost()}});
+  }
+  reached_ = resumeStep_ = maxStarted_ = restore;
+  if (Status s = useGenerationPlan(restore); !s.ok()) return failure(s.message());
+  decided_.reset();  // a rule decides again at the next epoch end
+  A_ = epochs_.atStep(restore).replicas;
+  W_ = A_ * B_;
+  makeSampler();
+  genStop_ = generationStop();
+  steps_.clear();
+  boundaries_.clear();
+  evals_.clear();
+  checkpoints_.clear();
+  failure_.clear();
+  fatal_ = false;
+  if (const WorkerState* lost = current(loss.worker); loss.out_of_memory && lost) {
+    Bytes& memory = stageMemory_[lost->stage];
+    memory = std::max<Bytes>(2 * memory, kGB / 2);
+    progress_.note(fmt::format("Stage {}'s workers get {} of memory from now on", lost->stage, formatBytes(memory)));
+  }
+
+  // The next generation.
+  ++generation_;
+  store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
+  training_ = false;
+  token_ = wire::newToken();
+  control_->newGeneration(token_);
+  events_.push_back({{"generation", generation_},
+                     {"event", "recovered"},
+                     {"worker", loss.worker},
+                     {"why", why},
+                     {"lost_at", tLost},
+                     {"restored_from", source},
+                     {"restore_step", restore},
+                     {"lost_steps", std::max<std::int64_t>(0, reachedBefore - restore)}});
+  recoveringSince_ = lostAt;  // until the new generation's first step (onStepComplete)
+  progress_.note(fmt::format("Restoring from {} at step {} ({} steps to redo): generation {} starts",
+                             source == "checkpoint" ? "the last checkpoint" : source, restore,
+                             std::max<std::int64_t>(0, reachedBefore - restore), generation_));
+  return launchWorkers();
+}
+
+}  // namespace hydrozoa::cluster::coordinator

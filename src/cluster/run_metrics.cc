@@ -1,0 +1,204 @@
+// Job: what a run measures and reports: per-step accounting, stage times
+// against the plan's predictions, and the summary at the end
+// (coordinator_job.h).
+#include "cluster/coordinator_job.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace hydrozoa::cluster::coordinator {
+
+// Each stage's compute and allreduce wait per step, the mean over its
+// replicas, for this generation (summary.json's "stages").
+void Job::recordStageTimes(const StepAccount& a) {
+  if (stageGeneration_ != generation_ || stageSteps_.size() != a.compute.size()) {
+    stageGeneration_ = generation_;
+    stageSteps_.assign(a.compute.size(), {});
+  }
+  for (size_t s = 0; s < a.compute.size(); ++s) {
+    stageSteps_[s].compute.push_back(a.compute[s] / A_);
+    stageSteps_[s].allreduce.push_back(a.allreduce[s] / A_);
+  }
+}
+
+Json Job::stageTimesJson() const {
+  Json stages = Json::array();
+  for (size_t s = 0; s < stageSteps_.size() && s < gen_.stages.size(); ++s) {
+    const plan::PlanStage& p = gen_.stages[s];
+    const double compute = static_cast<double>(gen_.num_microbatches) * (p.forward_seconds + p.backward_seconds);
+    stages.push_back({{"stage", s},
+                      {"compute_seconds", {{"measured_median", median(stageSteps_[s].compute)}, {"predicted", compute}}},
+                      {"allreduce_wait_seconds",
+                       {{"measured_median", median(stageSteps_[s].allreduce)},
+                        {"predicted", p.allreduce_exposed_seconds}}}});
+  }
+  return stages;
+}
+
+// The plan is only as good as its prediction: after 20 steps of a generation
+// the measured median step time is held against the plan's, once, and a gap
+// past 25% is said (the summary records both for every run).
+void Job::checkPrediction(double stepSeconds) {
+  if (predictionGeneration_ != generation_) {
+    predictionGeneration_ = generation_;
+    predictionSteps_.clear();
+  }
+  predictionSteps_.push_back(stepSeconds);
+  if (predictionSteps_.size() != 20 || gen_.iteration_seconds <= 0) return;
+  const double measured = median(predictionSteps_);
+  const double error = measured / gen_.iteration_seconds - 1;
+  if (std::fabs(error) <= 0.25) return;
+  progress_.note(fmt::format("Note: steps take {} (median of 20), the plan predicted {} ({:+.0f}%); the planner's "
+                             "choice may not be the fastest here (summary.json records both; docs/plan.md, "
+                             "\"How far predictions are off\")",
+                             formatSeconds(measured), formatSeconds(gen_.iteration_seconds), 100 * error));
+}
+
+void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
+  const auto now = Clock::now();
+  const double dt = std::chrono::duration<double>(now - lastStepAt_).count();
+  lastStepAt_ = now;
+  ++stepsDone_;
+  samples_ += a.samples;
+  reached_ = std::max(reached_, step + 1);
+  stepSamples_[step] = a.samples;
+  if (recoveringSince_ >= 0 && !events_.empty()) {
+    Json& e = events_.back();
+    e["seconds_to_training"] = this->now() - recoveringSince_;
+    recoveringSince_ = -1;
+    (void)run_.appendMetrics(e);
+    progress_.note(fmt::format("Training again {} after the loss ({} steps to redo)",
+                               formatSeconds(e["seconds_to_training"].get<double>()), e["lost_steps"].get<std::int64_t>()));
+  }
+  if (scalingSince_ >= 0 && !scalingEvents_.empty()) {
+    Json& e = scalingEvents_.back();
+    e["seconds_to_training"] = this->now() - scalingSince_;
+    scalingSince_ = -1;
+    (void)run_.appendMetrics(e);
+  }
+  lastLoss_ = a.loss;
+  // Reports can arrive in bursts (more busy workers than cores: measured, a
+  // step "completed" 30 us after the one before, 4M samples/s), so a step
+  // takes at least what its slowest worker measured.
+  const double span = std::max(dt, a.iteration);
+  const double rate = span > 0 ? a.samples / span : 0;
+  rateEma_ = rateEma_ == 0 ? rate : 0.9 * rateEma_ + 0.1 * rate;
+  // The step times that estimate the pace (the agreed stop step, the
+  // prediction check, the summary's median) use the span too: a burst of
+  // reports must not make steps look 30 us long.
+  stepSeconds_.push_back(span);
+  stepTime_ += dt;
+  checkPrediction(span);
+  if (a.iteration > 0) bubbles_.push_back(std::max(0.0, 1.0 - a.compute_replica0 / (B_ * a.iteration)));
+  recordStageTimes(a);
+  (void)run_.appendMetrics({{"t", priorSeconds_ + since(trainingStart_)},
+                            {"epoch", a.epoch + 1},
+                            {"step", step + 1},
+                            {"loss", a.loss},
+                            {"samples_per_s", rate},
+                            {"workers", W_},
+                            {"cost_usd", cost()}});
+  ProgressState p;
+  p.epoch = a.epoch + 1;
+  p.epochs = epochs_.epochOf(std::max<std::int64_t>(0, totalSteps_ - 1)) + 1;
+  p.step = step + 1;
+  p.steps = stopStep_;
+  p.loss = a.loss;
+  p.samples_per_second = rateEma_;
+  p.elapsed = since(trainingStart_);
+  p.cost = cost();
+  progress_.update(p);
+}
+
+void Job::finish(const std::string& status, const std::string& reason) {
+  // Right-sizing, checked: the most a worker held against what the plan gave it.
+  for (const auto& w : workers_) {
+    const Bytes planned = stageMemory_.empty() ? 0 : stageMemory_[w.stage];
+    if (planned > 0 && static_cast<double>(w.peak_memory) > 1.1 * static_cast<double>(planned)) {
+      progress_.note(fmt::format("Note: {} held up to {}, more than the {} the plan right-sized for its stage "
+                                 "(a container's memory limit; docs/containers.md)",
+                                 w.name(), formatBytes(w.peak_memory), formatBytes(planned)));
+      break;
+    }
+  }
+  progress_.finish();
+  // Every worker of every generation, by id (the trace files are per id).
+  std::vector<std::string> names(everyWorker_.empty() ? 0 : everyWorker_.rbegin()->first + 1);
+  for (const auto& [id, name] : everyWorker_) names[id] = name;
+  if (Status s = run_.mergeTraces(names, originUs_); !s.ok()) spdlog::warn("{}", s.message());
+  const double training = trainingStart_ == Clock::time_point{} ? 0 : since(trainingStart_);
+  const double measured = median(stepSeconds_);
+  const double total = cost(), allSamples = priorSamples_ + samples_;
+  Json workers = Json::array();
+  for (const auto& w : workers_) {
+    std::string how;
+    for (const auto& [name, h] : exits_) {
+      if (name == w.name()) how = h;
+    }
+    workers.push_back({{"id", w.id},
+                       {"replica", w.replica},
+                       {"stage", w.stage},
+                       {"log", run_.workerLog(w.id)},
+                       {"exit", how},
+                       {"planned_memory", stageMemory_.empty() ? 0 : stageMemory_[w.stage]},
+                       // What the worker really ran with: cluster.memory_limit when given (containers).
+                       {"memory_limit", spec_.memory_limit ? Json(*spec_.memory_limit) : Json(nullptr)},
+                       {"peak_memory", w.peak_memory}});
+  }
+  Json summary = {
+      {"status", status},
+      {"reason", reason},
+      {"model", model_.name},
+      {"plan",
+       {{"data_parallel", A_},
+        {"pipeline_stages", B_},
+        {"microbatch_size", gen_.microbatch_size},
+        {"num_microbatches", gen_.num_microbatches},
+        {"global_batch", spec_.global_batch}}},
+      {"steps", {{"done", reached_}, {"total", totalSteps_}, {"this_run", stepsDone_}}},
+      {"epochs_completed", epochs_.segments().empty() ? 0 : epochs_.epochOf(reached_)},
+      {"generations", generation_ + 1},
+      {"recoveries", events_},
+      {"scaling",
+       {{"policy", spec_.scaling.policy},
+        {"segments", epochs_.segments().empty() ? Json::array() : epochs_.toJson()["segments"]},
+        {"events", scalingEvents_}}},
+      {"samples", allSamples},
+      {"final_loss", lastLoss_},
+      {"final_test_accuracy", finalAccuracy_ >= 0 ? Json(finalAccuracy_) : Json(nullptr)},
+      {"final_test_loss", finalTestLoss_ >= 0 ? Json(finalTestLoss_) : Json(nullptr)},
+      {"wall_seconds", launched_ == Clock::time_point{} ? 0.0 : since(launched_)},
+      {"training_seconds", priorSeconds_ + training},
+      // This run's samples over the time its steps took (evaluations and
+      // checkpoints between steps excluded).
+      {"throughput_samples_per_s", stepTime_ > 0 ? samples_ / stepTime_ : 0},
+      {"iteration_seconds",
+       {{"measured_median", measured},
+        {"predicted", gen_.iteration_seconds},
+        {"relative_error", gen_.iteration_seconds > 0 && measured > 0 ? measured / gen_.iteration_seconds - 1 : 0}}},
+      {"bubble_fraction", {{"measured_median", median(bubbles_)}, {"predicted", gen_.bubble_fraction}}},
+      {"stages", stageTimesJson()},
+      {"cost_usd", total},
+      {"cost_per_hour", gen_.cost_per_hour},
+      {"billing", ledger_.toJson(now())},
+      {"launcher",
+       {{"kind", launcher_ ? launcher_->name() : ""},
+        {"job", launcher_ ? launcher_->jobId() : ""},
+        {"bandwidth_per_worker", spec_.bandwidth.value_or(plan_.bandwidth)},
+        {"latency", spec_.latency},
+        {"start_delay", formatStartDelay(spec_.start_delay)}}},
+      {"samples_per_dollar", total > 0 ? allSamples / total : 0},
+      {"refused_control_messages", control_ ? control_->refused() : 0},
+      {"workers", workers},
+      {"outputs",
+       {{"metrics", run_.file("metrics.jsonl")},
+        {"trace", run_.file("trace.json")},
+        {"checkpoints", run_.checkpointsDir()}}}};
+  if (Status s = run_.writeJson("summary.json", summary); !s.ok()) spdlog::error("{}", s.message());
+}
+
+}  // namespace hydrozoa::cluster::coordinator

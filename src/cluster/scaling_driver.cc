@@ -1,0 +1,318 @@
+// Job: generations at epoch boundaries (NOTE [Changing the replicas]): the
+// scaling schedule, each generation's plan, pre-starting, a rule's decision,
+// and the change itself (coordinator_job.h).
+#include "cluster/coordinator_job.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace hydrozoa::cluster::coordinator {
+
+void Job::makeSampler() {
+  data::SamplerOptions so;
+  so.dataset_size = trainSize_;
+  so.global_batch = A_ * epochs_.perReplicaBatch();
+  so.replicas = A_;
+  so.microbatch_size = gen_.microbatch_size;
+  so.drop_last = spec_.drop_last;
+  sampler_.emplace(so);
+  perEpoch_ = sampler_->stepsPerEpoch();
+}
+
+void Job::countSteps() {
+  totalSteps_ = epochs_.epochStart(spec_.epochs);
+  if (spec_.max_steps) totalSteps_ = std::min(totalSteps_, *spec_.max_steps);
+  stopStep_ = o_.stop_after ? std::min(totalSteps_, *o_.stop_after) : totalSteps_;
+}
+
+// NOTE [Changing the replicas]
+// A scaling policy's replicas hold from an epoch boundary on (the per-
+// replica batch stays, so the global batch and the steps per epoch change:
+// cluster/scaling/epochs.h). Each run of epochs with the same replicas is a
+// generation of workers: it stops at the boundary after the epoch's
+// evaluation, its replica 0 saves every stage there (the checkpoint the
+// workers write at their stop step), and the next generation of A' replicas
+// starts from that state with a new token. The sampler shards each step over
+// the replicas of its epoch, so every sample is still used once per epoch.
+// Policies that read only the epoch (schedule, adabatch) are laid out ahead,
+// and the next generation's workers are pre-started so they are running
+// when the boundary comes: from the measured step time, the last evaluation
+// and the measured start-up delay (launch to register), with a margin. They
+// are billed from then; the old generation is released (no longer billed)
+// at the boundary. A rule reads the epoch's metrics, so it is decided at
+// each epoch end and its workers start then.
+Status Job::scalingSchedule() {
+  HZ_ASSIGN_OR_RETURN(policy_, ScalingPolicy::make(spec_.scaling, plan_.data_parallel));
+  const std::int64_t perReplica = spec_.global_batch / plan_.data_parallel;
+  epochs_ = EpochSchedule(trainSize_, perReplica, spec_.drop_last);
+  std::int64_t from = 1;  // the first epoch whose replicas the policy decides here
+  if (resumedScaling_.is_object()) {
+    HZ_ASSIGN_OR_RETURN(epochs_, EpochSchedule::fromJson(resumedScaling_, trainSize_, spec_.drop_last));
+    if (epochs_.perReplicaBatch() != perReplica) {
+      return invalidArgument(fmt::format("the checkpoint was written with {} samples per replica but the job now has "
+                                         "{} (training.global_batch / the plan's replicas); resume with the job it "
+                                         "was started with",
+                                         epochs_.perReplicaBatch(), perReplica));
+    }
+    from = epochs_.epochOf(startStep_) + 1;
+    epochs_.truncateAfter(from - 1);
+  } else {
+    const int first = policy_->initialReplicas();
+    Json plan;
+    if (spec_.scaling.replan) {
+      HZ_ASSIGN_OR_RETURN(plan, replan(first));
+    }
+    epochs_.append(0, first, 1.0, "", plan);
+  }
+  if (!policy_->usesMetrics()) {
+    for (std::int64_t e = from; e < spec_.epochs; ++e) {
+      const Segment prev = epochs_.atEpoch(e - 1);
+      ScalingInputs in;
+      in.epoch = e + 1;
+      in.step = epochs_.epochStart(e);
+      in.replicas = prev.replicas;
+      const ScalingDecision d = policy_->decide(in);
+      if (d.replicas == prev.replicas && d.lr_factor == prev.lr_factor) continue;
+      Json plan = d.replicas == prev.replicas ? prev.plan : Json();
+      if (d.replan) {
+        HZ_ASSIGN_OR_RETURN(plan, replan(d.replicas));
+      }
+      epochs_.append(e, d.replicas, d.lr_factor, d.why, plan);
+    }
+  }
+  countSteps();
+  return Status();
+}
+
+Result<Json> Job::replan(int replicas) {
+  if (replicas == plan_.data_parallel) return Json();  // the job's own plan
+  HZ_ASSIGN_OR_RETURN(plan::Plan p, replanForReplicas(spec_, plan_, replicas, dataBytes_, run_));
+  return plan::planToJson(p);
+}
+
+Result<plan::Plan> Job::planAt(std::int64_t step) const {
+  const Segment& seg = epochs_.atStep(step);
+  if (seg.plan.is_null()) return plan_;
+  return plan::planFromJson(seg.plan, fmt::format("the plan for {} replicas from epoch {}", seg.replicas,
+                                                  seg.first_epoch + 1));
+}
+
+Status Job::useGenerationPlan(std::int64_t step) {
+  HZ_ASSIGN_OR_RETURN(plan::Plan next, planAt(step));
+  auto split = [](const plan::Plan& p) {
+    std::vector<int> ends;
+    for (const auto& st : p.stages) ends.push_back(st.last_layer);
+    return ends;
+  };
+  const bool sameSplit = !stageMemory_.empty() && split(next) == split(gen_);
+  gen_ = std::move(next);
+  B_ = gen_.pipeline_stages;
+  if (!sameSplit) {  // out-of-memory raises hold for a split only
+    stageMemory_.clear();
+    for (const auto& st : gen_.stages) stageMemory_.push_back(st.worker_memory_bytes);
+  }
+  return Status();
+}
+
+std::int64_t Job::generationStop() const {
+  // A rule's changes are not known ahead: its workers hold at each epoch end
+  // instead (onBoundary()).
+  const std::int64_t stop = stopStep_;
+  for (const Segment& s : epochs_.segments()) {
+    if (s.first_step > resumeStep_) return std::min(stop, s.first_step);
+  }
+  return stop;
+}
+
+void Job::maybePrestart() {
+  if (!next_.empty() || genStop_ >= stopStep_ || policy_->usesMetrics() || stopping_ || stepSeconds_.size() < 3 ||
+      !launcher_->overlapsGenerations()) {
+    return;
+  }
+  // When is the boundary? The steps left at the recent pace, then the
+  // epoch's evaluation (measured at the last epoch end, else estimated as a
+  // forward pass over the test set at a third of a training step's cost).
+  const size_t recent = std::min<size_t>(stepSeconds_.size(), 50);
+  const double step = median(std::vector<double>(stepSeconds_.end() - static_cast<std::ptrdiff_t>(recent),
+                                                 stepSeconds_.end()));
+  const double eval = !spec_.eval ? 0
+                      : lastEvalSeconds_ > 0 ? lastEvalSeconds_
+                                             : static_cast<double>(testSize_) / std::max(1.0, rateEma_) / 3;
+  // Counted from the last step report, so that the estimate keeps falling
+  // while nothing is reported: during the boundary's evaluation, or a step
+  // longer than the rest. (Counted from the report alone, an evaluation
+  // estimated longer than the lead kept it above the lead until the
+  // boundary, and nothing was pre-started.)
+  const double eta =
+      std::max(0.0, static_cast<double>(genStop_ - reached_) * step + eval - since(lastStepAt_));
+  // How long a worker takes from launch to running: the slowest measured so
+  // far, else what the start-up delay allows; a quarter more and a second.
+  double delay = 0;
+  for (double d : startDelays_) delay = std::max(delay, d);
+  if (startDelays_.empty()) {
+    const StartDelay& d = spec_.start_delay;
+    delay = d.distribution == "uniform" ? d.b : d.distribution == "normal" ? d.a + 2 * d.b : d.a;
+  }
+  const double lead = 1.25 * delay + 1.0;
+  if (eta > lead) return;
+  const int replicas = epochs_.atStep(genStop_).replicas;
+  auto plan = planAt(genStop_);
+  if (!plan.ok()) return;  // said at the boundary
+  nextPlan_ = std::move(*plan);
+  nextToken_ = wire::newToken();
+  control_->admit(nextToken_);
+  next_ = layout(replicas, nextPlan_.pipeline_stages);
+  for (WorkerState& w : next_) {
+    const plan::PlanStage& st = nextPlan_.stages[w.stage];
+    if (Status s = launch(w, nextToken_, generation_ + 1, st, st.worker_memory_bytes); !s.ok()) {
+      spdlog::warn("could not start {} ahead of the boundary (tried again there): {}", w.name(), s.message());
+    }
+  }
+  prestartedAt_ = now();
+  predictedBoundary_ = now() + eta;
+  progress_.note(fmt::format("Starting {} workers for {} replicas ahead of the boundary at step {} (due in {}; "
+                             "workers take up to {} to start)",
+                             next_.size(), replicas, genStop_, formatSeconds(eta), formatSeconds(delay)));
+}
+
+ScalingDecision Job::decideNow() {
+  ScalingInputs in;
+  in.epoch = epochs_.epochOf(reached_) + 1;
+  in.step = reached_;
+  in.replicas = A_;
+  in.test_accuracy = finalAccuracy_;
+  in.loss = lastLoss_;
+  in.epoch_seconds = lastEpochSeconds_;
+  in.samples_per_s = rateEma_;
+  in.cost_usd = cost();
+  return policy_->decide(in);
+}
+
+void Job::onBoundary(std::int64_t step) {
+  // Each worker's evaluation and checkpoint messages came before its
+  // "boundary", so the epoch's accuracy is in and its state saved.
+  const ScalingDecision d = decideNow();
+  if (d.replicas == A_) {
+    for (const auto& w : workers_) control_->send(from(w.id), {{"type", "continue"}, {"step", step}});
+    return;
+  }
+  decided_ = d;
+  for (const auto& w : workers_) control_->send(from(w.id), {{"type", "stop"}, {"at_step", step}});
+}
+
+Status Job::rescale() {
+  const double boundary = now();
+  const std::int64_t epoch = epochs_.epochOf(reached_);  // 0-based, about to begin
+  const int before = A_, workersBefore = W_, stagesBefore = B_;
+  retire(workers_, 5.0);  // they have said done; released, no longer billed
+  if (policy_->usesMetrics()) {
+    const ScalingDecision d = decided_ ? *decided_ : decideNow();
+    decided_.reset();
+    if (d.replicas != A_) {
+      Json plan;
+      if (d.replan) {
+        auto made = replan(d.replicas);
+        if (!made.ok()) return failure(made.status().message());
+        plan = std::move(*made);
+      }
+      epochs_.append(epoch, d.replicas, d.lr_factor, d.why, plan);
+      countSteps();
+    }
+  }
+  auto latest = run_.latestCheckpoint();
+  if (!latest.ok() || !*latest || (*latest)->step != reached_) {
+    return failure(fmt::format("the state at the epoch boundary (step {}) was not saved, so the next generation "
+                               "cannot start from it; resume with hydrozoa train --resume {}",
+                               reached_, run_.root()));
+  }
+  checkpoint_ = (*latest)->dir;
+  const Segment seg = epochs_.atEpoch(epoch);
+  if (Status s = useGenerationPlan(reached_); !s.ok()) return failure(s.message());
+  A_ = seg.replicas;
+  W_ = A_ * B_;
+  makeSampler();
+  resumeStep_ = maxStarted_ = reached_;
+  genStop_ = generationStop();
+  ++generation_;
+  store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
+  steps_.clear();
+  boundaries_.clear();
+  evals_.clear();
+  checkpoints_.clear();
+  training_ = false;
+
+  // The next generation: the pre-started workers when they fit, else new ones.
+  const bool prestarted = !next_.empty() && static_cast<int>(next_.size()) == W_ &&
+                          nextPlan_.pipeline_stages == B_;
+  if (prestarted) {
+    token_ = nextToken_;
+    workers_ = std::move(next_);
+  } else {
+    retire(next_, 0.5);
+    control_->admit("");
+    token_ = wire::newToken();
+    workers_ = layout(A_, B_);
+  }
+  next_.clear();
+  control_->newGeneration(token_);
+  for (WorkerState& w : workers_) {
+    if (w.launched_at < 0) {
+      if (Status s = launch(w, token_, generation_, gen_.stages[w.stage], stageMemory_[w.stage]); !s.ok()) {
+        return failure(s.message());
+      }
+    }
+    if (w.registered) sendAssign(w);
+  }
+  const std::string why = seg.why.empty() ? spec_.scaling.policy : seg.why;
+  Json event = {{"t", priorSeconds_ + since(trainingStart_)},
+                {"event", "scaled"},
+                {"generation", generation_},
+                {"epoch", epoch + 1},
+                {"step", reached_},
+                {"replicas_before", before},
+                {"replicas", A_},
+                {"stages_before", stagesBefore},
+                {"stages", B_},
+                {"workers_released", workersBefore},
+                {"released_at", boundary},  // seconds since launch, the billing clock
+                {"workers", W_},
+                {"global_batch", A_ * epochs_.perReplicaBatch()},
+                {"steps_per_epoch", perEpoch_},
+                {"lr_factor", seg.lr_factor},
+                {"why", why},
+                {"prestarted", prestarted}};
+  if (prestarted) {
+    event["prestarted_s_before_boundary"] = boundary - prestartedAt_;
+    event["boundary_predicted_error_s"] = boundary - predictedBoundary_;
+  }
+  scalingEvents_.push_back(event);
+  scalingSince_ = boundary;
+  noteReadyIfScaling();  // the pre-started workers may all be running already
+  const Json& recorded = scalingEvents_.back();
+  const auto ready = recorded.find("ready_before_boundary_s");
+  progress_.note(fmt::format(
+      "Epoch {}: {} → {} replicas ({}), global batch {}, {} steps per epoch; {}", epoch + 1, before, A_, why,
+      A_ * epochs_.perReplicaBatch(), perEpoch_,
+      !prestarted               ? std::string("starting the workers now")
+      : ready == recorded.end() ? std::string("waiting for pre-started workers still starting")
+                                : fmt::format("the pre-started workers were ready {} before the boundary",
+                                              formatSeconds(ready->get<double>()))));
+  return Status();
+}
+
+// Positive: the new workers were running (and billed) this long before the
+// boundary; negative: the boundary waited this long for them.
+void Job::noteReadyIfScaling() {
+  if (scalingSince_ < 0 || scalingEvents_.empty()) return;
+  Json& e = scalingEvents_.back();
+  if (e.contains("ready_before_boundary_s")) return;
+  if (!std::all_of(workers_.begin(), workers_.end(), [](const WorkerState& w) { return w.registered; })) return;
+  double last = 0;
+  for (const auto& w : workers_) last = std::max(last, w.registered_at);
+  e["ready_before_boundary_s"] = scalingSince_ - last;
+}
+
+}  // namespace hydrozoa::cluster::coordinator
