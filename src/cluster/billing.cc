@@ -77,6 +77,22 @@ Seconds Ledger::workerSeconds(Seconds t) const {
   return total;
 }
 
+int Ledger::useAccounted(const std::map<int, std::vector<Seconds>>& seconds, const std::string& source) {
+  int corrected = 0;
+  for (const auto& [id, each] : seconds) {
+    auto [b, e] = runs_.equal_range(id);
+    if (static_cast<std::size_t>(std::distance(b, e)) != each.size()) continue;
+    std::size_t k = 0;
+    for (auto it = b; it != e; ++it, ++k) {
+      if (it->second.stop < 0 || !(each[k] >= 0)) continue;
+      it->second.stop = it->second.start + each[k];
+      ++corrected;
+    }
+  }
+  if (corrected > 0) source_ = source;
+  return corrected;
+}
+
 Json Ledger::toJson(Seconds t) const {
   Json workers = Json::array();
   for (const auto& [id, r] : runs_) {
@@ -84,7 +100,7 @@ Json Ledger::toJson(Seconds t) const {
                        {"usd", r.rate * billed(r, t) / 3600}});
   }
   return {{"unit", billingUnitName(unit_)}, {"usd", cost(t)}, {"worker_seconds", workerSeconds(t)},
-          {"workers", workers}};
+          {"source", source_}, {"workers", workers}};
 }
 
 }  // namespace hydrozoa::cluster

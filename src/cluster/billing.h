@@ -11,6 +11,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/files.h"
 #include "core/status.h"
@@ -45,7 +46,14 @@ class Ledger {
   // Billed worker-seconds up to `t`, all workers.
   Seconds workerSeconds(Seconds t) const;
 
-  // {"unit": ..., "usd": ..., "workers": [{"id", "usd_per_hour", "seconds", "usd"}...]}
+  // The system the workers ran on accounted for them (slurm/: sacct): the
+  // running time of each run of worker `id`, in the order they started,
+  // replaces the coordinator's clock for the ended runs, where the numbers
+  // of runs agree (a worker launched but never running has no run here);
+  // `source` names it in toJson(). Returns the runs corrected.
+  int useAccounted(const std::map<int, std::vector<Seconds>>& seconds, const std::string& source);
+
+  // {"unit": ..., "usd": ..., "source": ..., "workers": [{"id", "usd_per_hour", "seconds", "usd"}...]}
   Json toJson(Seconds t) const;
 
  private:
@@ -56,7 +64,8 @@ class Ledger {
   Seconds billed(const Run& r, Seconds t) const;
 
   BillingUnit unit_;
-  std::multimap<int, Run> runs_;  // a worker id may run more than once
+  std::multimap<int, Run> runs_;  // a worker id may run more than once, in the order they started
+  std::string source_ = "the coordinator's clock";
 };
 
 }  // namespace hydrozoa::cluster

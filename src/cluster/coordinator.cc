@@ -65,6 +65,20 @@ std::string lastLogLine(const std::string& path) {
 
 }  // namespace
 
+Job::Job(const TrainOptions& o, RunDir run, JobSpec spec, plan::Plan plan, ModelInfo model, std::int64_t trainSize,
+         std::int64_t testSize, Bytes dataBytes, std::int64_t startStep, std::string checkpoint, const Json& resumed)
+    : o_(o), stopAfter_(o.stop_after), run_(std::move(run)), spec_(std::move(spec)), plan_(std::move(plan)),
+      model_(std::move(model)), trainSize_(trainSize), testSize_(testSize), dataBytes_(dataBytes),
+      startStep_(startStep), checkpoint_(std::move(checkpoint)), progress_(o.progress), resumeStep_(startStep),
+      reached_(startStep) {
+  // A resumed run goes on counting time, samples and money where its
+  // checkpoint left them.
+  priorSeconds_ = resumed.value("training_seconds", 0.0);
+  priorCost_ = resumed.value("cost_usd", 0.0);
+  priorSamples_ = resumed.value("samples", 0.0);
+  if (resumed.contains("scaling")) resumedScaling_ = resumed["scaling"];
+}
+
 // NOTE [Cores for compute threads]
 // When every worker's compute threads fit on this machine's cores at once,
 // each worker gets cores of its own: measured here, two unpinned workers on
@@ -632,6 +646,16 @@ void Job::stopWorkers(Seconds grace) {
   for (const auto& w : next_) ledger_.stop(w.id, now());
 }
 
+// Where the system the workers ran on accounts for them (Slurm's sacct),
+// its figures replace the coordinator's clock in the bill.
+void Job::billFromAccounting() {
+  if (!launcher_) return;
+  const auto accounted = launcher_->accountedSeconds();
+  if (accounted.empty()) return;
+  const int n = ledger_.useAccounted(accounted, launcher_->accountingName());
+  spdlog::info("billed {} worker runs on the times {} gives", n, launcher_->accountingName());
+}
+
 Result<TrainResult> Job::run() {
   Status s = start();
   for (;;) {
@@ -646,6 +670,7 @@ Result<TrainResult> Job::run() {
     s = recover();
   }
   stopWorkers(s.ok() ? 5.0 : 3.0);
+  billFromAccounting();
   if (!s.ok() && !interrupted_) {
     finish("failed", s.message());
     return s;

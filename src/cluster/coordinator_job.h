@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "cluster/billing.h"
-#include "cluster/coordinator.h"
 #include "cluster/job_plan.h"
 #include "cluster/launch/registry.h"
 #include "cluster/progress.h"
@@ -29,6 +28,11 @@
 #include "cluster/scaling/policy.h"
 #include "data/sampler.h"
 #include "wire/control.h"
+
+namespace hydrozoa::cluster {
+struct TrainOptions;  // cluster/coordinator.h
+struct TrainResult;
+}  // namespace hydrozoa::cluster
 
 namespace hydrozoa::cluster::coordinator {
 
@@ -78,18 +82,7 @@ struct EvalAccount {
 class Job {
  public:
   Job(const TrainOptions& o, RunDir run, JobSpec spec, plan::Plan plan, ModelInfo model, std::int64_t trainSize,
-      std::int64_t testSize, Bytes dataBytes, std::int64_t startStep, std::string checkpoint, const Json& resumed)
-      : o_(o), run_(std::move(run)), spec_(std::move(spec)), plan_(std::move(plan)), model_(std::move(model)),
-        trainSize_(trainSize), testSize_(testSize), dataBytes_(dataBytes), startStep_(startStep),
-        checkpoint_(std::move(checkpoint)),
-        progress_(o.progress), resumeStep_(startStep), reached_(startStep) {
-    // A resumed run goes on counting time, samples and money where its
-    // checkpoint left them.
-    priorSeconds_ = resumed.value("training_seconds", 0.0);
-    priorCost_ = resumed.value("cost_usd", 0.0);
-    priorSamples_ = resumed.value("samples", 0.0);
-    if (resumed.contains("scaling")) resumedScaling_ = resumed["scaling"];
-  }
+      std::int64_t testSize, Bytes dataBytes, std::int64_t startStep, std::string checkpoint, const Json& resumed);
 
   Result<TrainResult> run();
 
@@ -151,12 +144,14 @@ class Job {
   Status makeLauncher();
   Status failure(const std::string& message);
   void stopWorkers(Seconds grace);
+  void billFromAccounting();
   void finish(const std::string& status, const std::string& reason);
   int workerOf(const std::string& identity) const;
   Json cpusOf(const WorkerState& w) const;
   bool coresShared() const;
 
-  const TrainOptions& o_;
+  const TrainOptions& o_;  // coordinator.cc's alone (the public options: cluster/coordinator.h)
+  std::optional<std::int64_t> stopAfter_;  // o_.stop_after
   RunDir run_;
   JobSpec spec_;
   plan::Plan plan_;

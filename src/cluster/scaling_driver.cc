@@ -25,7 +25,7 @@ void Job::makeSampler() {
 void Job::countSteps() {
   totalSteps_ = epochs_.epochStart(spec_.epochs);
   if (spec_.max_steps) totalSteps_ = std::min(totalSteps_, *spec_.max_steps);
-  stopStep_ = o_.stop_after ? std::min(totalSteps_, *o_.stop_after) : totalSteps_;
+  stopStep_ = stopAfter_ ? std::min(totalSteps_, *stopAfter_) : totalSteps_;
 }
 
 // NOTE [Changing the replicas]

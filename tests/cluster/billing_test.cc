@@ -34,6 +34,33 @@ TEST(Billing, EachWorkerIsBilledOnlyWhileItRuns) {
   EXPECT_EQ(j["workers"].size(), 3u);
 }
 
+// Slurm's sacct replaces the coordinator's clock run by run, where the
+// numbers of runs agree; a run still going and a worker whose runs do not
+// match keep the clock.
+TEST(Billing, AccountedTimesReplaceTheClockRunByRun) {
+  Ledger ledger(BillingUnit::kSecond);
+  ledger.start(0, 10, 3.6);
+  ledger.stop(0, 40);  // 30 s on the clock
+  ledger.start(0, 50, 3.6);
+  ledger.stop(0, 60);  // 10 s
+  ledger.start(1, 10, 3.6);
+  ledger.stop(1, 30);  // 20 s
+  ledger.start(2, 10, 3.6);  // still running
+  EXPECT_EQ(ledger.toJson(100)["source"], "the coordinator's clock");
+  const int n = ledger.useAccounted({{0, {32, 11}}, {1, {21, 5}}, {2, {7}}, {9, {1}}}, "Slurm's accounting (sacct)");
+  EXPECT_EQ(n, 2);  // worker 0's two runs; worker 1 has one run, not two; worker 2 still runs
+  EXPECT_DOUBLE_EQ(ledger.workerSeconds(100), 32 + 11 + 20 + 90);
+  const Json j = ledger.toJson(100);
+  EXPECT_EQ(j["source"], "Slurm's accounting (sacct)");
+  EXPECT_NEAR(ledger.cost(0, 100), 0.043, 1e-12);
+  // Nothing corrected: the clock stays the source.
+  Ledger other;
+  other.start(0, 0, 1);
+  other.stop(0, 5);
+  EXPECT_EQ(other.useAccounted({}, "x"), 0);
+  EXPECT_EQ(other.toJson(10)["source"], "the coordinator's clock");
+}
+
 TEST(Billing, UnknownUnitsAreErrors) {
   EXPECT_EQ(*parseBillingUnit("per_hour", "x"), BillingUnit::kHour);
   auto bad = parseBillingUnit("per_fortnight", "aci.yaml");

@@ -53,6 +53,8 @@ grep -q "Slurm granted allocation" "$work/slurm.log" || fail "no allocation in t
 diff <(grep -o '"loss":[^,]*' "$work/local/metrics.jsonl") <(grep -o '"loss":[^,]*' "$work/slurm/metrics.jsonl") ||
   fail "the Slurm run's losses differ from the local run's"
 [ "$(grep -c '"loss"' "$work/slurm/metrics.jsonl")" -eq 30 ] || fail "the Slurm run did not log 30 steps"
+grep -q '"source": "Slurm'"'"'s accounting (sacct)"' "$work/slurm/summary.json" ||
+  fail "not billed from Slurm's accounting: $(grep -o '"source": "[^"]*"' "$work/slurm/summary.json")"
 nothing_queued "a finished run"
 
 echo "== a step cancelled mid-run is recovered"
@@ -85,6 +87,8 @@ EOF
 grep -q "allocation of 2 workers" "$work/scaled.log" || fail "the allocation was not for the first generation"
 [ "$(grep -c "runs as a Slurm job of its own" "$work/scaled.log")" -eq 2 ] || fail "no own jobs for the extra workers"
 grep -q "Finished 160 steps" "$work/scaled.log" || fail "the scaled run did not finish: $(tail -3 "$work/scaled.log")"
+grep -q "billed 6 worker runs on the times Slurm's accounting" "$work/scaled.log" ||
+  fail "the scaled run's six worker runs were not all billed from sacct: $(grep -i billed "$work/scaled.log")"
 nothing_queued "a scaled run"
 
 echo "== Ctrl-C leaves no step in squeue"

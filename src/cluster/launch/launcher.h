@@ -51,6 +51,12 @@ class Launcher {
   // its address toward the coordinator, wire::localAddressToward()).
   virtual std::string coordinatorHost() const { return "127.0.0.1"; }
   virtual std::string workerHost(int /*id*/) const { return "127.0.0.1"; }
+  // Each worker's running time as the system it ran on accounted for it, per
+  // run in the order they started ({} : no such accounting here; billing
+  // then stays on the coordinator's clock). Asked once, after every worker
+  // has ended.
+  virtual std::map<int, std::vector<Seconds>> accountedSeconds() { return {}; }
+  virtual const char* accountingName() const { return ""; }  // for the bill: "Slurm's accounting (sacct)"
   // What names this job's workers to the system they run on ("" : nothing):
   // the containers' id (container/), the Slurm allocation (slurm/).
   virtual std::string jobId() const { return ""; }

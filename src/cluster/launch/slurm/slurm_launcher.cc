@@ -358,6 +358,8 @@ Status SlurmLauncher::launch(const WorkerLaunch& w) {
   } else {
     inMain_.insert(w.id);
   }
+  ++launches_[w.id];
+  if (allocation.empty()) everOwnJob_.insert(w.id);
   WorkerLaunch step = w;
   step.args = srunCommand(o_.spec, allocation, stepName(w.id), cpus, w.memory, w.gpus);
   step.args.erase(step.args.begin());  // "srun": the LocalLauncher's executable
@@ -388,6 +390,70 @@ void SlurmLauncher::ended(WorkerExit* e) {
       e->out_of_memory = true;
     }
     logs_.erase(log);
+  }
+}
+
+// NOTE [Billing from Slurm's accounting]
+// slurmctld hands each step's record to slurmdbd as it ends, so right after
+// the last worker stopped, sacct may not list it yet, or list it RUNNING:
+// it is asked again for up to 10 s until every step launched is there and
+// ended. Rows: the steps of the allocation ("12.3|<job>.w1|41|COMPLETED")
+// and of the workers' own jobs ("15.0|<job>.w4|...", by name); not the
+// allocation itself, nor its "extern"/"batch" steps. ElapsedRaw is whole
+// seconds, as Slurm counts them.
+std::map<int, std::vector<Seconds>> SlurmLauncher::accountedSeconds() {
+  std::vector<std::vector<std::string>> queries;
+  const std::vector<std::string> fields = {"sacct", "-n", "-P", "-o", "JobID,JobName,ElapsedRaw,State"};
+  if (!main_.empty()) {
+    queries.push_back(fields);
+    queries.back().insert(queries.back().end(), {"-j", main_});
+  }
+  if (!everOwnJob_.empty()) {
+    std::string names;
+    for (int id : everOwnJob_) names += (names.empty() ? "" : ",") + stepName(id);
+    queries.push_back(fields);
+    queries.back().push_back("--name=" + names);
+  }
+  const std::string prefix = o_.job_name + ".w";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    // (job, step) -> (worker, seconds): in the order Slurm numbered them.
+    std::map<std::pair<long, long>, std::pair<int, Seconds>> steps;
+    bool settled = true;
+    for (const auto& q : queries) {
+      auto out = slurmCommand(q);
+      if (!out.ok()) {
+        spdlog::info("billing on the coordinator's clock: Slurm keeps no accounting here ({})",
+                     out.status().message().substr(0, 200));
+        return {};
+      }
+      std::istringstream lines(*out);
+      for (std::string line; std::getline(lines, line);) {
+        std::vector<std::string> f;
+        std::istringstream cells(line);
+        for (std::string c; std::getline(cells, c, '|');) f.push_back(c);
+        if (f.size() < 4 || f[1].rfind(prefix, 0) != 0) continue;
+        const auto dot = f[0].find('.');
+        if (dot == std::string::npos || f[0].find_first_not_of("0123456789", dot + 1) != std::string::npos) continue;
+        const int id = std::atoi(f[1].c_str() + prefix.size());
+        if (f[3] == "RUNNING" || f[3] == "PENDING" || f[3].empty()) settled = false;
+        steps[{std::atol(f[0].c_str()), std::atol(f[0].c_str() + dot + 1)}] = {id, std::atof(f[2].c_str())};
+      }
+    }
+    std::map<int, std::vector<Seconds>> out;
+    for (const auto& [key, v] : steps) out[v.first].push_back(v.second);
+    std::size_t have = 0, launched = 0;
+    for (const auto& [id, n] : launches_) {
+      launched += static_cast<std::size_t>(n);
+      have += out.count(id) ? out[id].size() : 0;
+    }
+    if (settled && have >= launched) return out;
+    if (std::chrono::steady_clock::now() > deadline) {
+      spdlog::warn("billing on the coordinator's clock: Slurm's accounting lists {} of the {} steps ended", have,
+                   launched);
+      return {};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
 }
 

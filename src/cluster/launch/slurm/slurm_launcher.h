@@ -96,6 +96,10 @@ class SlurmLauncher final : public Launcher {
   bool alive(int id) const override { return sruns_.alive(id); }
   void signal(int id, bool force) override;
   std::vector<WorkerExit> stopAll(Seconds grace) override;
+  // From Slurm's accounting (sacct: each step's ElapsedRaw), where the
+  // cluster keeps it; {} where it does not (accounting_storage/none).
+  std::map<int, std::vector<Seconds>> accountedSeconds() override;
+  const char* accountingName() const override { return "Slurm's accounting (sacct)"; }
 
   // The allocation the steps run in (its Slurm job id), and whether this launcher obtained it.
   const std::string& allocation() const { return main_; }
@@ -117,6 +121,8 @@ class SlurmLauncher final : public Launcher {
   int slots_ = 0;        // workers the main allocation holds (ours only; 0: no bound known)
   std::set<int> inMain_;                 // workers whose step runs in main_
   std::set<int> ownJob_;                 // workers that run as a job of their own
+  std::map<int, int> launches_;          // worker -> steps started for it
+  std::set<int> everOwnJob_;             // workers that ran as a job of their own at least once
   std::map<int, std::string> logs_;      // worker -> its log (srun's output)
   LocalLauncher sruns_;
 };
