@@ -404,6 +404,12 @@ void Job::onFile(const WorkerState& w, const Json& m) {
     return;
   }
   const std::int64_t step = m.value("step", std::int64_t{0});
+  if (step < 0 || step > totalSteps_) {  // no directory for a step the job does not have
+    spdlog::error("refused a checkpoint file from {}: step {} is not one of the job's 0..{}", w.name(), step,
+                  totalSteps_);
+    spoiled_.emplace(step, fmt::format("{} sent a file for a step the job does not have", w.name()));
+    return;
+  }
   if (Status s = wire::acceptChunk(m, run_.partialCheckpoint(step), ownLayer); !s.ok()) {
     spdlog::error("refused a checkpoint file from {}: {}", w.name(), s.message());
     spoiled_.emplace(step, fmt::format("{} sent a bad file: {}", w.name(), s.message()));

@@ -74,7 +74,7 @@ nothing_queued "a recovered run"
 
 echo "== scaling from 1 to 2 replicas: more workers than the allocation holds"
 cat > "$work/scale.yaml" << EOF
-name: scale
+name: "scale up|1"          # a name Slurm's listings would split: sanitized for its job names
 model: {name: mlp, options: {hidden: 32, depth: 2}}
 data: {dataset: synthetic, synthetic_train: 960, synthetic_test: 48}
 training: {epochs: 3, global_batch: 24, seed: 5, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}

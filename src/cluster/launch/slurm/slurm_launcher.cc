@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -235,7 +236,13 @@ Result<std::unique_ptr<SlurmLauncher>> SlurmLauncher::create(const SlurmOptions&
   }
   std::random_device rd;
   const std::string tag = fmt::format("{:06x}", rd() & 0xffffff);
-  o.job_name = fmt::format("{}-{}", o.job_name.empty() ? "hydrozoa" : o.job_name, tag);
+  // Slurm's names as squeue and sacct print them, split at spaces and '|':
+  // letters, digits, '-', '_' only (the job's name may hold anything).
+  std::string base = o.job_name.empty() ? "hydrozoa" : o.job_name.substr(0, 40);
+  for (char& c : base) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '-';
+  }
+  o.job_name = fmt::format("{}-{}", base, tag);
   // srun by its path: the LocalLauncher execs it without a PATH search.
   HZ_ASSIGN_OR_RETURN(std::string srun, runCommand({"sh", "-c", "command -v srun"}));
   while (!srun.empty() && (srun.back() == '\n' || srun.back() == ' ')) srun.pop_back();
