@@ -529,11 +529,11 @@ struct Interruptible {
   std::string endpoint;
 };
 
-Interruptible runWholeThenStart(const ScratchDir& dir, size_t steps, int victim) {
+Interruptible runWholeThenStart(const ScratchDir& dir, size_t steps, int victim, const char* runJob = "job.yaml") {
   Outcome whole = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "whole"});
   EXPECT_EQ(whole.code, 0) << whole.err;
   Interruptible run;
-  run.pid = spawnHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run"});
+  run.pid = spawnHydrozoa(dir.path().string(), {"train", runJob, "--no-progress", "--out", "run"});
   run.endpoint = waitForSteps(dir / "run", steps);
   run.victim = workerWithId(run.endpoint, victim);
   EXPECT_GT(run.victim, 0);
@@ -646,6 +646,40 @@ TEST(Recovery, WithoutAReplicaTheRunRestartsFromTheLastCheckpointAndEndsTheSame)
   ASSERT_EQ(b.size(), 500u);
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "step " << i + 1;
   expectSameFinalWeights(dir / "whole", dir / "run", 500);
+}
+
+// The same with the checkpoints on a shared filesystem (output.checkpoint_dir,
+// issue 10 §1): the workers write the epoch's checkpoint there and the new
+// generation's read the restore point there themselves, nothing shipped.
+TEST(Recovery, FromACheckpointOnASharedFilesystemTheRunEndsTheSame) {
+  ScratchDir dir;
+  const std::string job = recoveryJob("{data_parallel: 1, stages: 2, microbatches: 3}");
+  std::ofstream(dir / "job.yaml") << job;
+  std::ofstream(dir / "shared.yaml") << job + "output: {checkpoint_dir: shared}\n";
+  const auto [pid, victim, endpoint] = runWholeThenStart(dir, 130, 0, "shared.yaml");
+  ASSERT_GT(victim, 0);
+  ::kill(victim, SIGKILL);
+  Outcome r = waitHydrozoa(dir.path().string(), pid);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  ASSERT_EQ((*summary)["recoveries"].size(), 1u);
+  EXPECT_EQ((*summary)["recoveries"][0]["restored_from"], "checkpoint");
+  EXPECT_EQ((*summary)["steps"]["done"], 500);
+  EXPECT_EQ(testing::stepLosses(dir / "whole"), testing::stepLosses(dir / "run"));
+  EXPECT_TRUE(std::filesystem::is_empty(dir / "run/checkpoints"));
+  for (int layer = 0; layer < 3; ++layer) {
+    for (const char* p : {"fc.weight", "fc.bias"}) {
+      EXPECT_TRUE(torch::equal(layerParam(dir / "whole/checkpoints/step-00000500", layer, p),
+                               layerParam(dir / "shared/step-00000500", layer, p)))
+          << "layer " << layer << " " << p;
+    }
+  }
+  for (int w = 0; w < 4; ++w) {
+    std::ifstream log(dir / fmt::format("run/workers/worker-{}.log", w));
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("fetched"), std::string::npos) << "worker " << w << ": " << text;
+  }
 }
 
 // A worker that hangs (stopped: alive, silent) is detected by its heartbeat
