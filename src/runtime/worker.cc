@@ -139,10 +139,6 @@ struct Halted : std::runtime_error {
 class Worker {
  public:
   explicit Worker(const WorkerArgs& args) : args_(args) {}
-  ~Worker() {
-    std::error_code ec;
-    if (!staging_.empty()) std::filesystem::remove_all(staging_, ec);
-  }
   int run();
 
  private:
@@ -169,13 +165,17 @@ class Worker {
   void onControl(const Json& m);
   void post(Json message);
   void report(const std::string& kind, const std::string& message);
-  std::string checkpointDir(std::int64_t globalStep) const;
+  // Where this worker writes a step's files: the shared checkpoint
+  // directory's step-N.partial/, or (shipped) a fresh private directory on
+  // its own host, gone once shipped.
+  Result<std::string> checkpointDir(std::int64_t globalStep) const;
   bool shipsCheckpoints() const { return role_.checkpoint_root.empty(); }
-  // A saved step's files to the coordinator, then gone from here (shipped mode).
-  Status shipCheckpoint(std::int64_t globalStep, const std::string& dir);
-  // The assigned checkpoint's files of this stage, fetched from the coordinator.
+  // A saved step's files to the coordinator (when `saved` is OK), then gone
+  // from here either way (shipped mode).
+  Status shipCheckpoint(std::int64_t globalStep, const std::string& dir, Status saved);
+  // The assigned checkpoint's files of this stage, fetched from the
+  // coordinator into a fresh private directory (the caller removes it).
   Result<std::string> fetchCheckpoint();
-  std::string staging_;  // this worker's own directory for shipped checkpoints ("" : none yet)
 
   bool firstStage() const { return role_.stage == 0; }
   bool lastStage() const { return role_.stage == role_.stages - 1; }
@@ -263,15 +263,6 @@ Status Worker::join() {
     if (since(t0) > 300) return unavailable("no role from the coordinator within 300 s");
   }
   HZ_ASSIGN_OR_RETURN(role_, parseRole(assign));
-  if (shipsCheckpoints()) {
-    // On this worker's host, wherever that is: $TMPDIR or /tmp.
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = fmt::format("{}/hydrozoa-w{}-XXXXXX", tmp && *tmp ? tmp : "/tmp", args_.id);
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      return ioError(fmt::format("{}: cannot create a directory for checkpoints: {}", pattern, std::strerror(errno)));
-    }
-    staging_ = pattern;
-  }
   if (role_.listen_host.empty()) {
     // Started where the coordinator could not know this host's address
     // (a Slurm step): listen where the route to the coordinator leaves.
@@ -308,7 +299,10 @@ Status Worker::build() {
     if (shipsCheckpoints()) {
       HZ_ASSIGN_OR_RETURN(dir, fetchCheckpoint());
     }
-    HZ_RETURN_IF_ERROR(loadStage(dir, stage_->model(), *optimizer_));
+    const Status loaded = loadStage(dir, stage_->model(), *optimizer_);
+    std::error_code ec;
+    if (shipsCheckpoints()) std::filesystem::remove_all(dir, ec);
+    HZ_RETURN_IF_ERROR(loaded);
   }
 
   // Every worker follows the same sampler (microbatch sizes); only stage 0
@@ -521,14 +515,13 @@ void Worker::onControl(const Json& m) {
     std::string problem;
     {
       std::lock_guard<std::mutex> lock(stateMu_);
-      const std::string dir = checkpointDir(step);
-      std::error_code ec;
-      std::filesystem::create_directories(dir, ec);
       if (!halted_ || (completedStep_ != step && before_.step != step)) {
         problem = fmt::format("asked to save step {} but this worker has done {}", step, completedStep_);
+      } else if (auto dir = checkpointDir(step); !dir.ok()) {
+        problem = dir.status().message();
       } else {
-        Status s = completedStep_ == step ? saveStage(dir, stage_->model(), *optimizer_) : saveSnapshot(dir);
-        if (s.ok() && shipsCheckpoints()) s = shipCheckpoint(step, dir);
+        Status s = completedStep_ == step ? saveStage(*dir, stage_->model(), *optimizer_) : saveSnapshot(*dir);
+        if (shipsCheckpoints()) s = shipCheckpoint(step, *dir, s);
         if (!s.ok()) problem = s.message();
       }
     }
@@ -604,35 +597,51 @@ Status Worker::saveSnapshot(const std::string& dir) {
   return saveStage(dir, stage_->model(), *optimizer_);
 }
 
-std::string Worker::checkpointDir(std::int64_t globalStep) const {
-  return fmt::format("{}/step-{:08d}.partial", shipsCheckpoints() ? staging_ : role_.checkpoint_root, globalStep);
+// A fresh directory only this process writes, on this worker's host:
+// under $TMPDIR or /tmp, named hydrozoa-w<id>-<what>-XXXXXX (mkdtemp, 0700).
+Result<std::string> privateDir(int worker, const char* what) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = fmt::format("{}/hydrozoa-w{}-{}-XXXXXX", tmp && *tmp ? tmp : "/tmp", worker, what);
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return ioError(fmt::format("{}: cannot create a directory for a checkpoint: {}", pattern, std::strerror(errno)));
+  }
+  return pattern;
 }
 
-Status Worker::shipCheckpoint(std::int64_t globalStep, const std::string& dir) {
+Result<std::string> Worker::checkpointDir(std::int64_t globalStep) const {
+  if (shipsCheckpoints()) return privateDir(args_.id, fmt::format("step{}", globalStep).c_str());
+  const std::string dir = fmt::format("{}/step-{:08d}.partial", role_.checkpoint_root, globalStep);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return ioError(fmt::format("{}: cannot create it: {}", dir, ec.message()));
+  return dir;
+}
+
+Status Worker::shipCheckpoint(std::int64_t globalStep, const std::string& dir, Status saved) {
   std::vector<std::string> files;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) files.push_back(e.path().string());
   std::sort(files.begin(), files.end());
-  Status s;
-  for (const std::string& f : files) {
-    s = wire::sendFile(*control_, {{"step", globalStep}, {"stage", role_.stage}}, f);
-    if (!s.ok()) break;
+  Status s = std::move(saved);
+  for (size_t i = 0; i < files.size() && s.ok(); ++i) {
+    s = wire::sendFile(*control_, {{"step", globalStep}, {"stage", role_.stage}}, files[i]);
   }
   std::filesystem::remove_all(dir, ec);
   return s;
 }
 
 Result<std::string> Worker::fetchCheckpoint() {
-  const std::string dir = staging_ + "/restore";
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return ioError(fmt::format("{}: cannot create it: {}", dir, ec.message()));
+  HZ_ASSIGN_OR_RETURN(const std::string dir, privateDir(args_.id, "restore"));
   const auto t0 = Clock::now();
   for (int layer = role_.first_layer; layer <= role_.last_layer; ++layer) {
     const std::string file = layerFileName(layer);
-    HZ_RETURN_IF_ERROR(wire::fetchFile(*control_, {{"stage", role_.stage}}, file, dir + "/" + file,
-                                       [](const Json& m) { return m.value("type", "") != "stop"; }));
+    if (Status s = wire::fetchFile(*control_, {{"stage", role_.stage}}, file, dir + "/" + file,
+                                   [](const Json& m) { return m.value("type", "") != "stop"; });
+        !s.ok()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      return s;
+    }
   }
   spdlog::info("fetched layers {}-{} of {} from the coordinator in {:.2f} s", role_.first_layer, role_.last_layer,
                role_.checkpoint, since(t0));
@@ -826,12 +835,12 @@ void Worker::synchronizeBuffers() {
 void Worker::checkpoint(std::int64_t globalStep) {
   synchronizeBuffers();
   if (role_.replica != 0) return;  // replicas hold identical parameters and optimizer state
-  const std::string dir = checkpointDir(globalStep);
-  std::filesystem::create_directories(dir);
+  auto dir = checkpointDir(globalStep);
+  if (!dir.ok()) throw std::runtime_error(dir.status().message());
   TraceSpan span(trace_, "checkpoint", "checkpoint", TraceThread::kCompute);
-  Status s = saveStage(dir, stage_->model(), *optimizer_);
+  Status s = saveStage(*dir, stage_->model(), *optimizer_);
   // Sent from here, before the "checkpoint" posted after them (one socket, in order).
-  if (s.ok() && shipsCheckpoints()) s = shipCheckpoint(globalStep, dir);
+  if (shipsCheckpoints()) s = shipCheckpoint(globalStep, *dir, s);
   if (!s.ok()) throw std::runtime_error(s.message());
   post({{"type", "checkpoint"}, {"step", globalStep}, {"stage", role_.stage}});
 }
