@@ -624,24 +624,33 @@ TEST(Recovery, AKilledWorkerIsRestoredFromALiveReplicaAndTheRunEqualsOneThatNeve
 
 // Without a replica of the lost stage (1×2), the last checkpoint is the
 // restore point: the steps since are redone, and the result is the same.
+// Runs a 1×2 job whole, then again from `runJob` with worker 0 killed at
+// step 130; the run's summary once it has ended (one recovery, or a failure).
+Json killStageZeroAndFinish(const ScratchDir& dir, const char* runJob = "job.yaml") {
+  const auto [pid, victim, endpoint] = runWholeThenStart(dir, 130, 0, runJob);
+  EXPECT_GT(victim, 0);
+  if (victim > 0) ::kill(victim, SIGKILL);
+  Outcome r = waitHydrozoa(dir.path().string(), pid);
+  EXPECT_EQ(r.code, 0) << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  EXPECT_TRUE(summary.ok());
+  if (!summary.ok()) return Json::object();
+  EXPECT_EQ((*summary)["recoveries"].size(), 1u);
+  return *summary;
+}
+
 TEST(Recovery, WithoutAReplicaTheRunRestartsFromTheLastCheckpointAndEndsTheSame) {
   ScratchDir dir;
   std::ofstream(dir / "job.yaml") << recoveryJob("{data_parallel: 1, stages: 2, microbatches: 3}");
-  const auto [pid, victim, endpoint] = runWholeThenStart(dir, 130, 0);
-  ASSERT_GT(victim, 0);
-  ::kill(victim, SIGKILL);
-  Outcome r = waitHydrozoa(dir.path().string(), pid);
-  ASSERT_EQ(r.code, 0) << r.err;
-  auto summary = readJsonFile(dir / "run/summary.json");
-  ASSERT_TRUE(summary.ok());
-  ASSERT_EQ((*summary)["recoveries"].size(), 1u);
-  const Json& event = (*summary)["recoveries"][0];
+  const Json summary = killStageZeroAndFinish(dir);
+  ASSERT_EQ(summary.value("recoveries", Json::array()).size(), 1u);
+  const Json& event = summary["recoveries"][0];
   EXPECT_EQ(event["restored_from"], "checkpoint");
   const std::int64_t restored = event["restore_step"];
   EXPECT_EQ(restored % 100, 0);  // an epoch's checkpoint
   EXPECT_GE(restored, 100);
   EXPECT_GT(event["lost_steps"].get<std::int64_t>(), 0);
-  EXPECT_EQ((*summary)["steps"]["done"], 500);
+  EXPECT_EQ(summary["steps"]["done"], 500);
   const auto a = testing::stepLosses(dir / "whole"), b = testing::stepLosses(dir / "run");
   ASSERT_EQ(b.size(), 500u);
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "step " << i + 1;
@@ -656,16 +665,10 @@ TEST(Recovery, FromACheckpointOnASharedFilesystemTheRunEndsTheSame) {
   const std::string job = recoveryJob("{data_parallel: 1, stages: 2, microbatches: 3}");
   std::ofstream(dir / "job.yaml") << job;
   std::ofstream(dir / "shared.yaml") << job + "output: {checkpoint_dir: shared}\n";
-  const auto [pid, victim, endpoint] = runWholeThenStart(dir, 130, 0, "shared.yaml");
-  ASSERT_GT(victim, 0);
-  ::kill(victim, SIGKILL);
-  Outcome r = waitHydrozoa(dir.path().string(), pid);
-  ASSERT_EQ(r.code, 0) << r.err;
-  auto summary = readJsonFile(dir / "run/summary.json");
-  ASSERT_TRUE(summary.ok());
-  ASSERT_EQ((*summary)["recoveries"].size(), 1u);
-  EXPECT_EQ((*summary)["recoveries"][0]["restored_from"], "checkpoint");
-  EXPECT_EQ((*summary)["steps"]["done"], 500);
+  const Json summary = killStageZeroAndFinish(dir, "shared.yaml");
+  ASSERT_EQ(summary.value("recoveries", Json::array()).size(), 1u);
+  EXPECT_EQ(summary["recoveries"][0]["restored_from"], "checkpoint");
+  EXPECT_EQ(summary["steps"]["done"], 500);
   EXPECT_EQ(testing::stepLosses(dir / "whole"), testing::stepLosses(dir / "run"));
   EXPECT_TRUE(std::filesystem::is_empty(dir / "run/checkpoints"));
   for (int layer = 0; layer < 3; ++layer) {
