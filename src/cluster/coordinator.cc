@@ -227,9 +227,7 @@ Status Job::makeLauncher() {
   std::string kind = spec_.launcher;
   if (kind == "slurm" && exe == "/proc/self/exe") {
     // Run on other machines, by the path they install it at: this one's.
-    char path[4096] = {};
-    const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-    if (n > 0) exe.assign(path, static_cast<std::size_t>(n));
+    if (std::string path = executablePath(); !path.empty()) exe = path;
   }
   if (kind == "auto") {
     const std::string why = containerSupport();

@@ -7,12 +7,15 @@
 
 namespace hydrozoa {
 
-std::string executableDir() {
+std::string executablePath() {
   char buf[4096];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  buf[n] = '\0';
-  return std::filesystem::path(buf).parent_path().string();
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+}
+
+std::string executableDir() {
+  const std::string exe = executablePath();
+  return exe.empty() ? "." : std::filesystem::path(exe).parent_path().string();
 }
 
 std::string dataDir() {

@@ -10,6 +10,8 @@ namespace hydrozoa {
 // data/ recorded at build time.
 std::string dataDir();
 
+// The running executable's path ("/…/build/hydrozoa"); "" when unknown.
+std::string executablePath();
 // Directory that holds the running executable ("/…/build").
 std::string executableDir();
 
