@@ -1,43 +1,122 @@
+// The pipeline schedules (runtime/schedule/): their order of passes, and
+// that every stage's actions run against the others' without deadlock
+// (verifySchedule plays every stage's receives against its peers' sends).
 #include <gtest/gtest.h>
 
 #include "runtime/schedule/gpipe.h"
+#include "runtime/schedule/one_f_one_b.h"
 
 namespace hydrozoa::runtime {
 namespace {
 
+Action F(int mb) { return {ActionKind::kForward, mb}; }
+Action B(int mb) { return {ActionKind::kBackward, mb}; }
+
+std::vector<Action> compute(const std::vector<Action>& actions) {
+  std::vector<Action> out;
+  for (Action a : actions) {
+    if (a.kind != ActionKind::kForward && a.kind != ActionKind::kBackward) continue;
+    a.final = false;
+    out.push_back(a);
+  }
+  return out;
+}
+
 TEST(GPipeSchedule, AllForwardsThenAllBackwardsInReverse) {
-  const auto a = GPipeSchedule().actions(1, 3, 3);
-  const std::vector<Action> want = {{ActionKind::kForward, 0},  {ActionKind::kForward, 1},  {ActionKind::kForward, 2},
-                                    {ActionKind::kBackward, 2}, {ActionKind::kBackward, 1}, {ActionKind::kBackward, 0}};
-  EXPECT_EQ(a, want);
-  EXPECT_EQ(lastBackward(a), 5);
+  const auto a = GPipeSchedule().computeOrder({1, 3, 1, 3});
+  EXPECT_EQ(a, (std::vector<Action>{F(0), F(1), F(2), B(2), B(1), B(0)}));
 }
 
-TEST(GPipeSchedule, LastStageStartsBackwardAfterAllForwards) {
-  for (int M : {1, 2, 7}) {
-    const auto a = GPipeSchedule().actions(2, 3, M);
-    ASSERT_EQ(a.size(), 2u * M);
-    for (int i = 0; i < M; ++i) EXPECT_EQ(a[i].kind, ActionKind::kForward);
-    EXPECT_EQ(a[M].microbatch, M - 1);  // the freshest microbatch first
-  }
+TEST(GPipeSchedule, LoweredWithTransfersTheFinalBackwardAndTheFlush) {
+  const auto a = GPipeSchedule().actions({1, 3, 1, 2});
+  std::vector<std::string> got;
+  for (const Action& x : a) got.push_back(toString(x));
+  EXPECT_EQ(got, (std::vector<std::string>{"recv act mb0 c0 from 0", "F0", "send act mb0 c0 to 2",
+                                           "recv act mb1 c0 from 0", "F1", "send act mb1 c0 to 2",
+                                           "recv grad mb1 c0 from 2", "B1", "send grad mb1 c0 to 0",
+                                           "recv grad mb0 c0 from 2", "B0*", "send grad mb0 c0 to 0", "sync", "step"}));
 }
 
-TEST(Schedule, EveryMicrobatchOnceEachWayForwardFirst) {
-  const auto a = GPipeSchedule().actions(0, 4, 5);
-  for (int mb = 0; mb < 5; ++mb) {
-    int forward = -1, backward = -1;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (a[i].microbatch != mb) continue;
-      (a[i].kind == ActionKind::kForward ? forward : backward) = static_cast<int>(i);
+TEST(OneFOneBSchedule, WarmUpSteadyStateCoolDown) {
+  // Stage 0 of 3, 5 microbatches: 2 warm-up forwards, then F/B pairs, then 2 backwards.
+  EXPECT_EQ(OneFOneBSchedule().computeOrder({0, 3, 1, 5}),
+            (std::vector<Action>{F(0), F(1), F(2), B(0), F(3), B(1), F(4), B(2), B(3), B(4)}));
+  // The last stage alternates from the start.
+  EXPECT_EQ(OneFOneBSchedule().computeOrder({2, 3, 1, 3}),
+            (std::vector<Action>{F(0), B(0), F(1), B(1), F(2), B(2)}));
+  // Fewer microbatches than stages: all forwards, then all backwards in order.
+  EXPECT_EQ(OneFOneBSchedule().computeOrder({0, 4, 1, 2}), (std::vector<Action>{F(0), F(1), B(0), B(1)}));
+}
+
+// 1F1B's point (PipeDream-Flush, seed 003 §3.2): stage s stashes at most
+// p − s microbatches' activations, where GPipe stashes all M.
+TEST(OneFOneBSchedule, StashesAtMostStagesMinusStageMicrobatches) {
+  for (int p : {1, 2, 4}) {
+    for (int M : {1, 4, 8, 16}) {
+      for (int s = 0; s < p; ++s) {
+        EXPECT_EQ(peakStashed(OneFOneBSchedule().actions({s, p, 1, M})), std::min(p - s, M))
+            << "p=" << p << " M=" << M << " s=" << s;
+        EXPECT_EQ(peakStashed(GPipeSchedule().actions({s, p, 1, M})), M);
+      }
     }
-    EXPECT_GE(forward, 0);
-    EXPECT_GT(backward, forward);
   }
+}
+
+TEST(Schedule, EveryStageRunsAgainstItsPeersWithoutDeadlock) {
+  for (const std::string& name : scheduleNames()) {
+    auto schedule = makeSchedule(name);
+    ASSERT_TRUE(schedule.ok());
+    for (int p : {1, 2, 3, 4, 8}) {
+      for (int M : {0, 1, 2, 3, 4, 8, 13, 32}) {
+        const Status s = verifySchedule(**schedule, p, 1, M);
+        EXPECT_TRUE(s.ok()) << s.message();
+      }
+    }
+  }
+}
+
+// The checker itself catches what it is for: a two-stage pipeline whose
+// stages run the given orders.
+class Fixed final : public Schedule {
+ public:
+  Fixed(std::vector<Action> first, std::vector<Action> last) : first_(std::move(first)), last_(std::move(last)) {}
+  const char* name() const override { return "fixed"; }
+  std::vector<Action> computeOrder(const PipelineShape& shape) const override {
+    return shape.stage == 0 ? first_ : last_;
+  }
+
+ private:
+  std::vector<Action> first_, last_;
+};
+
+TEST(Schedule, TheCheckerFindsDeadlocksAndInvalidSteps) {
+  const std::vector<Action> gpipe = {F(0), F(1), B(1), B(0)};
+  EXPECT_TRUE(verifySchedule(Fixed(gpipe, {F(0), B(0), F(1), B(1)}), 2, 1, 2).ok());
+  // Stage 0 waits for the gradient of 0 before sending microbatch 1, which
+  // stage 1 needs before it runs the backward of 0.
+  const Status deadlock = verifySchedule(Fixed({F(0), B(0), F(1), B(1)}, gpipe), 2, 1, 2);
+  ASSERT_FALSE(deadlock.ok());
+  EXPECT_NE(deadlock.message().find("deadlocks: stage 0 waits at \"recv grad mb0 c0 from 1\"; stage 1 waits at "
+                                    "\"recv act mb1 c0 from 0\""),
+            std::string::npos)
+      << deadlock.message();
+  EXPECT_FALSE(verifySchedule(Fixed(gpipe, {F(0), B(0)}), 2, 1, 2).ok());              // a pass missing
+  EXPECT_FALSE(verifySchedule(Fixed(gpipe, {B(0), F(0), F(1), B(1)}), 2, 1, 2).ok());  // backward first
+  EXPECT_FALSE(verifySchedule(Fixed(gpipe, {F(0), F(0), B(0), B(1)}), 2, 1, 2).ok());  // twice
 }
 
 TEST(Schedule, UnknownNameIsAnError) {
   EXPECT_TRUE(makeSchedule("gpipe").ok());
-  EXPECT_FALSE(makeSchedule("zero-bubble").ok());
+  EXPECT_TRUE(makeSchedule("1f1b").ok());
+  auto bad = makeSchedule("zero-bubble");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("available: gpipe, 1f1b"), std::string::npos) << bad.status().message();
+}
+
+TEST(Schedule, OneChunkUnlessInterleaved) {
+  const Status s = OneFOneBSchedule().check({0, 2, 2, 4});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--schedule interleaved"), std::string::npos) << s.message();
 }
 
 }  // namespace

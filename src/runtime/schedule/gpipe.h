@@ -1,7 +1,8 @@
-// Hydrozoa's schedule (Hydrozoa §3.2, Figure 2; GPipe): all forward passes
-// of the iteration's microbatches in order, then all backward passes in
-// reverse order, so the last stage starts backward on the microbatch whose
-// activations are freshest.
+// GPipe (Huang et al. 2019) and Hydrozoa's schedule (Hydrozoa §3.2, Figure
+// 2): all forward passes of the step's microbatches in order, then all
+// backward passes in reverse order, so the last stage starts backward on the
+// microbatch whose activations are freshest; then the flush. A stage holds
+// the activations of all M microbatches at its peak.
 #pragma once
 
 #include "runtime/schedule/schedule.h"
@@ -11,7 +12,7 @@ namespace hydrozoa::runtime {
 class GPipeSchedule final : public Schedule {
  public:
   const char* name() const override { return "gpipe"; }
-  std::vector<Action> actions(int stage, int stages, int microbatches) const override;
+  std::vector<Action> computeOrder(const PipelineShape& shape) const override;
 };
 
 }  // namespace hydrozoa::runtime

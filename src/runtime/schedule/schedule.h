@@ -1,8 +1,19 @@
-// Pipeline schedules (GPipe, Huang et al. 2019; docs/train.md): the order in which a stage runs the
-// forward and backward passes of an iteration's microbatches. The worker
-// interprets the actions (where inputs come from, where outputs go), so a
-// schedule is only an order; GPipe first, 1F1B and others later, without
-// touching the transport.
+// Pipeline schedules (docs/schedules.md): the order in which one stage runs
+// an iteration's forward and backward passes, its transfers with its
+// neighbours, its gradient synchronisation and its optimizer step.
+//
+// A schedule says the order of a stage's forward and backward passes
+// (computeOrder); lowerFlushed() turns that order into the actions the step
+// executor runs (runtime/exec/step_executor.h): each pass is preceded by the
+// receive of what it consumes and followed by the send of what it produces,
+// to the neighbouring virtual stage, and the step ends with the wait for the
+// gradient allreduce and one optimizer step (a flush). A schedule is one file
+// here plus one line in registry.cc; its time and memory model is one file in
+// src/plan/cost/.
+//
+// Virtual stages: with `chunks` v > 1 (interleaved), stage s holds model
+// chunks s, s + p, ..., s + (v−1)p of the p·v consecutive pieces of the
+// model; the piece after chunk c of stage p−1 is chunk c+1 of stage 0.
 #pragma once
 
 #include <memory>
@@ -13,29 +24,86 @@
 
 namespace hydrozoa::runtime {
 
-enum class ActionKind { kForward, kBackward };
+enum class ActionKind {
+  kForward,
+  kBackward,
+  kRecv,           // take what a neighbour sent (posted ahead by the executor)
+  kSend,           // send what the previous pass produced to a neighbour
+  kSyncWait,       // wait for the gradient allreduce across the stage's replicas
+  kOptimizerStep,  // apply the step's gradients
+};
+
+// What a transfer carries.
+enum class Payload { kActivation, kGradient };
 
 struct Action {
-  ActionKind kind;
-  int microbatch;
-  bool operator==(const Action& o) const { return kind == o.kind && microbatch == o.microbatch; }
+  ActionKind kind = ActionKind::kForward;
+  int microbatch = 0;
+  int chunk = 0;
+  // The step the action belongs to, relative to the one being run (0; an
+  // asynchronous schedule may begin the next step's microbatches early).
+  int step = 0;
+  // kRecv/kSend: the neighbouring stage (0-based pipeline position) and what
+  // travels; the peer's chunk follows from the virtual stage order.
+  int peer = -1;
+  Payload payload = Payload::kActivation;
+  // kBackward: the last backward pass of its chunk in the step, during which
+  // the chunk's gradients become final and their allreduce starts.
+  bool final = false;
+
+  bool operator==(const Action& o) const {
+    return kind == o.kind && microbatch == o.microbatch && chunk == o.chunk && step == o.step && peer == o.peer &&
+           payload == o.payload && final == o.final;
+  }
+};
+
+// "F3", "B3c1" (chunk 1), "recv act mb3 c0 from 2", "sync", "step".
+std::string toString(const Action& a);
+
+// Which stage runs a schedule, and over what.
+struct PipelineShape {
+  int stage = 0, stages = 1;
+  int chunks = 1;        // model chunks per stage (interleaved)
+  int microbatches = 1;  // per replica and step
+
+  int virtualStage(int chunk) const { return chunk * stages + stage; }
+  int virtualStages() const { return chunks * stages; }
+  bool firstVirtual(int chunk) const { return virtualStage(chunk) == 0; }
+  bool lastVirtual(int chunk) const { return virtualStage(chunk) == virtualStages() - 1; }
 };
 
 class Schedule {
  public:
   virtual ~Schedule() = default;
   virtual const char* name() const = 0;
-  // The actions of `stage` (0-based, of `stages`) for one iteration of
-  // `microbatches` microbatches. Every microbatch appears once forward and
-  // once backward, its forward first.
-  virtual std::vector<Action> actions(int stage, int stages, int microbatches) const = 0;
+  // OK when the schedule can run `shape`; otherwise one line naming the
+  // constraint and the fix.
+  virtual Status check(const PipelineShape& shape) const;
+  // The forward and backward passes of the shape's stage in one step, in
+  // order (kForward/kBackward only). Every (microbatch, chunk) appears once
+  // each way, forward first.
+  virtual std::vector<Action> computeOrder(const PipelineShape& shape) const = 0;
+  // Everything the stage does in one step.
+  virtual std::vector<Action> actions(const PipelineShape& shape) const;
 };
 
-// "gpipe" (the default).
-Result<std::unique_ptr<Schedule>> makeSchedule(const std::string& name);
+// computeOrder with its transfers, the final backward of each chunk marked,
+// and the flush at the end: kSyncWait, kOptimizerStep.
+std::vector<Action> lowerFlushed(const std::vector<Action>& compute, const PipelineShape& shape);
 
-// Index of the last backward action (its microbatch's gradients finish the
-// step's gradients, so the allreduce buckets start during it); −1 if none.
-int lastBackward(const std::vector<Action>& actions);
+// The registered schedules (registry.cc), by name.
+Result<std::unique_ptr<Schedule>> makeSchedule(const std::string& name);
+std::vector<std::string> scheduleNames();
+
+// Runs every stage's actions against each other, as the workers would: a
+// receive waits for its send, everything else proceeds. OK when every stage
+// finishes; an error naming the stuck stages and actions when they deadlock,
+// or when a stage's actions are not a valid step (a pass missing or twice, a
+// backward before its forward, a send with nothing to send).
+Status verifySchedule(const Schedule& schedule, int stages, int chunks, int microbatches);
+
+// The most microbatches whose activations a stage holds at once (forwards
+// done, backwards not yet) over its actions, summed over chunks.
+int peakStashed(const std::vector<Action>& actions);
 
 }  // namespace hydrozoa::runtime

@@ -1,0 +1,188 @@
+#include "runtime/schedule/schedule.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace hydrozoa::runtime {
+
+std::string toString(const Action& a) {
+  const std::string chunk = a.chunk > 0 ? fmt::format("c{}", a.chunk) : "";
+  const std::string step = a.step != 0 ? fmt::format("@{:+d}", a.step) : "";
+  switch (a.kind) {
+    case ActionKind::kForward:
+      return fmt::format("F{}{}{}", a.microbatch, chunk, step);
+    case ActionKind::kBackward:
+      return fmt::format("B{}{}{}{}", a.microbatch, chunk, step, a.final ? "*" : "");
+    case ActionKind::kRecv:
+    case ActionKind::kSend:
+      return fmt::format("{} {} mb{} c{}{} {} {}", a.kind == ActionKind::kRecv ? "recv" : "send",
+                         a.payload == Payload::kActivation ? "act" : "grad", a.microbatch, a.chunk, step,
+                         a.kind == ActionKind::kRecv ? "from" : "to", a.peer);
+    case ActionKind::kSyncWait:
+      return "sync";
+    case ActionKind::kOptimizerStep:
+      return "step";
+  }
+  return "?";
+}
+
+Status Schedule::check(const PipelineShape& shape) const {
+  if (shape.chunks != 1) {
+    return invalidArgument(fmt::format("the {} schedule runs one model chunk per stage, not {}; use --schedule "
+                                       "interleaved for more, or leave --chunks out",
+                                       name(), shape.chunks));
+  }
+  return Status();
+}
+
+std::vector<Action> Schedule::actions(const PipelineShape& shape) const {
+  return lowerFlushed(computeOrder(shape), shape);
+}
+
+std::vector<Action> lowerFlushed(const std::vector<Action>& compute, const PipelineShape& shape) {
+  std::map<int, size_t> lastBackward;  // chunk -> index in `compute`
+  for (size_t i = 0; i < compute.size(); ++i) {
+    if (compute[i].kind == ActionKind::kBackward) lastBackward[compute[i].chunk] = i;
+  }
+  auto stageOf = [&](int virtualStage) { return virtualStage % shape.stages; };
+  std::vector<Action> out;
+  out.reserve(3 * compute.size() + 2);
+  for (size_t i = 0; i < compute.size(); ++i) {
+    const Action& a = compute[i];
+    const int v = shape.virtualStage(a.chunk);
+    Action transfer = a;
+    if (a.kind == ActionKind::kForward) {
+      transfer.payload = Payload::kActivation;
+      if (!shape.firstVirtual(a.chunk)) {
+        transfer.kind = ActionKind::kRecv;
+        transfer.peer = stageOf(v - 1);
+        out.push_back(transfer);
+      }
+      out.push_back(a);
+      if (!shape.lastVirtual(a.chunk)) {
+        transfer.kind = ActionKind::kSend;
+        transfer.peer = stageOf(v + 1);
+        out.push_back(transfer);
+      }
+    } else {
+      transfer.payload = Payload::kGradient;
+      transfer.final = false;
+      if (!shape.lastVirtual(a.chunk)) {
+        transfer.kind = ActionKind::kRecv;
+        transfer.peer = stageOf(v + 1);
+        out.push_back(transfer);
+      }
+      Action backward = a;
+      backward.final = lastBackward[a.chunk] == i;
+      out.push_back(backward);
+      if (!shape.firstVirtual(a.chunk)) {
+        transfer.kind = ActionKind::kSend;
+        transfer.peer = stageOf(v - 1);
+        out.push_back(transfer);
+      }
+    }
+  }
+  out.push_back({ActionKind::kSyncWait});
+  out.push_back({ActionKind::kOptimizerStep});
+  return out;
+}
+
+int peakStashed(const std::vector<Action>& actions) {
+  int now = 0, peak = 0;
+  for (const Action& a : actions) {
+    if (a.kind == ActionKind::kForward) peak = std::max(peak, ++now);
+    if (a.kind == ActionKind::kBackward) --now;
+  }
+  return peak;
+}
+
+Status verifySchedule(const Schedule& schedule, int stages, int chunks, int microbatches) {
+  struct StageRun {
+    PipelineShape shape;
+    std::vector<Action> actions;
+    size_t next = 0;
+    std::set<std::tuple<int, int, int>> forwarded, backwarded;  // (step, chunk, mb)
+    std::set<std::tuple<int, int, int, int>> have;              // received: (payload, step, chunk, mb)
+  };
+  std::vector<StageRun> runs(stages);
+  for (int s = 0; s < stages; ++s) {
+    runs[s].shape = {s, stages, chunks, microbatches};
+    HZ_RETURN_IF_ERROR(schedule.check(runs[s].shape));
+    runs[s].actions = schedule.actions(runs[s].shape);
+  }
+  // Messages sent and not yet received: (from, to, payload, step, virtual edge, mb).
+  std::multiset<std::tuple<int, int, int, int, int, int>> wire;
+  auto edgeOf = [&](const Action& a, const PipelineShape& shape) {
+    const int v = shape.virtualStage(a.chunk);
+    const bool towardsNext = (a.kind == ActionKind::kSend) == (a.payload == Payload::kActivation);
+    return towardsNext ? v : v - 1;  // the edge between virtual stages e and e+1
+  };
+  auto fail = [&](int s, const Action& a, const std::string& why) {
+    return internalError(fmt::format("schedule {} ({} stages, {} chunks, {} microbatches): stage {} at \"{}\": {}",
+                                     schedule.name(), stages, chunks, microbatches, s, toString(a), why));
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < stages; ++s) {
+      StageRun& r = runs[s];
+      while (r.next < r.actions.size()) {
+        const Action& a = r.actions[r.next];
+        const auto key = std::make_tuple(a.step, a.chunk, a.microbatch);
+        const int payload = static_cast<int>(a.payload);
+        const bool pass = a.kind != ActionKind::kSyncWait && a.kind != ActionKind::kOptimizerStep;
+        if (pass && (a.chunk < 0 || a.chunk >= chunks || a.microbatch < 0 || a.microbatch >= microbatches)) {
+          return fail(s, a, "microbatch or chunk out of range");
+        }
+        if (a.kind == ActionKind::kRecv) {
+          const auto msg = std::make_tuple(a.peer, s, payload, a.step, edgeOf(a, r.shape), a.microbatch);
+          auto it = wire.find(msg);
+          if (it == wire.end()) break;  // waits for the peer
+          wire.erase(it);
+          r.have.insert({payload, a.step, a.chunk, a.microbatch});
+        } else if (a.kind == ActionKind::kSend) {
+          const bool produced = a.payload == Payload::kActivation ? r.forwarded.count(key) : r.backwarded.count(key);
+          if (!produced) return fail(s, a, "sends what no pass has produced yet");
+          wire.insert({s, a.peer, payload, a.step, edgeOf(a, r.shape), a.microbatch});
+        } else if (a.kind == ActionKind::kForward) {
+          if (!r.shape.firstVirtual(a.chunk) && !r.have.count({0, a.step, a.chunk, a.microbatch})) {
+            return fail(s, a, "runs before its input was received");
+          }
+          if (!r.forwarded.insert(key).second) return fail(s, a, "a second forward pass of one microbatch");
+        } else if (a.kind == ActionKind::kBackward) {
+          if (!r.forwarded.count(key)) return fail(s, a, "a backward pass before its forward pass");
+          if (!r.shape.lastVirtual(a.chunk) && !r.have.count({1, a.step, a.chunk, a.microbatch})) {
+            return fail(s, a, "runs before its output's gradient was received");
+          }
+          if (!r.backwarded.insert(key).second) return fail(s, a, "a second backward pass of one microbatch");
+        }
+        ++r.next;
+        progress = true;
+      }
+    }
+  }
+  std::string stuck;
+  for (int s = 0; s < stages; ++s) {
+    const StageRun& r = runs[s];
+    if (r.next < r.actions.size()) stuck += fmt::format(" stage {} waits at \"{}\";", s, toString(r.actions[r.next]));
+  }
+  if (!stuck.empty()) {
+    return internalError(fmt::format("schedule {} ({} stages, {} chunks, {} microbatches) deadlocks:{}", schedule.name(),
+                                     stages, chunks, microbatches, stuck));
+  }
+  for (int s = 0; s < stages; ++s) {
+    const size_t want = static_cast<size_t>(chunks) * microbatches;
+    if (runs[s].forwarded.size() < want || runs[s].backwarded.size() < want) {
+      return internalError(fmt::format("schedule {}: stage {} runs {} forward and {} backward passes of the {} it has",
+                                       schedule.name(), s, runs[s].forwarded.size(), runs[s].backwarded.size(), want));
+    }
+  }
+  if (!wire.empty()) return internalError(fmt::format("schedule {}: {} messages sent are never received",
+                                                      schedule.name(), wire.size()));
+  return Status();
+}
+
+}  // namespace hydrozoa::runtime

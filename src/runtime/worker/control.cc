@@ -1,0 +1,121 @@
+#include "runtime/worker/worker_impl.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/memory.h"
+
+namespace hydrozoa::runtime {
+
+void Worker::controlLoop() {
+  const auto interval = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(role_.job.heartbeat_interval));
+  auto nextBeat = Clock::now();
+  auto flush = [this] {
+    std::deque<Json> out;
+    {
+      std::lock_guard<std::mutex> lock(outMu_);
+      out.swap(outbox_);
+    }
+    for (Json& m : out) control_->send(std::move(m));
+  };
+  while (!stopControl_) {
+    flush();
+    if (Clock::now() >= nextBeat) {
+      control_->send({{"type", "heartbeat"}, {"step", currentStep_.load()}, {"peak_memory", peakResidentBytes()}});
+      nextBeat = Clock::now() + interval;
+    }
+    // Sleeps until a message comes, post() or the end wakes it, or the next
+    // heartbeat is due (at most 50 ms): polling every few milliseconds cost
+    // two busy workers a wake-up each per 5 ms on cores they compute on.
+    const auto untilBeat = std::chrono::duration_cast<std::chrono::milliseconds>(nextBeat - Clock::now()).count();
+    Json m;
+    if (control_->receive(&m, static_cast<int>(std::clamp<std::int64_t>(untilBeat, 0, 50)))) onControl(m);
+  }
+  flush();
+}
+
+void Worker::onControl(const Json& m) {
+  const std::string type = m.value("type", "");
+  if (type == "stop") {
+    // A stop at a given step lets every worker finish the same steps (a
+    // clean, resumable stop); without one, stop now.
+    stopCheckpoint_ = m.value("checkpoint", false);
+    stopAt_ = m.value("at_step", std::int64_t{0});
+  } else if (type == "checkpoint") {
+    checkpointAt_ = m.value("step", std::int64_t{-1});
+  } else if (type == "continue") {
+    continueAt_ = m.value("step", std::int64_t{-1});
+  } else if (type == "done_ack") {
+    doneAcked_ = true;
+  } else if (type == "halt") {
+    std::int64_t completed = 0;
+    Json steps = Json::array();
+    {
+      std::lock_guard<std::mutex> lock(stateMu_);
+      halted_ = true;
+      completed = completedStep_;
+      steps.push_back(completed);
+      if (before_.step >= 0 && before_.step == completed - 1) steps.push_back(before_.step);
+    }
+    haltSeen_ = true;
+    control_->send({{"type", "halted"}, {"completed", completed}, {"can_save", steps}, {"stage", role_.stage}});
+  } else if (type == "save") {
+    const std::int64_t step = m.value("step", std::int64_t{-1});
+    std::string problem;
+    {
+      std::lock_guard<std::mutex> lock(stateMu_);
+      if (!halted_ || (completedStep_ != step && before_.step != step)) {
+        problem = fmt::format("asked to save step {} but this worker has done {}", step, completedStep_);
+      } else if (auto dir = checkpointDir(step); !dir.ok()) {
+        problem = dir.status().message();
+      } else {
+        Status s = completedStep_ == step ? saveStage(*dir, stage_->model(), *optimizer_) : saveSnapshot(*dir);
+        if (shipsCheckpoints()) s = shipCheckpoint(step, *dir, s);
+        if (!s.ok()) problem = s.message();
+      }
+    }
+    if (problem.empty()) {
+      control_->send({{"type", "checkpoint"}, {"step", step}, {"stage", role_.stage}});
+    } else {
+      control_->send({{"type", "save_failed"}, {"step", step}, {"message", problem}});
+    }
+  }
+}
+
+void Worker::post(Json message) {
+  if (!controlRunning_) {
+    control_->send(std::move(message));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(outMu_);
+    outbox_.push_back(std::move(message));
+  }
+  control_->wake();
+}
+
+bool Worker::pollControl() {
+  if (haltSeen_) throw Halted();
+  const std::int64_t at = stopAt_.load();
+  return at < 0 || currentStep_.load() < at;
+}
+
+// NOTE [Holding at an epoch's end]
+// A scaling rule reads the epoch's test accuracy, so its decision comes
+// after the epoch's evaluation. With hold_at_epoch_end the workers say
+// "boundary" once the epoch is evaluated and saved, and wait: "continue"
+// (the same replicas) goes on at once; "stop" ends this generation there,
+// and the coordinator starts the next one from that checkpoint.
+bool Worker::holdAtEpochEnd(std::int64_t global) {
+  post({{"type", "boundary"}, {"step", global}});
+  for (;;) {
+    if (haltSeen_) throw Halted();
+    if (continueAt_.load() == global) return true;
+    if (stopAt_.load() >= 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+}  // namespace hydrozoa::runtime

@@ -1,0 +1,48 @@
+#include "runtime/worker/role.h"
+
+#include "core/limits.h"
+#include "wire/control.h"
+
+namespace hydrozoa::runtime {
+
+Result<Role> parseRole(const Json& a) {
+  Role r;
+  ObjectReader o(a, "assign");
+  r.generation = static_cast<int>(o.integer("generation", 0, 1 << 30));
+  r.rank = static_cast<int>(o.integer("rank", 0, kWorkersRange.max - 1));
+  r.world = static_cast<int>(o.integer("world_size", 1, kWorkersRange.max));
+  r.replica = static_cast<int>(o.integer("replica", 0, kWorkersRange.max - 1));
+  r.replicas = static_cast<int>(o.integer("replicas", 1, kWorkersRange.max));
+  r.stage = static_cast<int>(o.integer("stage", 0, kWorkersRange.max - 1));
+  r.stages = static_cast<int>(o.integer("stages", 1, kWorkersRange.max));
+  r.first_layer = static_cast<int>(o.integer("first_layer", 0, kLayersRange.max));
+  r.last_layer = static_cast<int>(o.integer("last_layer", 0, kLayersRange.max));
+  r.microbatch_size = o.integer("microbatch_size", 1, kSamplesRange.max);
+  r.microbatches = o.integer("microbatches", 1, kMicrobatchesRange.max);
+  r.train_size = o.integer("train_size", 1, kSamplesRange.max);
+  r.test_size = o.integer("test_size", 0, kSamplesRange.max);
+  r.start_step = o.integer("start_step", 0, kStepsRange.max);
+  r.total_steps = o.integer("total_steps", 0, kStepsRange.max);
+  r.stop_step = o.integer("stop_step", 0, kStepsRange.max);
+  r.epoch_start_step = o.integer("epoch_start_step", 0, kStepsRange.max);
+  r.first_epoch = o.integer("first_epoch", 0, kStepsRange.max);
+  r.global_batch = o.integer("global_batch", 1, kSamplesRange.max);
+  r.lr_factor = o.positive("lr_factor");
+  r.hold_at_epoch_end = o.boolean("hold_at_epoch_end");
+  r.shared_memory = o.boolean("shared_memory");
+  r.listen_host = o.string("listen_host");
+  r.checkpoint_root = o.string("checkpoint_root");
+  r.trace_path = o.string("trace_path");
+  r.checkpoint = o.optString("checkpoint").value_or("");
+  r.schedule = o.optString("schedule").value_or("gpipe");
+  if (const Json* cpus = o.raw("cpus"); cpus && cpus->is_array()) {
+    for (const auto& c : *cpus) r.cpus.push_back(c.get<int>());
+  }
+  r.cpus_shared = o.boolean("cpus_shared");
+  const Json& job = o.object("job");
+  HZ_RETURN_IF_ERROR(o.status());
+  HZ_ASSIGN_OR_RETURN(r.job, cluster::parseJobSpec(job, "assign.job"));
+  return r;
+}
+
+}  // namespace hydrozoa::runtime

@@ -1,0 +1,44 @@
+// A worker's role in its generation: what the coordinator's "assign"
+// message says (built by the coordinator, cluster/coordinator.cc).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cluster/job_spec.h"
+#include "core/files.h"
+#include "core/status.h"
+
+namespace hydrozoa::runtime {
+
+// What the coordinator assigns (the "assign" message).
+struct Role {
+  int generation = 0, rank = 0, world = 1;
+  int replica = 0, replicas = 1, stage = 0, stages = 1;
+  int first_layer = 0, last_layer = 0;
+  std::int64_t microbatch_size = 1, microbatches = 1;
+  std::int64_t train_size = 0, test_size = 0;
+  std::int64_t start_step = 0;  // global step to start from
+  std::int64_t total_steps = 0;  // the job's (the LR schedule runs over these)
+  std::int64_t stop_step = 0;    // where this run stops
+  // This generation's epochs (cluster/scaling/epochs.h): epoch first_epoch
+  // begins at global step epoch_start_step, each has the sampler's steps at
+  // global_batch; the learning rate is the schedule's times lr_factor.
+  std::int64_t epoch_start_step = 0, first_epoch = 0, global_batch = 0;
+  double lr_factor = 1;
+  bool hold_at_epoch_end = false;  // NOTE [Holding at an epoch's end]
+  bool shared_memory = false;      // the stage's replicas share this host (NOTE [Shared-memory allreduce])
+  std::string listen_host, trace_path, checkpoint, schedule = "gpipe";
+  // Where checkpoints go: a directory this worker reaches (output.checkpoint_dir,
+  // a shared filesystem), or "" : shipped to the coordinator (wire/file_transfer.h).
+  std::string checkpoint_root;
+  std::vector<int> cpus;  // cores for the compute thread; empty: any
+  bool cpus_shared = false;  // other workers' compute threads run on them too (NOTE [Cores for compute threads])
+  cluster::JobSpec job;
+};
+
+// The assign message, every field checked (ranges from core/limits.h).
+Result<Role> parseRole(const Json& assign);
+
+}  // namespace hydrozoa::runtime

@@ -1,0 +1,133 @@
+#include "runtime/worker/worker_impl.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "wire/file_transfer.h"
+
+namespace hydrozoa::runtime {
+
+std::vector<torch::Tensor> Worker::stageBuffers() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& layer : stage_->model().layers) {
+    for (const auto& b : layer.module->buffers()) out.push_back(b);
+  }
+  return out;
+}
+
+void Worker::snapshot() {
+  torch::NoGradGuard guard;
+  const std::vector<torch::Tensor> params = stage_->model().parameters();
+  const std::vector<torch::Tensor> buffers = stageBuffers();
+  auto copyInto = [](torch::Tensor& to, const torch::Tensor& from) {
+    if (!to.defined() || !to.sizes().equals(from.sizes()) || to.dtype() != from.dtype()) {
+      to = from.detach().clone();
+    } else {
+      to.copy_(from);
+    }
+  };
+  before_.params.resize(params.size());
+  before_.optim.resize(params.size());
+  before_.buffers.resize(buffers.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    copyInto(before_.params[i], params[i]);
+    ParamState now = optimizerStateOf(*optimizer_, params[i]);
+    ParamState& kept = before_.optim[i];
+    if (kept.size() != now.size()) kept.assign(now.size(), {});
+    for (size_t k = 0; k < now.size(); ++k) {
+      kept[k].first = now[k].first;
+      copyInto(kept[k].second, now[k].second);
+    }
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) copyInto(before_.buffers[i], buffers[i]);
+  before_.step = completedStep_;
+}
+
+// The worker is halted and ends after this: its live state is overwritten
+// with the step before, then saved the usual way.
+Status Worker::saveSnapshot(const std::string& dir) {
+  torch::NoGradGuard guard;
+  std::vector<torch::Tensor> params = stage_->model().parameters();
+  std::vector<torch::Tensor> buffers = stageBuffers();
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].copy_(before_.params[i]);
+    optimizer_->state().erase(c10::guts::to_string(params[i].unsafeGetTensorImpl()));
+    setOptimizerStateOf(*optimizer_, params[i], before_.optim[i]);
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(before_.buffers[i]);
+  completedStep_ = before_.step;
+  return saveStage(dir, stage_->model(), *optimizer_);
+}
+
+// A fresh directory only this process writes, on this worker's host:
+// under $TMPDIR or /tmp, named hydrozoa-w<id>-<what>-XXXXXX (mkdtemp, 0700).
+Result<std::string> privateDir(int worker, const char* what) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = fmt::format("{}/hydrozoa-w{}-{}-XXXXXX", tmp && *tmp ? tmp : "/tmp", worker, what);
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return ioError(fmt::format("{}: cannot create a directory for a checkpoint: {}", pattern, std::strerror(errno)));
+  }
+  return pattern;
+}
+
+Result<std::string> Worker::checkpointDir(std::int64_t globalStep) const {
+  if (shipsCheckpoints()) return privateDir(args_.id, fmt::format("step{}", globalStep).c_str());
+  const std::string dir = fmt::format("{}/step-{:08d}.partial", role_.checkpoint_root, globalStep);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return ioError(fmt::format("{}: cannot create it: {}", dir, ec.message()));
+  return dir;
+}
+
+Status Worker::shipCheckpoint(std::int64_t globalStep, const std::string& dir, Status saved) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  Status s = std::move(saved);
+  for (size_t i = 0; i < files.size() && s.ok(); ++i) {
+    s = wire::sendFile(*control_, {{"step", globalStep}, {"stage", role_.stage}}, files[i]);
+  }
+  std::filesystem::remove_all(dir, ec);
+  return s;
+}
+
+Result<std::string> Worker::fetchCheckpoint() {
+  HZ_ASSIGN_OR_RETURN(const std::string dir, privateDir(args_.id, "restore"));
+  const auto t0 = Clock::now();
+  for (int layer = role_.first_layer; layer <= role_.last_layer; ++layer) {
+    const std::string file = layerFileName(layer);
+    if (Status s = wire::fetchFile(*control_, {{"stage", role_.stage}}, file, dir + "/" + file,
+                                   [](const Json& m) { return m.value("type", "") != "stop"; });
+        !s.ok()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      return s;
+    }
+  }
+  spdlog::info("fetched layers {}-{} of {} from the coordinator in {:.2f} s", role_.first_layer, role_.last_layer,
+               role_.checkpoint, since(t0));
+  return dir;
+}
+
+void Worker::checkpoint(std::int64_t globalStep) {
+  synchronizeBuffers();
+  if (role_.replica != 0) return;  // replicas hold identical parameters and optimizer state
+  auto dir = checkpointDir(globalStep);
+  if (!dir.ok()) throw std::runtime_error(dir.status().message());
+  TraceSpan span(trace_, "checkpoint", "checkpoint", TraceThread::kCompute);
+  Status s = saveStage(*dir, stage_->model(), *optimizer_);
+  // Sent from here, before the "checkpoint" posted after them (one socket, in order).
+  if (shipsCheckpoints()) s = shipCheckpoint(globalStep, *dir, s);
+  if (!s.ok()) throw std::runtime_error(s.message());
+  post({{"type", "checkpoint"}, {"step", globalStep}, {"stage", role_.stage}});
+}
+
+}  // namespace hydrozoa::runtime

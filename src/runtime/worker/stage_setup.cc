@@ -1,0 +1,209 @@
+#include "runtime/worker/worker_impl.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/limits.h"
+#include "data/dataset.h"
+#include "model/model.h"
+#include "plan/cost/allreduce.h"
+#include "runtime/exec/tags.h"
+
+namespace hydrozoa::runtime {
+namespace {
+
+constexpr int kShapeSlots = 16;  // dtype, rank, dimensions
+
+}  // namespace
+
+Status Worker::build() {
+  const cluster::JobSpec& job = role_.job;
+  torch::set_num_threads(job.threads);
+  HZ_ASSIGN_OR_RETURN(auto schedule, makeSchedule(role_.schedule));
+  schedule_ = std::move(schedule);
+  HZ_RETURN_IF_ERROR(schedule_->check({role_.stage, role_.stages, 1, static_cast<int>(role_.microbatches)}));
+  HZ_ASSIGN_OR_RETURN(model::Model m,
+                      model::buildModel({job.model, job.model_options}, {job.seed, role_.first_layer, role_.last_layer}));
+  const model::InputSpec input = m.input;
+  const model::TaskSpec task = m.task;
+  // NOTE [Devices]: "auto" takes a GPU when this libtorch has CUDA and the
+  // host has one; workers on one host share its GPUs round-robin by rank.
+  if (job.device == "cuda" || (job.device == "auto" && torch::cuda::is_available())) {
+    if (!torch::cuda::is_available()) {
+      return invalidArgument("training.device is cuda but no CUDA device is usable here (Debian's libtorch is CPU-only)");
+    }
+    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(role_.rank % torch::cuda::device_count()));
+    m.to(device_);
+  }
+  inShape_.device = outShape_.device = device_;
+  stage_ = std::make_unique<StageExecutor>(std::move(m), lastStage(), job.seed, trace_);
+  optimizer_ = makeOptimizer(job.optimizer, stage_->model().parameters());
+  if (!role_.checkpoint.empty()) {
+    std::string dir = role_.checkpoint;
+    if (shipsCheckpoints()) {
+      HZ_ASSIGN_OR_RETURN(dir, fetchCheckpoint());
+    }
+    const Status loaded = loadStage(dir, stage_->model(), *optimizer_);
+    std::error_code ec;
+    if (shipsCheckpoints()) std::filesystem::remove_all(dir, ec);
+    HZ_RETURN_IF_ERROR(loaded);
+  }
+
+  // Every worker follows the same sampler (microbatch sizes); only stage 0
+  // (inputs) and the last stage (labels) read the data.
+  data::SamplerOptions so;
+  so.dataset_size = role_.train_size;
+  so.global_batch = role_.global_batch;
+  so.replicas = role_.replicas;
+  so.microbatch_size = role_.microbatch_size;
+  so.seed = job.seed;
+  so.shuffle = job.shuffle;
+  so.drop_last = job.drop_last;
+  trainSampler_.emplace(so);
+  if (const char* record = std::getenv("HYDROZOA_RECORD_SAMPLES"); record && *record && firstStage()) {
+    sampleLog_ = std::make_unique<std::ofstream>(role_.trace_path + ".samples", std::ios::app);
+  }
+  if (job.eval && role_.test_size > 0) {
+    so.dataset_size = role_.test_size;
+    so.shuffle = false;
+    so.drop_last = false;
+    testSampler_.emplace(so);
+  }
+  if (firstStage() || lastStage()) {
+    data::DataSpec ds;
+    ds.kind = job.dataset;
+    ds.path = job.data_path;
+    ds.seq_len = input.kind == model::InputKind::kTokens ? input.shape.at(0) : 0;
+    ds.synthetic_train = job.synthetic_train;
+    ds.synthetic_test = job.synthetic_test;
+    ds.synthetic_input = input;
+    ds.synthetic_task = task;
+    ds.seed = job.seed;
+    const int depth = static_cast<int>(2 * role_.microbatches);
+    HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
+    trainLoader_ = std::make_unique<data::PrefetchLoader>(train, *trainSampler_, role_.replica, depth);
+    if (testSampler_) {
+      HZ_ASSIGN_OR_RETURN(auto test, data::openDataset(ds, data::Split::kTest));
+      testLoader_ = std::make_unique<data::PrefetchLoader>(test, *testSampler_, role_.replica, depth);
+    }
+  }
+
+  TransportOptions to;
+  // The rendezvous: the coordinator's store, at the endpoint of this
+  // worker's control connection (NOTE [The rendezvous], coordinator.cc).
+  to.store_endpoint = args_.join;
+  to.store_name = fmt::format("w{}.store", args_.id);
+  to.store_token = args_.token;
+  to.prefix = fmt::format("gen{}", role_.generation);
+  to.listen_host = role_.listen_host;
+  to.rank = role_.rank;
+  to.world_size = role_.world;
+  to.stage = role_.stage;
+  to.stages = role_.stages;
+  to.replica = role_.replica;
+  to.replicas = role_.replicas;
+  to.cuda = device_.is_cuda();  // NCCL on GPUs, Gloo on CPUs
+  if (role_.shared_memory) {
+    // A slot holds every bucket of a step, each padded to 64 bytes (NOTE
+    // [Shared-memory allreduce]); a worker pinned to a core of its own waits
+    // there by spinning (on a shared core it would take the core from the
+    // peer it waits for, so it sleeps).
+    for (const torch::Tensor& p : stage_->model().parameters()) to.shared_memory_bytes += p.nbytes() + 64;
+    to.shared_memory_bytes = std::max<Bytes>(to.shared_memory_bytes, 1);
+    to.spin = !role_.cpus.empty() && !role_.cpus_shared;
+  }
+  HZ_ASSIGN_OR_RETURN(transport_, connectTransport(to));
+  // Buckets as PyTorch DDP sizes them: 1 MB first, 25 MB after (plan/cost/allreduce.h).
+  sync_ = std::make_unique<GradientSync>(transport_.get(), stage_->layerParameters(), plan::kFirstBucketBytes,
+                                         plan::kBucketBytes, trace_);
+  channels_ = std::make_unique<Channels>(*transport_, trace_, [this](int stage) { return rankOf(stage); });
+  HZ_RETURN_IF_ERROR(exchangeShapes());
+  const PipelineShape shape{role_.stage, role_.stages, 1, static_cast<int>(role_.microbatches)};
+  executor_ = std::make_unique<StepExecutor>(
+      *schedule_, shape, std::vector<ChunkParts>{{stage_.get(), sync_.get(), inShape_, outShape_}}, *channels_,
+      trainLoader_.get(), device_, trace_, [this](std::int64_t step) { applyUpdate(step); });
+  // NOTE [Cores for compute threads]: with a core of its own, the compute
+  // thread is never queued behind its neighbour's; the helper threads
+  // (transfers, data, heartbeats) stay free to run on any of the process's
+  // cores. Those started above inherit that; those started later (the
+  // loaders' producers, built above, and the control thread) would inherit
+  // the compute thread's core, and so are put back on helperCpus_: with the
+  // loader sharing the compute core, a ResNet-18 1x1 step took 400 ms where
+  // its profile said 273 ms, while the other core sat idle.
+  if (!role_.cpus.empty()) {
+    if (!runThreadOn(role_.cpus)) {
+      spdlog::warn("could not pin the compute thread to cores {}: {}", fmt::join(role_.cpus, ","), std::strerror(errno));
+    } else {
+      spdlog::info("compute thread pinned to core{} {}", role_.cpus.size() == 1 ? "" : "s", fmt::join(role_.cpus, ","));
+    }
+  }
+  return Status();
+}
+
+// Each stage learns the per-sample shape and type of what it receives, and
+// tells the next stage what it sends, by running one sample through itself.
+Status Worker::exchangeShapes() {
+  if (firstStage()) {
+    const model::InputSpec& in = stage_->model().input;
+    inShape_.dims = in.shape;
+    inShape_.dtype = in.kind == model::InputKind::kTokens ? torch::kLong : torch::kFloat;
+  } else {
+    torch::Tensor header = torch::zeros({kShapeSlots}, torch::TensorOptions(torch::kLong).device(device_));
+    Inbound& fromPrev = channels_->in(role_.stage - 1, Payload::kActivation);
+    fromPrev.expect(shapeTag(0), shapeTag(0), header, "shape");
+    header = fromPrev.take(shapeTag(0)).cpu();
+    const auto* h = header.data_ptr<std::int64_t>();
+    // The peer is checked like any input before anything is allocated from it:
+    // a known type, a rank that fits the header, every dimension positive, and
+    // one microbatch no larger than this machine's memory.
+    if (h[0] != 0 && h[0] != 1) {
+      return internalError(fmt::format("stage {} sent an unknown tensor type {} for its output", role_.stage - 1, h[0]));
+    }
+    if (h[1] < 1 || h[1] > kShapeSlots - 2) {
+      return internalError(fmt::format("stage {} sent a tensor rank of {}; expected 1 to {}", role_.stage - 1, h[1],
+                                       kShapeSlots - 2));
+    }
+    const std::int64_t elementBytes = h[0] == 1 ? 8 : 4;
+    std::int64_t bytes = saturatingMul(elementBytes, role_.microbatch_size);
+    for (std::int64_t i = 0; i < h[1]; ++i) {
+      if (h[2 + i] < 1) {
+        return internalError(fmt::format("stage {} sent dimension {} of its output as {}; expected at least 1",
+                                         role_.stage - 1, i, h[2 + i]));
+      }
+      bytes = saturatingMul(bytes, h[2 + i]);
+    }
+    const std::int64_t physical = static_cast<std::int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE);
+    if (bytes > std::max<std::int64_t>(physical, kGiB)) {
+      return internalError(fmt::format("stage {} sent an output shape whose microbatch of {} needs more than {}, "
+                                       "more than this machine's memory",
+                                       role_.stage - 1, role_.microbatch_size, formatBytes(bytes)));
+    }
+    inShape_.dtype = h[0] == 1 ? torch::kLong : torch::kFloat;
+    inShape_.dims.assign(h + 2, h + 2 + h[1]);
+  }
+  const torch::Tensor probe = torch::zeros(inShape_.buffer(1).sizes(),
+                                           torch::TensorOptions(inShape_.dtype).device(device_));
+  const torch::Tensor out = stage_->evaluate(probe);
+  outShape_.dims.assign(out.sizes().begin() + 1, out.sizes().end());
+  outShape_.dtype = out.scalar_type();
+  if (!lastStage()) {
+    if (outShape_.dims.size() + 2 > kShapeSlots) return internalError("tensor rank too high to exchange");
+    torch::Tensor header = torch::zeros({kShapeSlots}, torch::kLong);
+    auto* h = header.data_ptr<std::int64_t>();
+    h[0] = outShape_.dtype == torch::kLong ? 1 : 0;
+    h[1] = static_cast<std::int64_t>(outShape_.dims.size());
+    for (size_t i = 0; i < outShape_.dims.size(); ++i) h[2 + i] = outShape_.dims[i];
+    Outbound& toNext = channels_->out(role_.stage + 1, Payload::kActivation);
+    toNext.send(shapeTag(0), header.to(device_), "shape");
+    toNext.flush();
+  }
+  return Status();
+}
+
+}  // namespace hydrozoa::runtime

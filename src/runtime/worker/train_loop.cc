@@ -1,0 +1,174 @@
+#include "runtime/worker/worker_impl.h"
+
+#include <fmt/format.h>
+
+#include "runtime/exec/tags.h"
+
+namespace hydrozoa::runtime {
+
+std::vector<std::int64_t> Worker::microbatchSizes(const data::EpochSampler& sampler, std::int64_t step) const {
+  std::vector<std::int64_t> sizes;
+  const int n = sampler.microbatches(step, role_.replica);
+  for (int mb = 0; mb < n; ++mb) sizes.push_back(sampler.microbatchSize(step, role_.replica, mb));
+  return sizes;
+}
+
+void Worker::recordSamples(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep) {
+  const data::EpochSampler& sampler = *trainSampler_;
+  if (sampleEpoch_ != epoch) {
+    samplePermutation_ = sampler.permutation(epoch);
+    sampleEpoch_ = epoch;
+  }
+  *sampleLog_ << globalStep << ' ' << epoch << ' ' << role_.replica;
+  for (int mb = 0; mb < sampler.microbatches(stepInEpoch, role_.replica); ++mb) {
+    for (std::int64_t i : sampler.indicesIn(samplePermutation_, stepInEpoch, role_.replica, mb)) *sampleLog_ << ' ' << i;
+  }
+  *sampleLog_ << '\n';
+  sampleLog_->flush();
+}
+
+void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep) {
+  const auto t0 = Clock::now();
+  if (sampleLog_) recordSamples(epoch, stepInEpoch, globalStep);
+  const data::EpochSampler& sampler = *trainSampler_;
+  StepInput in;
+  in.step = globalStep;
+  in.sizes = microbatchSizes(sampler, stepInEpoch);
+  in.stepSamples = static_cast<double>(sampler.stepSamples(stepInEpoch));
+  in.firstMicrobatch = role_.replica * role_.microbatches;
+  const StepStats stats = executor_->run(in);
+  Json report = {{"type", "step"},
+                 {"step", globalStep},
+                 {"epoch", epoch},
+                 {"compute_s", stats.compute},
+                 {"wait_s", stats.wait},
+                 {"allreduce_s", stats.allreduce},
+                 {"iteration_s", since(t0)}};
+  if (lastStage()) {
+    report["loss"] = stats.lossSum;
+    report["samples"] = stats.samples;
+  }
+  post(std::move(report));
+}
+
+std::int64_t Worker::epochOf(std::int64_t globalStep) const {
+  return role_.first_epoch + (globalStep - role_.epoch_start_step) / trainSampler_->stepsPerEpoch();
+}
+
+void Worker::applyUpdate(std::int64_t globalStep) {
+  TraceSpan span(trace_, "optimizer step", "compute", TraceThread::kCompute, {{"step", globalStep}});
+  const double lr = role_.lr_factor * scheduledLearningRate(role_.job.optimizer, role_.job.lr_schedule, globalStep,
+                                                            epochOf(globalStep), role_.total_steps);
+  setLearningRate(*optimizer_, lr);
+  std::lock_guard<std::mutex> lock(stateMu_);
+  if (halted_) throw Halted();
+  if (keepSnapshots_) snapshot();
+  optimizer_->step();
+  optimizer_->zero_grad();
+  completedStep_ = globalStep + 1;
+}
+
+void Worker::evaluate(std::int64_t epoch) {
+  if (!testSampler_) return;
+  const data::EpochSampler& sampler = *testSampler_;
+  if (testLoader_) testLoader_->start(0, 0);
+  double lossSum = 0, correct = 0, count = 0;
+  TraceSpan span(trace_, fmt::format("evaluate epoch {}", epoch), "eval", TraceThread::kCompute);
+  Inbound* fromPrev = firstStage() ? nullptr : &channels_->in(role_.stage - 1, Payload::kActivation);
+  Outbound* toNext = lastStage() ? nullptr : &channels_->out(role_.stage + 1, Payload::kActivation);
+  for (std::int64_t step = 0; step < sampler.stepsPerEpoch(); ++step) {
+    const std::vector<std::int64_t> sizes = microbatchSizes(sampler, step);
+    for (size_t mb = 0; mb < sizes.size(); ++mb) {
+      const int tag = evalTag(static_cast<int>(mb), 0);
+      if (fromPrev) fromPrev->expect(tag, tag, inShape_.buffer(sizes[mb]), "eval");
+    }
+    for (size_t mb = 0; mb < sizes.size(); ++mb) {
+      const int tag = evalTag(static_cast<int>(mb), 0);
+      data::Batch batch;
+      if (testLoader_) {
+        batch = testLoader_->next();
+        batch.inputs = batch.inputs.to(device_);
+        batch.labels = batch.labels.to(device_);
+      }
+      const torch::Tensor input = fromPrev ? fromPrev->take(tag) : batch.inputs;
+      const torch::Tensor out = stage_->evaluate(input);
+      if (toNext) {
+        toNext->send(tag, out, "eval");
+        continue;
+      }
+      const torch::Tensor logits = out.reshape({-1, out.size(-1)});
+      const torch::Tensor labels = batch.labels.reshape({-1});
+      lossSum += torch::nn::functional::cross_entropy(
+                     logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                     .item<double>();
+      correct += logits.argmax(1).eq(labels).sum().item<double>();
+      count += static_cast<double>(labels.numel());
+    }
+    if (toNext) toNext->flush();
+  }
+  if (lastStage()) {
+    post({{"type", "eval"}, {"epoch", epoch}, {"loss_sum", lossSum}, {"correct", correct}, {"count", count}});
+  }
+}
+
+// Replicas of a stage saw different microbatches, so their BatchNorm running
+// statistics differ; average them before evaluating or saving.
+void Worker::synchronizeBuffers() {
+  if (role_.replicas <= 1) return;
+  torch::NoGradGuard guard;
+  for (auto& layer : stage_->model().layers) {
+    for (auto& b : layer.module->buffers()) {
+      if (!b.is_floating_point()) continue;
+      transport_->allreduceStage(b)->wait();
+      b.div_(role_.replicas);
+    }
+  }
+}
+
+void Worker::train() {
+  const cluster::JobSpec& job = role_.job;
+  const std::int64_t perEpoch = trainSampler_->stepsPerEpoch();
+  // Global steps from the beginning of this generation's first epoch.
+  auto sinceStart = [this](std::int64_t global) { return global - role_.epoch_start_step; };
+  std::int64_t global = role_.start_step;
+  while (global < role_.stop_step && !stopRequested_) {
+    const std::int64_t epoch = role_.first_epoch + sinceStart(global) / perEpoch;
+    const std::int64_t first = sinceStart(global) % perEpoch;
+    if (trainLoader_) trainLoader_->start(epoch, first);
+    for (std::int64_t step = first; step < perEpoch && global < role_.stop_step; ++step) {
+      currentStep_ = global;
+      if (!pollControl()) {
+        stopRequested_ = true;
+        if (stopCheckpoint_ && global > role_.start_step) checkpoint(global);
+        return;
+      }
+      trace_.setEnabled(step - first < job.trace_steps || step < job.trace_steps);
+      iteration(epoch, step, global);
+      ++global;
+      if (checkpointAt_.load() >= 0 && global - 1 == checkpointAt_.load()) {
+        checkpoint(global);
+        checkpointAt_ = -1;
+      }
+    }
+    trace_.setEnabled(true);
+    const bool epochDone = sinceStart(global) % perEpoch == 0;
+    if (epochDone) {
+      synchronizeBuffers();
+      if (job.eval) evaluate(epoch);
+      const std::int64_t completed = epoch + 1;
+      const bool hold = role_.hold_at_epoch_end && global < role_.stop_step;
+      if ((job.checkpoint_every_epochs > 0 && completed % job.checkpoint_every_epochs == 0 && global < role_.stop_step) ||
+          hold) {
+        checkpoint(global);
+      }
+      if (hold && !holdAtEpochEnd(global)) stopRequested_ = true;
+    } else if (global == role_.stop_step && job.eval) {
+      synchronizeBuffers();
+      evaluate(epoch);  // stopped mid-epoch (max_steps): still report accuracy
+    }
+    (void)trace_.flush(role_.trace_path);
+  }
+  if (!stopRequested_) checkpoint(global);  // the final weights
+}
+
+}  // namespace hydrozoa::runtime

@@ -1,0 +1,169 @@
+// The worker process's state, shared by the files of src/runtime/worker/
+// (private to them; the public entry point is runtime/worker.h):
+//   lifecycle.cc   join, run, the exit codes
+//   control.cc     the control thread (NOTE [The control thread])
+//   stage_setup.cc the stage's layers, data, transport and shapes
+//   train_loop.cc  epochs, steps, evaluation
+//   snapshot.cc    checkpoints: saving, shipping, fetching, the step before
+// A step itself runs in the step executor (runtime/exec/step_executor.h).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/cpus.h"
+#include "data/loader.h"
+#include "data/sampler.h"
+#include "runtime/checkpoint.h"
+#include "runtime/comm/transport.h"
+#include "runtime/exec/step_executor.h"
+#include "runtime/grad_sync.h"
+#include "runtime/optimizer.h"
+#include "runtime/schedule/schedule.h"
+#include "runtime/stage.h"
+#include "runtime/trace.h"
+#include "runtime/worker.h"
+#include "runtime/worker/role.h"
+#include "wire/control.h"
+
+namespace hydrozoa::runtime {
+
+using Clock = std::chrono::steady_clock;
+
+inline double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Thrown on the compute thread once the coordinator halts the generation
+// (it lost a worker and is recovering).
+struct Halted : std::runtime_error {
+  Halted() : std::runtime_error("halted: the job lost a worker and is recovering") {}
+};
+
+// A fresh directory only this process writes, on this worker's host:
+// under $TMPDIR or /tmp, named hydrozoa-w<id>-<what>-XXXXXX (mkdtemp, 0700).
+Result<std::string> privateDir(int worker, const char* what);
+
+class Worker {
+ public:
+  explicit Worker(const WorkerArgs& args) : args_(args) {}
+  int run();
+
+ private:
+  Status join();
+  Status build();
+  Status exchangeShapes();
+  void train();
+  // One training step through the step executor, then its report.
+  void iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep);
+  // The update of global step `globalStep` (kOptimizerStep), under stateMu_.
+  void applyUpdate(std::int64_t globalStep);
+  // The epoch global step `globalStep` belongs to.
+  std::int64_t epochOf(std::int64_t globalStep) const;
+  void evaluate(std::int64_t epoch);
+  void synchronizeBuffers();
+  void checkpoint(std::int64_t globalStep);
+  // False when told to stop there (NOTE [Holding at an epoch's end]).
+  bool holdAtEpochEnd(std::int64_t global);
+  // False once told to stop (at this step or now).
+  bool pollControl();
+  // NOTE [The control thread]
+  // Once training starts, one thread owns the control socket: it sends what
+  // the compute thread posts, the heartbeats, and answers the coordinator:
+  // stop and checkpoint requests, "done_ack", and during a recovery "halt"
+  // (stop before the next optimizer step and say how many steps are done)
+  // and "save" (write this stage's state at that step from here, since the
+  // compute thread may be blocked on a peer that is gone).
+  void controlLoop();
+  void onControl(const Json& m);
+  void post(Json message);
+  void report(const std::string& kind, const std::string& message);
+  // Where this worker writes a step's files: the shared checkpoint
+  // directory's step-N.partial/, or (shipped) a fresh private directory on
+  // its own host, gone once shipped.
+  Result<std::string> checkpointDir(std::int64_t globalStep) const;
+  bool shipsCheckpoints() const { return role_.checkpoint_root.empty(); }
+  // A saved step's files to the coordinator (when `saved` is OK), then gone
+  // from here either way (shipped mode).
+  Status shipCheckpoint(std::int64_t globalStep, const std::string& dir, Status saved);
+  // The assigned checkpoint's files of this stage, fetched from the
+  // coordinator into a fresh private directory (the caller removes it).
+  Result<std::string> fetchCheckpoint();
+
+  bool firstStage() const { return role_.stage == 0; }
+  bool lastStage() const { return role_.stage == role_.stages - 1; }
+  // This replica's worker of `stage` (ranks are replica-major).
+  int rankOf(int stage) const { return role_.rank - role_.stage + stage; }
+  std::vector<std::int64_t> microbatchSizes(const data::EpochSampler& sampler, std::int64_t step) const;
+
+  WorkerArgs args_;
+  Role role_;
+  std::unique_ptr<wire::ControlClient> control_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<StageExecutor> stage_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<Schedule> schedule_;
+  std::optional<data::EpochSampler> trainSampler_, testSampler_;
+  // NOTE [Recording sample ids]
+  // With $HYDROZOA_RECORD_SAMPLES set, stage 0 appends "global_step epoch
+  // replica id id ..." per step to <trace_path>.samples: tests check with it
+  // that every sample is used once per epoch, across changes of replicas.
+  std::unique_ptr<std::ofstream> sampleLog_;
+  std::int64_t sampleEpoch_ = -1;
+  std::vector<std::int64_t> samplePermutation_;
+  void recordSamples(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep);
+  std::unique_ptr<data::PrefetchLoader> trainLoader_, testLoader_;
+  std::unique_ptr<Channels> channels_;
+  std::unique_ptr<StepExecutor> executor_;
+  SampleShape inShape_, outShape_;
+  torch::Device device_ = torch::kCPU;
+  TraceRecorder trace_{true};
+  std::atomic<std::int64_t> currentStep_{0};
+  std::thread controlThread_;
+  std::vector<int> helperCpus_ = usableCpus();  // the process's cores, for threads started after pinning
+  std::atomic<bool> controlRunning_{false}, stopControl_{false}, doneAcked_{false};
+  std::mutex outMu_;
+  std::deque<Json> outbox_;  // posted by the compute thread, sent by the control thread
+  // The optimizer step vs. a save from the control thread: under stateMu_,
+  // completedStep_ counts the global steps whose update is applied, and
+  // once halted_ no further update is.
+  std::mutex stateMu_;
+  std::int64_t completedStep_ = 0;
+  bool halted_ = false;
+  // NOTE [The step before]
+  // Replicas of a stage update in lockstep, but stages do not: when a worker
+  // is lost, a stage whose allreduce did not involve it may complete one
+  // step more than the lost worker's stage. So that the survivors still
+  // share a step, each worker of a replicated pipeline keeps its stage's
+  // state from before its last update (a copy per step of the parameters,
+  // optimizer state and buffers; memory for one more copy of them).
+  struct Snapshot {
+    std::int64_t step = -1;
+    std::vector<torch::Tensor> params, buffers;
+    std::vector<ParamState> optim;
+  };
+  Snapshot before_;
+  bool keepSnapshots_ = false;
+  void snapshot();             // under stateMu_, before an update
+  std::vector<torch::Tensor> stageBuffers() const;
+  Status saveSnapshot(const std::string& dir);  // under stateMu_, halted
+  std::atomic<bool> haltSeen_{false};
+  std::atomic<std::int64_t> checkpointAt_{-1};  // on-request checkpoint after this global step
+  std::atomic<std::int64_t> stopAt_{-1};        // stop before this global step (all workers alike)
+  std::atomic<std::int64_t> continueAt_{-1};    // go on past the epoch end at this global step
+  std::atomic<bool> stopCheckpoint_{false};     // and checkpoint there first
+  bool stopRequested_ = false;
+};
+
+}  // namespace hydrozoa::runtime
