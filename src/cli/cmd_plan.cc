@@ -1,12 +1,14 @@
 // `hydrozoa plan`: the best hybrid-parallel plan for a worker budget.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/log.h"
+#include "core/table.h"
 #include "core/units.h"
 #include "model/zoo.h"
 #include "plan/plan.h"
@@ -22,7 +24,7 @@ struct PlanArgs {
   std::string workers, memory, bandwidth, global_batch, objective = "fastest";
   std::string data_parallel, stages, microbatch_size, microbatches, partition;
   std::string microbatch_sizes, optimizer = "sgd_momentum", max_microbatches = "64", graph_batch_size = "1";
-  std::string alpha, beta, latency, host_cores, threads;
+  std::string alpha, beta, latency, host_cores, threads, schedule = "gpipe";
   bool all_strategies = false;
   bool shared_memory = false;
 };
@@ -120,7 +122,52 @@ std::string memoryCapNote(const plan::Catalog& catalog, const plan::SearchOption
                      others.empty() ? "" : ", or ");
 }
 
+// The plan for --schedule: one schedule's best plan, or with "auto" every
+// schedule's, shown side by side (unless `json`), the best by the objective
+// chosen.
+Result<plan::Plan> planSchedules(const PlanArgs& a, const profile::Profile& prof, const plan::Catalog& catalog,
+                                 plan::SearchOptions o, bool json) {
+  if (a.schedule != "auto") {
+    HZ_ASSIGN_OR_RETURN(o.schedule, plan::parseSchedule(a.schedule, "--schedule"));
+    HZ_ASSIGN_OR_RETURN(plan::SearchResult result, plan::searchPlan(prof, catalog, o));
+    return plan::makePlan(result, prof, o, catalog.name);
+  }
+  TextTable table({"", "schedule", "strategy", "microbatches", "iteration", "samples/s", "memory/worker", "staleness",
+                   "note"},
+                  {false, false, false, true, true, true, true, false, false});
+  std::optional<plan::Plan> best;
+  std::optional<plan::Candidate> bestRow;
+  std::vector<std::pair<plan::ScheduleKind, Result<plan::SearchResult>>> results;
+  for (plan::ScheduleKind kind : plan::allSchedules()) {
+    o.schedule = kind;
+    auto result = plan::searchPlan(prof, catalog, o);
+    if (result.ok() && (!bestRow || plan::betterCandidate(result->best(), *bestRow, o.objective))) {
+      bestRow = result->best();
+      best = plan::makePlan(*result, prof, o, catalog.name);
+    }
+    results.emplace_back(kind, std::move(result));
+  }
+  for (const auto& [kind, result] : results) {
+    if (!result.ok()) {
+      table.addRow({"", plan::scheduleName(kind), "-", "-", "-", "-", "-", "-", result.status().message()});
+      continue;
+    }
+    const plan::Candidate& c = result->best();
+    Bytes memory = 0;
+    for (const plan::StageDetail& d : c.stage_details) memory = std::max(memory, d.memory);
+    const bool chosen = best && best->schedule == kind;
+    table.addRow({chosen ? "*" : "", plan::scheduleName(kind), fmt::format("{}×{}", c.data_parallel, c.stages),
+                  fmt::format("{} × {}", c.microbatches, c.microbatch_size), formatSeconds(c.iteration),
+                  fmt::format("{:.1f}", c.samples_per_second), formatBytes(memory), "0", ""});
+  }
+  if (!best) return results.front().second.status();
+  if (!json) std::cout << "Schedules (the best plan of each; * chosen, " << plan::objectiveName(o.objective) << "):\n"
+                       << table.render() << "\n";
+  return *best;
+}
+
 Status runPlan(const PlanArgs& a, bool json) {
+  if (a.schedule != "auto") HZ_RETURN_IF_ERROR(plan::parseSchedule(a.schedule, "--schedule").status());
   HZ_ASSIGN_OR_RETURN(auto globalBatch, optionalCount(a.global_batch, "--global-batch", kSamplesRange));
   HZ_ASSIGN_OR_RETURN(profile::Profile prof, obtainProfile(a, globalBatch));
   HZ_ASSIGN_OR_RETURN(plan::Catalog catalog, plan::loadCatalog(a.platform));
@@ -204,8 +251,7 @@ Status runPlan(const PlanArgs& a, bool json) {
 
   const std::string capped = memoryCapNote(catalog, o);
   if (!capped.empty()) spdlog::warn("{}", capped);
-  HZ_ASSIGN_OR_RETURN(plan::SearchResult result, plan::searchPlan(prof, catalog, o));
-  const plan::Plan chosen = plan::makePlan(result, prof, o, catalog.name);
+  HZ_ASSIGN_OR_RETURN(const plan::Plan chosen, planSchedules(a, prof, catalog, o, json));
   if (!json && !capped.empty()) std::cout << "Note: " << capped << "\n";
   if (!json && !globalBatch) {
     // Without a global batch, the largest batch that fits wins on throughput;
@@ -264,6 +310,10 @@ void addPlanCommand(CLI::App& app, Status* status) {
   cmd->add_option("--microbatch-size", args->microbatch_size, "Pin the microbatch size");
   cmd->add_option("--microbatches", args->microbatches, "Pin the number of microbatches per iteration");
   cmd->add_option("--partition", args->partition, "Pin the stages as layer ranges, e.g. 0-3,4-9,10-17");
+  cmd->add_option("--schedule", args->schedule,
+                  "Pipeline schedule to plan for: gpipe, 1f1b, or auto (every schedule's best plan side by side, "
+                  "the best chosen; docs/schedules.md)")
+      ->capture_default_str();
   cmd->add_option("--max-microbatches", args->max_microbatches, "Largest microbatch count searched without a global batch")
       ->capture_default_str();
   cmd->add_flag("--shared-memory", args->shared_memory,

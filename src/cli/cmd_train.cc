@@ -17,6 +17,7 @@
 #include "cluster/coordinator.h"
 #include "cluster/job_spec.h"
 #include "core/units.h"
+#include "plan/cost/schedules.h"
 #include "runtime/worker.h"
 
 namespace hydrozoa::cli {
@@ -57,7 +58,7 @@ struct TrainArgs {
   std::string data_parallel, stages, microbatches, microbatch_size, max_steps, epochs, seed, workers, global_batch;
   std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
   std::string scaling, min_replicas, max_replicas, every_epochs;
-  std::string partition, account, slurm_args, coordinator_host;
+  std::string partition, account, slurm_args, coordinator_host, schedule;
   bool no_progress = false, replan = false, refresh_profile = false;
 };
 
@@ -86,6 +87,10 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
   if (!a.seed.empty()) {
     HZ_ASSIGN_OR_RETURN(std::int64_t seed, parseCount(a.seed, "--seed", {0, INT64_MAX}));
     s->seed = static_cast<std::uint64_t>(seed);
+  }
+  if (!a.schedule.empty()) {
+    HZ_RETURN_IF_ERROR(plan::parseSchedule(a.schedule, "--schedule").status());
+    s->schedule = a.schedule;
   }
   if (!a.launcher.empty()) s->launcher = a.launcher;
   if (!a.partition.empty()) s->slurm.partition = a.partition;
@@ -219,6 +224,9 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_option("--stages", a->stages, "Pin the number of pipeline stages");
   cmd->add_option("--microbatches", a->microbatches, "Pin the number of microbatches per step");
   cmd->add_option("--microbatch-size", a->microbatch_size, "Pin the microbatch size");
+  cmd->add_option("--schedule", a->schedule,
+                  "Pipeline schedule: gpipe (default) or 1f1b (the same training, fewer activations held; "
+                  "docs/schedules.md)");
   cmd->add_option("--max-steps", a->max_steps,
                   "Stop this run after this many steps in all, with a checkpoint (--resume goes on to the job's end)");
   cmd->add_option("--epochs", a->epochs, "Epochs to train");

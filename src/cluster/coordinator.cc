@@ -371,7 +371,7 @@ void Job::sendAssign(const WorkerState& w) {
                  {"checkpoint_root", spec_.checkpoint_dir.empty() ? "" : run_.checkpointsDir()},
                  {"trace_path", run_.workerTrace(w.id)},
                  {"checkpoint", checkpoint_},
-                 {"schedule", "gpipe"},
+                 {"schedule", plan::scheduleName(gen_.schedule)},
                  {"cpus", cpusOf(w)},
                  {"cpus_shared", coresShared()},
                  {"job", jobSpecToJson(spec_)}};

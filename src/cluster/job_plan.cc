@@ -190,6 +190,9 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   o.stages = spec.stages;
   o.microbatch_size = spec.microbatch_size;
   o.microbatches = spec.microbatches;
+  if (spec.schedule) {
+    HZ_ASSIGN_OR_RETURN(o.schedule, plan::parseSchedule(*spec.schedule, "plan.schedule"));
+  }
   return o;
 }
 
@@ -217,6 +220,9 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
   if (!spec.plan_file.empty()) {
     HZ_ASSIGN_OR_RETURN(plan::Plan p, plan::loadPlan(spec.plan_file));
     HZ_RETURN_IF_ERROR(checkPlan(p, model, spec, spec.plan_file));
+    if (spec.schedule) {  // the pin runs the plan's stages with another schedule
+      HZ_ASSIGN_OR_RETURN(p.schedule, plan::parseSchedule(*spec.schedule, "plan.schedule"));
+    }
     HZ_RETURN_IF_ERROR(run.writeJson("plan.json", plan::planToJson(p)));
     return p;
   }
@@ -293,6 +299,7 @@ Result<plan::Plan> replanForReplicas(const JobSpec& spec, const plan::Plan& jobP
   o.data_parallel = replicas;
   o.global_batch = replicas * (spec.global_batch / jobPlan.data_parallel);
   o.all_strategies = true;  // fewer stages than workers allow may be faster
+  o.schedule = jobPlan.schedule;
   auto result = plan::searchPlan(prof, catalog, o);
   if (!result.ok()) {
     return Status(result.status().code(), fmt::format("re-planning for {} replicas on {} workers: {}", replicas,

@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "plan/cost/schedules.h"
+
 namespace hydrozoa::cluster {
 namespace {
 
@@ -168,6 +170,10 @@ void readPlan(ObjectReader& top, JobSpec* s) {
   if (auto v = r.optCount("stages", kWorkersRange)) s->stages = static_cast<int>(*v);
   s->microbatches = r.optCount("microbatches", kMicrobatchesRange);
   s->microbatch_size = r.optCount("microbatch_size", kSamplesRange);
+  s->schedule = r.optString("schedule");
+  if (s->schedule) {
+    r.adopt(plan::parseSchedule(*s->schedule, r.child("schedule")).status());
+  }
   s->objective = r.optString("objective").value_or(s->objective);
   r.rejectUnknownKeys();
   top.adopt(r.status());
@@ -407,6 +413,7 @@ Json jobSpecToJson(const JobSpec& s) {
   if (s.stages) plan["stages"] = *s.stages;
   if (s.microbatches) plan["microbatches"] = *s.microbatches;
   if (s.microbatch_size) plan["microbatch_size"] = *s.microbatch_size;
+  if (s.schedule) plan["schedule"] = *s.schedule;
   Json training = {{"epochs", s.epochs},
                    {"global_batch", s.global_batch},
                    {"optimizer",

@@ -105,6 +105,9 @@ struct JobSpec {
   std::string profile_file;  // plan from this profile instead of measuring one ("" : measure, or the cache)
   std::optional<int> data_parallel, stages;
   std::optional<std::int64_t> microbatches, microbatch_size;
+  // The pipeline schedule (plan.schedule, --schedule; docs/schedules.md):
+  // unset, the plan's (gpipe when planned here).
+  std::optional<std::string> schedule;
   std::string objective = "fastest";
   // scaling (policy at epoch boundaries; docs/scaling.md)
   ScalingSpec scaling;

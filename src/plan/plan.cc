@@ -54,6 +54,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
   p.pipeline_stages = c.stages;
   p.microbatch_size = c.microbatch_size;
   p.num_microbatches = c.microbatches;
+  p.schedule = o.schedule;
   for (const StageDetail& d : c.stage_details) {
     PlanStage s;
     s.first_layer = d.first_layer;
@@ -157,6 +158,7 @@ Json planToJson(const Plan& p) {
           {"strategy", {{"data_parallel", p.data_parallel}, {"pipeline_stages", p.pipeline_stages}}},
           {"microbatch_size", p.microbatch_size},
           {"num_microbatches", p.num_microbatches},
+          {"schedule", scheduleName(p.schedule)},
           {"global_batch", p.globalBatch()},
           {"stages", stages},
           {"predicted",
@@ -224,8 +226,12 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
   }
   p.microbatch_size = top.count("microbatch_size", kSamplesRange);
   p.num_microbatches = top.count("num_microbatches", kMicrobatchesRange);
+  const std::optional<std::string> schedule = top.optString("schedule");
   const Json& stages = top.array("stages", /*nonEmpty=*/true);
   HZ_RETURN_IF_ERROR(top.status());
+  if (schedule) {
+    HZ_ASSIGN_OR_RETURN(p.schedule, parseSchedule(*schedule, top.child("schedule")));
+  }
   // The global batch A·M·m is what every worker's loop runs over: one range.
   const std::int64_t globalBatch =
       saturatingMul(saturatingMul(p.data_parallel, p.microbatch_size), p.num_microbatches);
@@ -397,10 +403,10 @@ std::string renderPlanTable(const Plan& p) {
   }
   out += alts.render();
   out += fmt::format("\nChosen: {}×{} ({} data-parallel {} of a pipeline of {} stage{}), {} microbatch{} of {} = {} "
-                     "samples per iteration\n",
+                     "samples per iteration, schedule {}\n",
                      p.data_parallel, p.pipeline_stages, p.data_parallel, p.data_parallel == 1 ? "copy" : "copies",
                      p.pipeline_stages, p.pipeline_stages == 1 ? "" : "s", p.num_microbatches,
-                     p.num_microbatches == 1 ? "" : "es", p.microbatch_size, p.globalBatch());
+                     p.num_microbatches == 1 ? "" : "es", p.microbatch_size, p.globalBatch(), scheduleName(p.schedule));
   TextTable stages(
       {"stage", "layers", "fwd/mb", "bwd/mb", "params", "memory", "allreduce", "update", "worker", "$/h each"},
       {true, false, true, true, true, true, true, true, false, true});

@@ -59,6 +59,7 @@ struct Plan {
   // The decision.
   int data_parallel = 1, pipeline_stages = 1;
   std::int64_t microbatch_size = 1, num_microbatches = 1;
+  ScheduleKind schedule = ScheduleKind::kGPipe;  // plan.json "schedule" (absent: gpipe)
   std::vector<PlanStage> stages;
   // Predictions.
   // iteration = pipeline + allreduce + update (the update: what the iteration waits for beyond the allreduce)

@@ -133,6 +133,9 @@ class Searcher {
       for (Seconds& t : *times) t *= c.compute_scale;
     }
     problem.microbatches = M;
+    // The first stage holds the most microbatches' activations; every stage
+    // is partitioned within that (exact for GPipe, a bound for 1F1B).
+    problem.stashed = stashedMicrobatches(o_.schedule, 0, B, M);
     // Replicated pipelines keep each stage's state from before its last
     // update for recovery: a copy in memory, and copying it each step.
     const bool stepBefore = o_.recovery_copies && A > 1 && B > 1;
@@ -176,9 +179,9 @@ class Searcher {
         tails[s].update = stageUpdate[s];
         if (A > 1) tails[s].allreduce = sharedMemoryAllreduce(stageBytes[s], 0, A, *o_.shared_memory).total;
       }
-      c.pipeline = simulatedPipelineTime(ownCores, c.partition, M, host, tails);
+      c.pipeline = simulatedPipelineTime(ownCores, c.partition, M, host, tails, o_.schedule);
     } else {
-      c.pipeline = pipelineTime(ownCores, c.partition, M, host);
+      c.pipeline = pipelineTime(ownCores, c.partition, M, host, o_.schedule);
     }
     std::vector<WorkerSpec> workers;
     const bool fullHost = o_.host_cores > 0 && A * B * std::max(1, o_.threads) >= o_.host_cores;
@@ -197,7 +200,7 @@ class Searcher {
         d.parameter_bytes += profile_.layers[i].parameter_bytes;
         layerBackward.push_back(problem.costs.backward[i]);
       }
-      d.memory = stageMemory(*problem.memory, d.first_layer, d.last_layer, M);
+      d.memory = stageMemory(*problem.memory, d.first_layer, d.last_layer, stashedMicrobatches(o_.schedule, s, B, M));
       if (limit_ && d.memory > *limit_) {
         c.reason = fmt::format("stage {} (layers {}-{}) needs {}, more than {}", s, d.first_layer, d.last_layer,
                                formatBytes(d.memory), formatBytes(*limit_));
@@ -307,7 +310,7 @@ class Searcher {
 
  private:
   // GPipe keeps M microbatches of activations: the largest M that fits
-  // (binary search; memory grows with M).
+  // (binary search; memory grows with M, under 1F1B up to M = stages).
   Candidate largestFitting(int A, int B, const profile::Measurement& meas) {
     Candidate lowest = evaluate(A, B, meas, 1);
     if (!lowest.feasible) return lowest;
@@ -390,7 +393,7 @@ LeastPlan leastPlan(const profile::Profile& profile, const SearchOptions& o,
       }
       const MemoryCosts mem =
           memoryCosts(profile, meas, o.recovery_copies && A > 1 && B > 1, o.data_bytes, o.shared_memory && A > 1);
-      const Bytes need = leastMemory(mem, M, std::min(B, L));
+      const Bytes need = leastMemory(mem, stashedMicrobatches(o.schedule, 0, std::min(B, L), M), std::min(B, L));
       if (least.memory < 0 || need < least.memory) {
         least.memory = need;
         least.how = fmt::format("{}×{} with {} microbatch{} of {}", A, B, M, M == 1 ? "" : "es", meas.microbatch_size);
@@ -560,5 +563,7 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
   if (result.chosen < 0) return nothingFits(profile, o, searcher.limit(), result.considered, strategies);
   return result;
 }
+
+bool betterCandidate(const Candidate& a, const Candidate& b, Objective objective) { return better(a, b, objective); }
 
 }  // namespace hydrozoa::plan

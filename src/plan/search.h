@@ -89,6 +89,10 @@ struct SearchOptions {
   // 0: a core per worker thread, wherever the workers run.
   int host_cores = 0;
   int threads = 1;
+  // The pipeline schedule the plan's workers run (cost/schedules.h): its
+  // order sets the pipeline's time and how many microbatches' activations
+  // each stage holds.
+  ScheduleKind schedule = ScheduleKind::kGPipe;
   // Pins: when set, the search keeps them fixed.
   std::optional<int> data_parallel, stages;
   std::optional<std::int64_t> microbatch_size, microbatches;
@@ -132,6 +136,9 @@ struct Candidate {
   }
   int workersUsed() const { return data_parallel * stages; }
 };
+
+// Whether `a` is the better plan than `b` for `objective` (feasible first).
+bool betterCandidate(const Candidate& a, const Candidate& b, Objective objective);
 
 struct SearchResult {
   std::vector<Candidate> considered;  // one row per strategy

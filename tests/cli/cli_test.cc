@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -152,6 +153,35 @@ TEST_F(Cli, PredictBert12OnK80AsWritten) {
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ((*plan)["profile"]["device"], "k80");
   for (const auto& s : (*plan)["stages"]) EXPECT_LE(s["memory_bytes"].get<long>(), 12L * 1024 * 1024 * 1024);
+}
+
+// Issue 11 §3, as written: every schedule's best plan side by side, the
+// best by the objective chosen and written; 1F1B needs less memory.
+TEST_F(Cli, PlanEverySchedule) {
+  const Outcome r = run({"plan", "--model", "gpt", "-O", "layers=8", "-O", "hidden=256", "-O", "heads=4", "-O",
+                         "vocab=1024", "-O", "seq_len=128", "--device", "k80", "--workers", "8", "--global-batch",
+                         "64", "--schedule", "auto"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Schedules (the best plan of each"), std::string::npos) << r.out;
+  auto plan = readJsonFile(path("plan.json"));
+  ASSERT_TRUE(plan.ok());
+  const std::string chosen = (*plan)["schedule"].get<std::string>();
+  std::map<std::string, std::string> rows;  // schedule -> its row
+  std::istringstream lines(r.out.substr(0, r.out.find("\nPlan for")));
+  for (std::string line; std::getline(lines, line);) {
+    for (const char* name : {"gpipe", "1f1b"}) {
+      if (line.find(std::string(" ") + name + " ") != std::string::npos) rows[name] = line;
+    }
+  }
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_EQ(rows[chosen].find("  *  "), 0u) << r.out;
+  EXPECT_NE(r.out.find("schedule " + chosen), std::string::npos);
+  // Pinned: the plan says so.
+  ASSERT_EQ(run({"plan", "--model", "gpt", "--device", "k80", "--workers", "4", "--global-batch", "16", "--schedule",
+                 "1f1b"})
+                .code,
+            0);
+  EXPECT_EQ((*readJsonFile(path("plan.json")))["schedule"], "1f1b");
 }
 
 // Issue 9 §2: `--device cpu` calibrates this CPU per layer kind, says so,
@@ -334,6 +364,8 @@ TEST_F(Cli, OtherMistakes) {
   expectError({"plan", "--profile", p}, "--workers is required");
   expectError({"plan", "--profile", p, "--workers", "2", "--objective", "quickest"}, "unknown objective");
   expectError({"plan", "--profile", p, "--workers", "2", "--partition", "0-1,3-3"}, "--partition");
+  expectError({"plan", "--profile", p, "--workers", "2", "--schedule", "pipe"},
+              "--schedule: unknown pipeline schedule \"pipe\"; available: gpipe, 1f1b");
   expectError({"plan", "--profile", p, "--workers", "2", "-o", "/nonexistent-dir/plan.json", "--bandwidth", "1Gbit/s"},
               "/nonexistent-dir/plan.json");
 }

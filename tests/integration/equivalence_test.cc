@@ -11,7 +11,10 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "integration/harness.h"
+#include "plan/cost/schedules.h"
 #include "runtime/checkpoint.h"
 #include "runtime/reference.h"
 
@@ -44,6 +47,7 @@ struct Tolerance {
   double absolute = 0;   // added to the parameters' bound
   double lr = 0.1;
   std::string launcher;  // "": the default (containers where they can be made)
+  std::string schedule;  // "": the default (gpipe)
 };
 
 // The parameters saved in checkpoint `ckpt` equal `ref`'s, layer by layer.
@@ -71,17 +75,29 @@ std::string checkpointOf(const ScratchDir& dir, const std::string& run, int step
 // Runs `plan`, then the reference with the same (replicas, microbatch size),
 // and compares losses step by step and the final parameters.
 void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& t = {}) {
-  SCOPED_TRACE(::testing::Message() << model << " " << p.replicas << "x" << p.stages << " M=" << p.microbatches);
+  SCOPED_TRACE(::testing::Message() << model << " " << p.replicas << "x" << p.stages << " M=" << p.microbatches << " "
+                                    << (t.schedule.empty() ? "gpipe" : t.schedule));
   ScratchDir dir;
   std::ofstream(dir / "job.yaml") << jobYaml(model, t.lr, t.data);
   std::vector<std::string> args = {"train", "job.yaml", "--data-parallel", std::to_string(p.replicas), "--stages",
                                    std::to_string(p.stages), "--microbatches", std::to_string(p.microbatches),
                                    "--max-steps", std::to_string(t.steps), "--no-progress", "--out", "run"};
   if (!t.launcher.empty()) args.insert(args.end(), {"--launcher", t.launcher});
+  if (!t.schedule.empty()) args.insert(args.end(), {"--schedule", t.schedule});
   const auto r = runHydrozoa(dir.path().string(), args);
   ASSERT_EQ(r.code, 0) << r.err;
   const std::vector<double> losses = testing::stepLosses(dir / "run");
   ASSERT_EQ(losses.size(), static_cast<size_t>(t.steps));
+  if (!t.schedule.empty()) {
+    // Worker 0 (stage 0) ran the schedule's order of passes.
+    const auto kind = plan::parseSchedule(t.schedule, "schedule");
+    ASSERT_TRUE(kind.ok());
+    std::vector<std::string> want;
+    for (const plan::Pass& pass : plan::passOrder(*kind, 0, p.stages, p.microbatches)) {
+      want.push_back(fmt::format("{}{}", pass.backward ? 'B' : 'F', pass.microbatch));
+    }
+    EXPECT_EQ(testing::tracedPasses(dir / "run", 0, 0), want);
+  }
   if (t.launcher == "local" && p.replicas > 1) {
     std::ifstream log(dir.path() / "run" / "workers" / "worker-0.log");
     const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
@@ -123,6 +139,20 @@ TEST(Equivalence, ReplicasSummingThroughSharedMemory) {
 // Dropout draws the same masks however the layers are split.
 TEST(Equivalence, HybridWithDropout) {
   expectEquivalent("{name: mlp, options: {hidden: 32, depth: 2, dropout: 0.3}}", {2, 2, 3});
+}
+
+// 1F1B with a flush (PipeDream-Flush) is the same training as GPipe, only
+// in another order: warm-up, steady state and cool-down all run (M = 6 on 3
+// stages), with replicas and dropout too, and in a short last step with
+// fewer microbatches than stages.
+TEST(Equivalence, OneFOneBSchedule) {
+  Tolerance t;
+  t.schedule = "1f1b";
+  expectEquivalent(kMlp, {1, 3, 6}, t);
+  expectEquivalent("{name: mlp, options: {hidden: 32, depth: 2, dropout: 0.3}}", {2, 2, 3}, t);
+  t.data = "{dataset: synthetic, synthetic_train: 73, synthetic_test: 10}";
+  t.steps = 4;
+  expectEquivalent(kMlp, {1, 3, 4}, t);
 }
 
 // 73 samples: the epoch's last step has 1 sample, so two of the three

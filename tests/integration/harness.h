@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -147,6 +149,31 @@ inline std::vector<Json> metrics(const std::string& runDir) {
     if (!line.empty()) lines.push_back(Json::parse(line));
   }
   return lines;
+}
+
+// The forward and backward passes worker `pid` ran in global step `step`,
+// in the order they ran, from the run's trace.json: "F0", "B3", ...
+inline std::vector<std::string> tracedPasses(const std::string& runDir, int pid, std::int64_t step) {
+  std::ifstream in(runDir + "/trace.json");
+  const Json trace = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const Json& events = trace.is_object() ? trace["traceEvents"] : trace;
+  std::vector<std::pair<double, std::string>> passes;
+  for (const Json& e : events) {
+    const std::string name = e.value("name", "");
+    if (e.value("pid", -1) != pid || e.value("ph", "") != "X" || !e.contains("args") ||
+        e["args"].value("step", std::int64_t{-1}) != step) {
+      continue;
+    }
+    for (const char* kind : {"forward mb", "backward mb"}) {
+      if (name.rfind(kind, 0) == 0) {
+        passes.emplace_back(e.value("ts", 0.0), std::string(1, kind[0] == 'f' ? 'F' : 'B') + name.substr(std::strlen(kind)));
+      }
+    }
+  }
+  std::sort(passes.begin(), passes.end());
+  std::vector<std::string> out;
+  for (auto& p : passes) out.push_back(p.second);
+  return out;
 }
 
 inline std::vector<double> stepLosses(const std::string& runDir) {

@@ -48,6 +48,16 @@ TEST(PlanJson, RoundTrips) {
   EXPECT_EQ(planToJson(*back), planToJson(p));
   EXPECT_EQ(renderPlanTable(*back), renderPlanTable(p));
   EXPECT_TRUE(planToJson(p)["inputs"]["shared_memory_allreduce"].is_null());
+  // The schedule: written, read back; a plan from before schedules is GPipe's.
+  EXPECT_EQ(planToJson(p)["schedule"], "gpipe");
+  Plan oneF = p;
+  oneF.schedule = ScheduleKind::kOneFOneB;
+  auto read = planFromJson(planToJson(oneF), "plan.json");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->schedule, ScheduleKind::kOneFOneB);
+  Json old = planToJson(oneF);
+  old.erase("schedule");
+  EXPECT_EQ(planFromJson(old, "plan.json")->schedule, ScheduleKind::kGPipe);
   // Replicas summing through shared memory: the fit round-trips and the
   // header says so.
   Plan shm = p;
@@ -98,6 +108,8 @@ TEST(PlanJson, RejectsInconsistentPlans) {
       {[](Json& j) { j["stages"].push_back(j["stages"].back()); }, "must be consecutive"},
       {[](Json& j) { j["stages"].back()["last_layer"] = 5; j["stages"].back()["first_layer"] = 0; j["stages"] = Json::array({j["stages"].back()}); j["strategy"]["pipeline_stages"] = 1; }, "the model has 10 layers"},
       {[](Json& j) { j.erase("stages"); }, "plan.json.stages: missing"},
+      {[](Json& j) { j["schedule"] = "pipedream-9"; },
+       "plan.json.schedule: unknown pipeline schedule \"pipedream-9\"; available: gpipe, 1f1b"},
   };
   for (const auto& c : cases) {
     Json j = planToJson(samplePlan());

@@ -12,16 +12,6 @@ namespace {
 Action F(int mb) { return {ActionKind::kForward, mb}; }
 Action B(int mb) { return {ActionKind::kBackward, mb}; }
 
-std::vector<Action> compute(const std::vector<Action>& actions) {
-  std::vector<Action> out;
-  for (Action a : actions) {
-    if (a.kind != ActionKind::kForward && a.kind != ActionKind::kBackward) continue;
-    a.final = false;
-    out.push_back(a);
-  }
-  return out;
-}
-
 TEST(GPipeSchedule, AllForwardsThenAllBackwardsInReverse) {
   const auto a = GPipeSchedule().computeOrder({1, 3, 1, 3});
   EXPECT_EQ(a, (std::vector<Action>{F(0), F(1), F(2), B(2), B(1), B(0)}));

@@ -59,8 +59,8 @@ constexpr Seconds kNever = std::numeric_limits<Seconds>::infinity();
 // pessimistic otherwise: measured on 2 cores, VGG-11's 1x4 with few
 // microbatches ran in half its uniformly scaled prediction, as fast as its
 // 1x2 (bench/README.md). So the schedule is simulated: each stage works
-// through its actions in order (forwards 0..M−1, backwards M−1..0, as
-// runtime/schedule/gpipe.cc), an action starts when the previous one is done
+// through its passes in the schedule's order (cost/schedules.h, the order the
+// runtime runs: GPipe's forwards 0..M−1, backwards M−1..0), an action starts when the previous one is done
 // and its input has arrived, a transfer occupies its link (one at a time, as
 // R's c is a machine of the flow shop) and takes no core, and the n stages
 // computing at a moment (each on `replicas` workers with `threads` threads)
@@ -74,10 +74,12 @@ constexpr Seconds kNever = std::numeric_limits<Seconds>::infinity();
 // closed form of, and gives R exactly (tested). Measured with it, VGG-11's
 // 1x4 on 2 cores was planned within 7% of its run (bench/README.md).
 PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& host,
-                      const std::vector<StageTail>& tails) {
+                      const std::vector<StageTail>& tails, ScheduleKind schedule) {
   const int k = static_cast<int>(sc.forward.size());
   HZ_CHECK(tails.empty() || static_cast<int>(tails.size()) == k);
   const std::int64_t passes = 2 * M;  // then the tail's allreduce and update
+  std::vector<std::vector<Pass>> order(k);
+  for (int s = 0; s < k; ++s) order[s] = passOrder(schedule, s, k, M);
   const std::int64_t actions = passes + (tails.empty() ? 0 : 2);
   const double threadsPerStage = static_cast<double>(std::max(1, host.replicas)) * std::max(1, host.threads);
   // forward_in[s][m]: when stage s has microbatch m's activations (s ≥ 1);
@@ -86,7 +88,7 @@ PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& hos
   std::vector<std::vector<Seconds>> backward_in(k, std::vector<Seconds>(M, kNever));
   std::vector<Seconds> link_free(k, 0);  // link s−1 → s, both ways (index s)
   struct State {
-    std::int64_t next = 0;  // < M: forward of `next`; < 2M: backward of 2M−1−next; then the tail's two
+    std::int64_t next = 0;  // < 2M: order[s][next]; then the tail's two
     bool running = false;
     Seconds remaining = 0;  // of the running action, in seconds on a core of its own
     Seconds busy = 0, last_backward = 0, update_start = 0, end = 0;
@@ -94,9 +96,10 @@ PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& hos
   std::vector<State> st(k);
   auto ready = [&](int s) -> Seconds {  // when stage s's next action may start
     const std::int64_t a = st[s].next;
-    if (a < M) return s == 0 ? 0 : forward_in[s][a];
-    if (a < passes) return s == k - 1 ? 0 : backward_in[s][passes - 1 - a];
-    return 0;  // the tail follows the stage's own last backward pass
+    if (a >= passes) return 0;  // the tail follows the stage's own last pass
+    const Pass& p = order[s][a];
+    if (!p.backward) return s == 0 ? 0 : forward_in[s][p.microbatch];
+    return s == k - 1 ? 0 : backward_in[s][p.microbatch];
   };
   auto send = [&](int link, Seconds at, Seconds cut, Seconds* arrival) {
     const Seconds start = std::max(at, link_free[link]);
@@ -111,8 +114,7 @@ PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& hos
       State& x = st[s];
       if (!x.running && x.next < actions && ready(s) <= now) {
         x.running = true;
-        x.remaining = x.next < M        ? sc.forward[s]
-                      : x.next < passes ? sc.backward[s]
+        x.remaining = x.next < passes    ? (order[s][x.next].backward ? sc.backward[s] : sc.forward[s])
                       : x.next == passes ? tails[s].allreduce
                                          : tails[s].update;
         if (x.next == passes + 1) x.update_start = now;
@@ -123,7 +125,8 @@ PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& hos
     for (int s = 0; s < k; ++s) {
       if (!st[s].running && st[s].next < actions) step = std::min(step, ready(s) - now);
     }
-    const double rate = running ? std::min(1.0, host.cores / (running * threadsPerStage)) : 1.0;
+    // cores == 0: a core for every thread.
+    const double rate = running && host.cores > 0 ? std::min(1.0, host.cores / (running * threadsPerStage)) : 1.0;
     for (int s = 0; s < k; ++s) {
       if (st[s].running) step = std::min(step, st[s].remaining / rate);
     }
@@ -137,10 +140,10 @@ PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& hos
       if (x.remaining > 1e-12 * std::max<Seconds>(1, now)) continue;
       x.running = false;
       const std::int64_t a = x.next++;
-      if (a < M) {
-        if (s + 1 < k) send(s + 1, now, sc.cut_in[s + 1], &forward_in[s + 1][a]);
-      } else if (a < passes) {
-        if (s > 0) send(s, now, sc.cut_in[s], &backward_in[s - 1][passes - 1 - a]);
+      if (a < passes) {
+        const Pass& p = order[s][a];
+        if (!p.backward && s + 1 < k) send(s + 1, now, sc.cut_in[s + 1], &forward_in[s + 1][p.microbatch]);
+        if (p.backward && s > 0) send(s, now, sc.cut_in[s], &backward_in[s - 1][p.microbatch]);
         if (a == passes - 1) x.last_backward = now;
       }
       if (x.next == actions) {
@@ -174,15 +177,16 @@ PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& hos
 constexpr std::int64_t kSimulatedMicrobatches = 256;
 
 PipelineTime simulatedPipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches,
-                                   const HostShare& host, const std::vector<StageTail>& tails) {
+                                   const HostShare& host, const std::vector<StageTail>& tails,
+                                   ScheduleKind schedule) {
   HZ_CHECK(microbatches >= 1);
   const StageCosts sc = stageCosts(costs, partition);
   PipelineTime sim;
   if (microbatches <= kSimulatedMicrobatches) {
-    sim = simulate(sc, microbatches, host, tails);
+    sim = simulate(sc, microbatches, host, tails, schedule);
   } else {
-    const PipelineTime before = simulate(sc, kSimulatedMicrobatches - 1, host, tails);
-    sim = simulate(sc, kSimulatedMicrobatches, host, tails);
+    const PipelineTime before = simulate(sc, kSimulatedMicrobatches - 1, host, tails, schedule);
+    sim = simulate(sc, kSimulatedMicrobatches, host, tails, schedule);
     const Seconds extra =
         (sim.total - before.total) * static_cast<double>(microbatches - kSimulatedMicrobatches);
     sim.total += extra;
@@ -190,7 +194,7 @@ PipelineTime simulatedPipelineTime(const ChainCosts& costs, const Partition& par
     for (Seconds& t : sim.update_start) t += extra;
     for (Seconds& t : sim.end) t += extra;
   }
-  PipelineTime t = pipelineTime(costs, partition, microbatches);  // the closed form's terms
+  PipelineTime t = pipelineTime(costs, partition, microbatches);  // the closed form's terms (GPipe's)
   t.total = sim.total;
   t.busy = sim.busy;
   t.drain = std::move(sim.drain);
@@ -201,10 +205,12 @@ PipelineTime simulatedPipelineTime(const ChainCosts& costs, const Partition& par
 }
 
 PipelineTime pipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches,
-                          const HostShare& host) {
+                          const HostShare& host, ScheduleKind schedule) {
   HZ_CHECK(microbatches >= 1);
   const int k = partition.numStages();
-  if (host.oversubscribed(k)) return simulatedPipelineTime(costs, partition, microbatches, host);
+  if (host.oversubscribed(k) || schedule != ScheduleKind::kGPipe) {
+    return simulatedPipelineTime(costs, partition, microbatches, host, {}, schedule);
+  }
   const StageCosts sc = stageCosts(costs, partition);
   PipelineTime t;
   Seconds drain = 0;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/units.h"
+#include "plan/cost/schedules.h"
 
 namespace hydrozoa::plan {
 
@@ -73,10 +74,11 @@ struct PipelineTime {
   Seconds max_forward = 0, max_backward = 0, max_cut = 0;
 };
 
-// R for `partition` with `microbatches` microbatches. REQUIRES: the
-// partition is valid for `costs` and microbatches >= 1.
+// R for `partition` with `microbatches` microbatches: the closed form above
+// for GPipe on cores of its own, else the simulation of `schedule`'s order.
+// REQUIRES: the partition is valid for `costs` and microbatches >= 1.
 PipelineTime pipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches,
-                          const HostShare& host = {});
+                          const HostShare& host = {}, ScheduleKind schedule = ScheduleKind::kGPipe);
 
 // What a stage computes on its compute thread after its last backward pass,
 // in seconds on a core of its own: summing its gradients through shared
@@ -90,8 +92,10 @@ struct StageTail {
 // closed form's. With `tails` (one per stage), each stage computes its tail
 // after its last backward pass, sharing the cores with the stages still
 // draining (PipelineTime::update_start, end).
+// Each stage runs its passes in `schedule`'s order (cost/schedules.h).
 PipelineTime simulatedPipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches,
-                                   const HostShare& host, const std::vector<StageTail>& tails = {});
+                                   const HostShare& host, const std::vector<StageTail>& tails = {},
+                                   ScheduleKind schedule = ScheduleKind::kGPipe);
 
 // Fraction of the k stages' time spent not computing: 1 − busy / (k·R).
 double bubbleFraction(const PipelineTime& time, int stages);

@@ -20,7 +20,8 @@ std::vector<PartitionResult> BruteForcePartitioner::partitionAll(const Partition
     if (k > maxStages) continue;
     bool fits = true;
     for (int s = 0; s < k && limited; ++s) {
-      fits = stageMemory(*problem.memory, p.first[s], p.lastLayer(s, L), problem.microbatches) <= *problem.memory_limit;
+      fits = stageMemory(*problem.memory, p.first[s], p.lastLayer(s, L), problem.stashedMicrobatches()) <=
+             *problem.memory_limit;
       if (!fits) break;
     }
     if (!fits) continue;

@@ -30,7 +30,7 @@ ChainIndex::ChainIndex(const PartitionProblem& problem) : L_(problem.costs.numLa
   HZ_CHECK(m.numLayers() == L_);
   HZ_CHECK_MSG(memoryCostsFit(m), "memory costs overflow 64 bits; searchPlan checks profiles first");
   const Bytes limit = *problem.memory_limit;
-  const std::int64_t M = problem.microbatches;
+  const std::int64_t M = problem.stashedMicrobatches();
   std::vector<Bytes> fixed(L_ + 1, 0), stashed(L_ + 1, 0);
   for (int i = 0; i < L_; ++i) {
     fixed[i + 1] = fixed[i] + m.fixed[i];

@@ -29,6 +29,10 @@ namespace hydrozoa::plan {
 struct PartitionProblem {
   ChainCosts costs;
   std::int64_t microbatches = 1;    // M
+  // Microbatches whose activations a stage holds at once, for its memory: M
+  // under GPipe (unset), at most the first stage's under 1F1B (cost/one_f_one_b.h).
+  std::optional<std::int64_t> stashed;
+  std::int64_t stashedMicrobatches() const { return stashed.value_or(microbatches); }
   std::optional<MemoryCosts> memory;  // with memory_limit: stages must fit
   std::optional<Bytes> memory_limit;
 };

@@ -1,21 +1,11 @@
 #include "runtime/schedule/one_f_one_b.h"
 
-#include <algorithm>
+#include "plan/cost/one_f_one_b.h"
 
 namespace hydrozoa::runtime {
 
 std::vector<Action> OneFOneBSchedule::computeOrder(const PipelineShape& shape) const {
-  const int M = shape.microbatches;
-  const int warmup = std::min(shape.stages - shape.stage - 1, M);
-  std::vector<Action> a;
-  a.reserve(2 * static_cast<size_t>(M));
-  for (int mb = 0; mb < warmup; ++mb) a.push_back({ActionKind::kForward, mb});
-  for (int mb = warmup; mb < M; ++mb) {
-    a.push_back({ActionKind::kForward, mb});
-    a.push_back({ActionKind::kBackward, mb - warmup});
-  }
-  for (int mb = M - warmup; mb < M; ++mb) a.push_back({ActionKind::kBackward, mb});
-  return a;
+  return fromPasses(plan::oneFOneBOrder(shape.stage, shape.stages, shape.microbatches));
 }
 
 }  // namespace hydrozoa::runtime

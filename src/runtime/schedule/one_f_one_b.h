@@ -4,7 +4,8 @@
 // one backward pass, then the remaining backward passes (cool-down), then the
 // flush. The same training as GPipe (every microbatch's forward and backward
 // see the step's weights) with the same bubble, but stage s holds at most
-// p − s microbatches' activations instead of M.
+// p − s microbatches' activations instead of M. The order is the planner's
+// (plan/cost/one_f_one_b.h), where its time and memory are modelled.
 #pragma once
 
 #include "runtime/schedule/schedule.h"

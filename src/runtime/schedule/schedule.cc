@@ -43,6 +43,19 @@ std::vector<Action> Schedule::actions(const PipelineShape& shape) const {
   return lowerFlushed(computeOrder(shape), shape);
 }
 
+std::vector<Action> fromPasses(const std::vector<plan::Pass>& passes) {
+  std::vector<Action> out;
+  out.reserve(passes.size());
+  for (const plan::Pass& p : passes) {
+    Action a;
+    a.kind = p.backward ? ActionKind::kBackward : ActionKind::kForward;
+    a.microbatch = p.microbatch;
+    a.chunk = p.chunk;
+    out.push_back(a);
+  }
+  return out;
+}
+
 std::vector<Action> lowerFlushed(const std::vector<Action>& compute, const PipelineShape& shape) {
   std::map<int, size_t> lastBackward;  // chunk -> index in `compute`
   for (size_t i = 0; i < compute.size(); ++i) {

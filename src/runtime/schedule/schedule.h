@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "plan/cost/schedules.h"
 
 namespace hydrozoa::runtime {
 
@@ -86,6 +87,10 @@ class Schedule {
   // Everything the stage does in one step.
   virtual std::vector<Action> actions(const PipelineShape& shape) const;
 };
+
+// The planner's order of passes (plan/cost/schedules.h, where each schedule's
+// time is simulated from the same order) as forward and backward actions.
+std::vector<Action> fromPasses(const std::vector<plan::Pass>& passes);
 
 // computeOrder with its transfers, the final backward of each chunk marked,
 // and the flush at the end: kSyncWait, kOptimizerStep.

@@ -1,0 +1,63 @@
+#include "plan/cost/schedules.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "plan/cost/one_f_one_b.h"
+
+namespace hydrozoa::plan {
+
+const std::vector<ScheduleKind>& allSchedules() {
+  static const std::vector<ScheduleKind> all = {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB};
+  return all;
+}
+
+const char* scheduleName(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kGPipe:
+      return "gpipe";
+    case ScheduleKind::kOneFOneB:
+      return "1f1b";
+  }
+  return "?";
+}
+
+Result<ScheduleKind> parseSchedule(const std::string& name, const std::string& field) {
+  std::string names;
+  for (ScheduleKind k : allSchedules()) {
+    if (name == scheduleName(k)) return k;
+    names += std::string(names.empty() ? "" : ", ") + scheduleName(k);
+  }
+  return invalidArgument(fmt::format("{}: unknown pipeline schedule \"{}\"; available: {}", field, name, names));
+}
+
+std::vector<Pass> gpipeOrder(std::int64_t microbatches) {
+  std::vector<Pass> order;
+  order.reserve(2 * static_cast<size_t>(microbatches));
+  for (std::int64_t mb = 0; mb < microbatches; ++mb) order.push_back({false, static_cast<int>(mb)});
+  for (std::int64_t mb = microbatches - 1; mb >= 0; --mb) order.push_back({true, static_cast<int>(mb)});
+  return order;
+}
+
+std::vector<Pass> passOrder(ScheduleKind kind, int stage, int stages, std::int64_t microbatches) {
+  switch (kind) {
+    case ScheduleKind::kGPipe:
+      return gpipeOrder(microbatches);
+    case ScheduleKind::kOneFOneB:
+      return oneFOneBOrder(stage, stages, microbatches);
+  }
+  return {};
+}
+
+std::int64_t stashedMicrobatches(ScheduleKind kind, int stage, int stages, std::int64_t microbatches) {
+  switch (kind) {
+    case ScheduleKind::kGPipe:
+      return microbatches;
+    case ScheduleKind::kOneFOneB:
+      return oneFOneBStashed(stage, stages, microbatches);
+  }
+  return microbatches;
+}
+
+}  // namespace hydrozoa::plan

@@ -1,0 +1,46 @@
+// The pipeline schedules as the planner models them (docs/schedules.md): the
+// order of each stage's forward and backward passes in a step. The runtime's
+// schedules (runtime/schedule/) run these orders as they are, so the
+// pipeline the planner simulates is the one that runs.
+//
+// Each schedule's time and memory model is a file of its own here: gpipe in
+// pipeline.h and memory.h (Hydrozoa's R and M microbatches stashed),
+// one_f_one_b.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace hydrozoa::plan {
+
+enum class ScheduleKind { kGPipe, kOneFOneB };
+
+// One pass of one microbatch through one stage (of one model chunk).
+struct Pass {
+  bool backward = false;
+  int microbatch = 0;
+  int chunk = 0;
+  bool operator==(const Pass& o) const {
+    return backward == o.backward && microbatch == o.microbatch && chunk == o.chunk;
+  }
+};
+
+const std::vector<ScheduleKind>& allSchedules();
+const char* scheduleName(ScheduleKind kind);
+// "gpipe", "1f1b"; anything else is an error naming `field`, the value and
+// the schedules there are.
+Result<ScheduleKind> parseSchedule(const std::string& name, const std::string& field);
+
+// The order of stage `stage`'s (of `stages`) passes over `microbatches`.
+std::vector<Pass> passOrder(ScheduleKind kind, int stage, int stages, std::int64_t microbatches);
+
+// GPipe's: all forwards in order, then all backwards in reverse.
+std::vector<Pass> gpipeOrder(std::int64_t microbatches);
+
+// The most microbatches whose activations stage `stage` holds at once.
+std::int64_t stashedMicrobatches(ScheduleKind kind, int stage, int stages, std::int64_t microbatches);
+
+}  // namespace hydrozoa::plan
