@@ -24,7 +24,7 @@ struct PlanArgs {
   std::string workers, memory, bandwidth, global_batch, objective = "fastest";
   std::string data_parallel, stages, microbatch_size, microbatches, partition;
   std::string microbatch_sizes, optimizer = "sgd_momentum", max_microbatches = "64", graph_batch_size = "1";
-  std::string alpha, beta, latency, host_cores, threads, schedule = "gpipe";
+  std::string alpha, beta, latency, host_cores, threads, schedule = "gpipe", chunks = "2";
   bool all_strategies = false;
   bool shared_memory = false;
 };
@@ -179,6 +179,8 @@ Status runPlan(const PlanArgs& a, bool json) {
   HZ_ASSIGN_OR_RETURN(o.microbatch_size, optionalCount(a.microbatch_size, "--microbatch-size", kSamplesRange));
   HZ_ASSIGN_OR_RETURN(o.microbatches, optionalCount(a.microbatches, "--microbatches", kMicrobatchesRange));
   HZ_ASSIGN_OR_RETURN(o.max_microbatches, parseCount(a.max_microbatches, "--max-microbatches", kMicrobatchesRange));
+  HZ_ASSIGN_OR_RETURN(const std::int64_t chunks, parseCount(a.chunks, "--chunks", kChunksRange));
+  o.chunks = static_cast<int>(chunks);
   if (dataParallel) o.data_parallel = static_cast<int>(*dataParallel);
   if (stages) o.stages = static_cast<int>(*stages);
   if (!a.partition.empty()) {
@@ -311,9 +313,10 @@ void addPlanCommand(CLI::App& app, Status* status) {
   cmd->add_option("--microbatches", args->microbatches, "Pin the number of microbatches per iteration");
   cmd->add_option("--partition", args->partition, "Pin the stages as layer ranges, e.g. 0-3,4-9,10-17");
   cmd->add_option("--schedule", args->schedule,
-                  "Pipeline schedule to plan for: gpipe, 1f1b, or auto (every schedule's best plan side by side, "
-                  "the best chosen; docs/schedules.md)")
+                  "Pipeline schedule to plan for: gpipe, 1f1b, interleaved, or auto (every schedule's best plan side "
+                  "by side, the best chosen; docs/schedules.md)")
       ->capture_default_str();
+  cmd->add_option("--chunks", args->chunks, "Model chunks per stage for the interleaved schedule")->capture_default_str();
   cmd->add_option("--max-microbatches", args->max_microbatches, "Largest microbatch count searched without a global batch")
       ->capture_default_str();
   cmd->add_flag("--shared-memory", args->shared_memory,

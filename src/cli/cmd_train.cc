@@ -58,7 +58,7 @@ struct TrainArgs {
   std::string data_parallel, stages, microbatches, microbatch_size, max_steps, epochs, seed, workers, global_batch;
   std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
   std::string scaling, min_replicas, max_replicas, every_epochs;
-  std::string partition, account, slurm_args, coordinator_host, schedule;
+  std::string partition, account, slurm_args, coordinator_host, schedule, chunks;
   bool no_progress = false, replan = false, refresh_profile = false;
 };
 
@@ -81,6 +81,7 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
   HZ_RETURN_IF_ERROR(overrideCount(a.stages, "--stages", kWorkersRange, &s->stages));
   HZ_RETURN_IF_ERROR(overrideCount(a.microbatches, "--microbatches", kMicrobatchesRange, &s->microbatches));
   HZ_RETURN_IF_ERROR(overrideCount(a.microbatch_size, "--microbatch-size", kSamplesRange, &s->microbatch_size));
+  HZ_RETURN_IF_ERROR(overrideCount(a.chunks, "--chunks", kChunksRange, &s->chunks));
   HZ_RETURN_IF_ERROR(overrideCount(a.epochs, "--epochs", kStepsRange, &s->epochs));
   HZ_RETURN_IF_ERROR(overrideCount(a.workers, "--workers", kWorkersRange, &s->workers));
   HZ_RETURN_IF_ERROR(overrideCount(a.global_batch, "--global-batch", kSamplesRange, &s->global_batch));
@@ -225,8 +226,9 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_option("--microbatches", a->microbatches, "Pin the number of microbatches per step");
   cmd->add_option("--microbatch-size", a->microbatch_size, "Pin the microbatch size");
   cmd->add_option("--schedule", a->schedule,
-                  "Pipeline schedule: gpipe (default) or 1f1b (the same training, fewer activations held; "
-                  "docs/schedules.md)");
+                  "Pipeline schedule: gpipe (default), 1f1b (the same training, fewer activations held) or "
+                  "interleaved (with --chunks, a smaller bubble; docs/schedules.md)");
+  cmd->add_option("--chunks", a->chunks, "Model chunks per stage with --schedule interleaved (default 2)");
   cmd->add_option("--max-steps", a->max_steps,
                   "Stop this run after this many steps in all, with a checkpoint (--resume goes on to the job's end)");
   cmd->add_option("--epochs", a->epochs, "Epochs to train");

@@ -54,6 +54,13 @@ std::string defaultRunDir(const JobSpec& spec) {
   return fmt::format("runs/{}-{}", spec.name, stamp);
 }
 
+// A stage's layers as the worker's assign message has them: [[first, last], ...].
+Json layerRangesJson(const plan::PlanStage& stage) {
+  Json ranges = Json::array();
+  for (const plan::LayerRange& r : stage.layerRanges()) ranges.push_back({r.first, r.last});
+  return ranges;
+}
+
 std::string lastLogLine(const std::string& path) {
   std::ifstream in(path);
   std::string line, last;
@@ -353,6 +360,7 @@ void Job::sendAssign(const WorkerState& w) {
                  {"stage", w.stage},
                  {"stages", B_},
                  {"first_layer", gen_.stages[w.stage].first_layer},
+                 {"layer_ranges", layerRangesJson(gen_.stages[w.stage])},
                  {"last_layer", gen_.stages[w.stage].last_layer},
                  {"microbatch_size", gen_.microbatch_size},
                  {"microbatches", gen_.num_microbatches},
@@ -388,7 +396,11 @@ void Job::sendAssign(const WorkerState& w) {
 // then not finalized (the previous checkpoint stays the restore point).
 void Job::onFile(const WorkerState& w, const Json& m) {
   const plan::PlanStage& st = gen_.stages.at(static_cast<std::size_t>(w.stage));
-  auto ownLayer = [&](int layer) { return layer >= st.first_layer && layer <= st.last_layer; };
+  const std::vector<plan::LayerRange> ranges = st.layerRanges();
+  auto ownLayer = [&](int layer) {
+    return std::any_of(ranges.begin(), ranges.end(),
+                       [&](const plan::LayerRange& r) { return layer >= r.first && layer <= r.last; });
+  };
   if (m.value("type", "") == "fetch") {
     auto reply = checkpoint_.empty() ? Result<Json>(notFound("this generation starts from no checkpoint"))
                                      : wire::serveFetch(m, checkpoint_, ownLayer);
@@ -705,7 +717,11 @@ Status Job::train() {
             : "the plan's predicted times assume a core per busy worker (it was made for other machines)"));
   }
   std::string split;
-  for (const auto& st : gen_.stages) split += fmt::format("{}{}-{}", split.empty() ? "" : " | ", st.first_layer, st.last_layer);
+  for (const auto& st : gen_.stages) {
+    std::string ranges;
+    for (const plan::LayerRange& r : st.layerRanges()) ranges += fmt::format("{}{}-{}", ranges.empty() ? "" : "+", r.first, r.last);
+    split += fmt::format("{}{}", split.empty() ? "" : " | ", ranges);
+  }
   const std::string data =
       spec_.dataset == "synthetic"
           ? fmt::format("synthetic data ({} random samples; data.dataset names a real one)", formatCount(trainSize_))

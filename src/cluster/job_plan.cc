@@ -40,10 +40,10 @@ Result<ModelInfo> inspectModel(const JobSpec& spec) {
 
 Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spec, const std::string& origin) {
   const int L = static_cast<int>(model.layer_names.size());
-  if (p.stages.back().last_layer + 1 != L) {
+  if (p.pieces().back().last + 1 != L) {
     return invalidArgument(fmt::format("{} splits {} layers but the job's model {} has {}; make a plan for this model "
                                        "(hydrozoa plan, or drop plan.file to plan here)",
-                                       origin, p.stages.back().last_layer + 1, model.name, L));
+                                       origin, p.pieces().back().last + 1, model.name, L));
   }
   if (!p.layer_names.empty() && p.layer_names != model.layer_names) {
     for (int i = 0; i < L; ++i) {
@@ -193,6 +193,7 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   if (spec.schedule) {
     HZ_ASSIGN_OR_RETURN(o.schedule, plan::parseSchedule(*spec.schedule, "plan.schedule"));
   }
+  if (spec.chunks) o.chunks = *spec.chunks;
   return o;
 }
 
@@ -222,6 +223,12 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
     HZ_RETURN_IF_ERROR(checkPlan(p, model, spec, spec.plan_file));
     if (spec.schedule) {  // the pin runs the plan's stages with another schedule
       HZ_ASSIGN_OR_RETURN(p.schedule, plan::parseSchedule(*spec.schedule, "plan.schedule"));
+      if ((p.schedule == plan::ScheduleKind::kInterleaved) != (p.chunks > 1)) {
+        return invalidArgument(fmt::format("{} was made for the {} schedule; the interleaved schedule needs a plan cut "
+                                           "into chunks: plan for it (drop plan.file, or hydrozoa plan --schedule "
+                                           "interleaved)",
+                                           spec.plan_file, p.chunks > 1 ? "interleaved" : "gpipe or 1f1b"));
+      }
     }
     HZ_RETURN_IF_ERROR(run.writeJson("plan.json", plan::planToJson(p)));
     return p;
@@ -300,6 +307,7 @@ Result<plan::Plan> replanForReplicas(const JobSpec& spec, const plan::Plan& jobP
   o.global_batch = replicas * (spec.global_batch / jobPlan.data_parallel);
   o.all_strategies = true;  // fewer stages than workers allow may be faster
   o.schedule = jobPlan.schedule;
+  if (jobPlan.chunks > 1) o.chunks = jobPlan.chunks;
   auto result = plan::searchPlan(prof, catalog, o);
   if (!result.ok()) {
     return Status(result.status().code(), fmt::format("re-planning for {} replicas on {} workers: {}", replicas,

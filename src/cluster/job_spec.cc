@@ -171,6 +171,7 @@ void readPlan(ObjectReader& top, JobSpec* s) {
   s->microbatches = r.optCount("microbatches", kMicrobatchesRange);
   s->microbatch_size = r.optCount("microbatch_size", kSamplesRange);
   s->schedule = r.optString("schedule");
+  if (auto v = r.optCount("chunks", kChunksRange)) s->chunks = static_cast<int>(*v);
   if (s->schedule) {
     r.adopt(plan::parseSchedule(*s->schedule, r.child("schedule")).status());
   }
@@ -414,6 +415,7 @@ Json jobSpecToJson(const JobSpec& s) {
   if (s.microbatches) plan["microbatches"] = *s.microbatches;
   if (s.microbatch_size) plan["microbatch_size"] = *s.microbatch_size;
   if (s.schedule) plan["schedule"] = *s.schedule;
+  if (s.chunks) plan["chunks"] = *s.chunks;
   Json training = {{"epochs", s.epochs},
                    {"global_batch", s.global_batch},
                    {"optimizer",

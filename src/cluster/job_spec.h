@@ -108,6 +108,7 @@ struct JobSpec {
   // The pipeline schedule (plan.schedule, --schedule; docs/schedules.md):
   // unset, the plan's (gpipe when planned here).
   std::optional<std::string> schedule;
+  std::optional<int> chunks;  // model chunks per stage, interleaved (plan.chunks, --chunks)
   std::string objective = "fastest";
   // scaling (policy at epoch boundaries; docs/scaling.md)
   ScalingSpec scaling;

@@ -104,7 +104,7 @@ Status Job::useGenerationPlan(std::int64_t step) {
   HZ_ASSIGN_OR_RETURN(plan::Plan next, planAt(step));
   auto split = [](const plan::Plan& p) {
     std::vector<int> ends;
-    for (const auto& st : p.stages) ends.push_back(st.last_layer);
+    for (const plan::LayerRange& r : p.pieces()) ends.push_back(r.last);
     return ends;
   };
   const bool sameSplit = !stageMemory_.empty() && split(next) == split(gen_);

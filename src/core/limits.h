@@ -31,6 +31,8 @@ constexpr Range kStepsRange{1, std::int64_t{1} << 40};
 constexpr Range kThreadsRange{1, 4096};
 // Layers in a model or profile.
 constexpr Range kLayersRange{1, 1 << 20};
+// Model chunks per pipeline stage (the interleaved schedule's v).
+constexpr Range kChunksRange{1, 16};
 // A size in bytes (1 PB): any one tensor, layer, worker or dataset.
 constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;
 

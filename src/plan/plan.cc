@@ -55,10 +55,12 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
   p.microbatch_size = c.microbatch_size;
   p.num_microbatches = c.microbatches;
   p.schedule = o.schedule;
+  p.chunks = chunksOf(o.schedule, o.chunks);
   for (const StageDetail& d : c.stage_details) {
     PlanStage s;
     s.first_layer = d.first_layer;
     s.last_layer = d.last_layer;
+    s.chunks = d.chunks;
     s.memory_bytes = d.memory;
     s.parameter_bytes = d.parameter_bytes;
     s.forward_seconds = d.forward;
@@ -121,6 +123,8 @@ Json planToJson(const Plan& p) {
   for (const auto& [k, v] : p.model_options) options[k] = v;
   Json stages = Json::array();
   for (const auto& s : p.stages) {
+    Json chunks = Json::array();
+    for (const LayerRange& r : s.chunks) chunks.push_back({r.first, r.last});
     stages.push_back({{"first_layer", s.first_layer},
                       {"last_layer", s.last_layer},
                       {"memory_bytes", s.memory_bytes},
@@ -136,6 +140,7 @@ Json planToJson(const Plan& p) {
                         {"memory_bytes", s.worker_memory_bytes},
                         {"accelerator", s.accelerator},
                         {"cost_per_hour", s.cost_per_hour}}}});
+    if (!s.chunks.empty()) stages.back()["chunks"] = chunks;
   }
   Json alternatives = Json::array();
   for (const auto& a : p.alternatives) {
@@ -159,6 +164,7 @@ Json planToJson(const Plan& p) {
           {"microbatch_size", p.microbatch_size},
           {"num_microbatches", p.num_microbatches},
           {"schedule", scheduleName(p.schedule)},
+          {"chunks", p.chunks},
           {"global_batch", p.globalBatch()},
           {"stages", stages},
           {"predicted",
@@ -227,10 +233,16 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
   p.microbatch_size = top.count("microbatch_size", kSamplesRange);
   p.num_microbatches = top.count("num_microbatches", kMicrobatchesRange);
   const std::optional<std::string> schedule = top.optString("schedule");
+  p.chunks = static_cast<int>(top.optCount("chunks", kChunksRange).value_or(1));
   const Json& stages = top.array("stages", /*nonEmpty=*/true);
   HZ_RETURN_IF_ERROR(top.status());
   if (schedule) {
     HZ_ASSIGN_OR_RETURN(p.schedule, parseSchedule(*schedule, top.child("schedule")));
+  }
+  if ((p.chunks > 1) != (p.schedule == ScheduleKind::kInterleaved)) {
+    return parseError(fmt::format("{}: chunks is {} with the {} schedule: only the interleaved schedule has more than "
+                                  "one chunk per stage, and it has at least 2",
+                                  origin, p.chunks, scheduleName(p.schedule)));
   }
   // The global batch A·M·m is what every worker's loop runs over: one range.
   const std::int64_t globalBatch =
@@ -267,6 +279,23 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     s.allreduce_exposed_seconds =
         optNumberIn(r, "allreduce_exposed_seconds", profile::kSecondsRange).value_or(s.allreduce_seconds);
     s.update_seconds = optSeconds(r, "update_seconds");  // plans written before it: not counted
+    if (const Json* chunks = r.raw("chunks"); chunks || p.chunks > 1) {
+      const bool valid = chunks && chunks->is_array() && static_cast<int>(chunks->size()) == p.chunks;
+      for (size_t c = 0; valid && c < chunks->size(); ++c) {
+        const Json& range = (*chunks)[c];
+        if (!range.is_array() || range.size() != 2 || !range[0].is_number_integer() ||
+            !range[1].is_number_integer() || !inRange(range[0].get<std::int64_t>() + 1, kLayersRange) ||
+            !inRange(range[1].get<std::int64_t>() + 1, kLayersRange)) {
+          r.fail("chunks", fmt::format("chunk {} is not a [first_layer, last_layer] pair of layer indices", c));
+          break;
+        }
+        s.chunks.push_back({range[0].get<int>(), range[1].get<int>()});
+      }
+      if (!valid) r.fail("chunks", fmt::format("expected {} [first_layer, last_layer] ranges (chunks)", p.chunks));
+      if (r.status().ok() && (s.chunks.front().first != s.first_layer || s.chunks.front().last != s.last_layer)) {
+        r.fail("chunks", "the first chunk must be first_layer..last_layer");
+      }
+    }
     if (const Json* w = r.raw("worker")) {
       ObjectReader wr(*w, r.child("worker"));
       s.worker = wr.optString("description").value_or("");
@@ -277,22 +306,28 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
       HZ_RETURN_IF_ERROR(wr.status());
     }
     HZ_RETURN_IF_ERROR(r.status());
-    const int expectedFirst = i == 0 ? 0 : p.stages.back().last_layer + 1;
-    if (s.first_layer != expectedFirst || s.last_layer < s.first_layer) {
-      return parseError(fmt::format("{}: stages[{}]: first_layer {} and last_layer {}: stages must be consecutive, "
-                                    "non-empty ranges starting at layer 0 (expected first_layer {})",
-                                    origin, i, s.first_layer, s.last_layer, expectedFirst));
-    }
     p.stages.push_back(s);
   }
   if (static_cast<int>(p.stages.size()) != p.pipeline_stages) {
     return parseError(fmt::format("{}: strategy.pipeline_stages is {} but stages lists {}", origin, p.pipeline_stages,
                                   p.stages.size()));
   }
-  if (!p.layer_names.empty() && p.stages.back().last_layer + 1 != static_cast<int>(p.layer_names.size())) {
-    return parseError(fmt::format("{}: stages[{}].last_layer is {} but the model has {} layers (the last stage ends at "
-                                  "the last layer)",
-                                  origin, p.stages.size() - 1, p.stages.back().last_layer, p.layer_names.size()));
+  // The pieces (stages, or interleaved their chunks in model order) tile the model.
+  const std::vector<LayerRange> pieces = p.pieces();
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const int expectedFirst = i == 0 ? 0 : pieces[i - 1].last + 1;
+    if (pieces[i].first != expectedFirst || pieces[i].last < pieces[i].first) {
+      const size_t stage = i % p.stages.size(), chunk = i / p.stages.size();
+      return parseError(fmt::format("{}: stages[{}]{}: layers {} to {}: stages must be consecutive, non-empty ranges "
+                                    "starting at layer 0 (expected first_layer {})",
+                                    origin, stage, p.chunks > 1 ? fmt::format(".chunks[{}]", chunk) : "",
+                                    pieces[i].first, pieces[i].last, expectedFirst));
+    }
+  }
+  if (!p.layer_names.empty() && pieces.back().last + 1 != static_cast<int>(p.layer_names.size())) {
+    return parseError(fmt::format("{}: the last stage's last_layer is {} but the model has {} layers (the last stage "
+                                  "ends at the last layer)",
+                                  origin, pieces.back().last, p.layer_names.size()));
   }
   if (const Json* pred = top.raw("predicted")) {
     ObjectReader r(*pred, top.child("predicted"));
@@ -403,17 +438,21 @@ std::string renderPlanTable(const Plan& p) {
   }
   out += alts.render();
   out += fmt::format("\nChosen: {}×{} ({} data-parallel {} of a pipeline of {} stage{}), {} microbatch{} of {} = {} "
-                     "samples per iteration, schedule {}\n",
+                     "samples per iteration, schedule {}{}\n",
                      p.data_parallel, p.pipeline_stages, p.data_parallel, p.data_parallel == 1 ? "copy" : "copies",
                      p.pipeline_stages, p.pipeline_stages == 1 ? "" : "s", p.num_microbatches,
-                     p.num_microbatches == 1 ? "" : "es", p.microbatch_size, p.globalBatch(), scheduleName(p.schedule));
+                     p.num_microbatches == 1 ? "" : "es", p.microbatch_size, p.globalBatch(), scheduleName(p.schedule),
+                     p.chunks > 1 ? fmt::format(" with {} chunks per stage", p.chunks) : "");
   TextTable stages(
       {"stage", "layers", "fwd/mb", "bwd/mb", "params", "memory", "allreduce", "update", "worker", "$/h each"},
       {true, false, true, true, true, true, true, true, false, true});
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const PlanStage& st = p.stages[s];
     std::string layers = fmt::format("{}-{}", st.first_layer, st.last_layer);
-    if (static_cast<size_t>(st.last_layer) < p.layer_names.size()) {
+    if (!st.chunks.empty()) {  // interleaved: every chunk's range
+      layers.clear();
+      for (const LayerRange& r : st.chunks) layers += fmt::format("{}{}-{}", layers.empty() ? "" : " + ", r.first, r.last);
+    } else if (static_cast<size_t>(st.last_layer) < p.layer_names.size()) {
       // Imported names can be whole module descriptions ("node2 Conv2d(3, 64,
       // kernel_size=..."): keep the column readable; plan.json has them whole.
       auto shortName = [](const std::string& name) {
@@ -438,6 +477,17 @@ std::string renderPlanTable(const Plan& p) {
                      p.partition_gap_seconds > 0
                          ? fmt::format(" (partition within {} of optimal)", formatSeconds(p.partition_gap_seconds))
                          : "");
+  return out;
+}
+
+std::vector<LayerRange> Plan::pieces() const {
+  std::vector<LayerRange> out;
+  for (int c = 0; c < chunks; ++c) {
+    for (const PlanStage& s : stages) {
+      const std::vector<LayerRange> ranges = s.layerRanges();
+      if (static_cast<size_t>(c) < ranges.size()) out.push_back(ranges[static_cast<size_t>(c)]);
+    }
+  }
   return out;
 }
 

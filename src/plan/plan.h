@@ -23,7 +23,14 @@ namespace hydrozoa::plan {
 inline constexpr const char* kPlanSchema = "hydrozoa.plan/1";
 
 struct PlanStage {
-  int first_layer = 0, last_layer = 0;
+  int first_layer = 0, last_layer = 0;  // its first chunk's, when interleaved
+  // Interleaved: the stage's chunks in order (chunk c of stage s is virtual
+  // stage c·p + s of the model's p·v consecutive pieces); else empty.
+  std::vector<LayerRange> chunks;
+  // The layers the stage holds: its chunks, or [first_layer, last_layer].
+  std::vector<LayerRange> layerRanges() const {
+    return chunks.empty() ? std::vector<LayerRange>{{first_layer, last_layer}} : chunks;
+  }
   Bytes memory_bytes = 0;
   Bytes parameter_bytes = 0;
   Seconds forward_seconds = 0, backward_seconds = 0;
@@ -60,6 +67,7 @@ struct Plan {
   int data_parallel = 1, pipeline_stages = 1;
   std::int64_t microbatch_size = 1, num_microbatches = 1;
   ScheduleKind schedule = ScheduleKind::kGPipe;  // plan.json "schedule" (absent: gpipe)
+  int chunks = 1;  // model chunks per stage (plan.json "chunks"; > 1 only interleaved)
   std::vector<PlanStage> stages;
   // Predictions.
   // iteration = pipeline + allreduce + update (the update: what the iteration waits for beyond the allreduce)
@@ -86,6 +94,9 @@ struct Plan {
   std::vector<PlanAlternative> alternatives;
 
   std::int64_t globalBatch() const { return data_parallel * microbatch_size * num_microbatches; }
+  // The model's pieces in order: the stages' layer ranges, or interleaved,
+  // chunk 0 of every stage, then chunk 1, ...
+  std::vector<LayerRange> pieces() const;
 };
 
 // Builds the plan from a search result.

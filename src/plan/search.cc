@@ -133,28 +133,51 @@ class Searcher {
       for (Seconds& t : *times) t *= c.compute_scale;
     }
     problem.microbatches = M;
-    // The first stage holds the most microbatches' activations; every stage
-    // is partitioned within that (exact for GPipe, a bound for 1F1B).
-    problem.stashed = stashedMicrobatches(o_.schedule, 0, B, M);
+    // Interleaved: the model is cut into B·v pieces, stage s holding pieces
+    // s, s + B, ... (cost/interleaved.h); otherwise v = 1.
+    const int v = chunksOf(o_.schedule, o_.chunks);
+    const int pieces = B * v;
+    // The first stage holds the most microbatches' activations; every piece
+    // is partitioned within that (exact for GPipe, a bound for the others).
+    problem.stashed = stashedMicrobatches(o_.schedule, 0, B, M, v);
     // Replicated pipelines keep each stage's state from before its last
     // update for recovery: a copy in memory, and copying it each step.
     const bool stepBefore = o_.recovery_copies && A > 1 && B > 1;
     problem.memory = memoryCosts(profile_, meas, stepBefore, o_.data_bytes, o_.shared_memory && A > 1);
     problem.memory_limit = limit_;
     const int L = static_cast<int>(profile_.numLayers());
+    if (pieces > L) {
+      c.reason = fmt::format("{} layers cannot be cut into {} stages × {} chunks", L, B, v);
+      return c;
+    }
+    if (v > 1 && (B < 2 || M % B != 0)) {
+      c.reason = B < 2 ? "the interleaved schedule needs at least 2 stages"
+                       : fmt::format("the interleaved schedule needs the microbatches ({}) to be a multiple of the {} "
+                                     "stages",
+                                     M, B);
+      return c;
+    }
     if (o_.partition) {
       c.partition = *o_.partition;
     } else {
-      const PartitionResult r = partitioner_.partitionInto(problem, B);
+      const PartitionResult r = partitioner_.partitionInto(problem, pieces);
       if (!r.feasible) {
-        c.reason = fmt::format("no {}-stage split fits in {} with {} of {}", B, limitText(limit_),
-                               countOf(M, "microbatch", "microbatches"), meas.microbatch_size);
+        c.reason = fmt::format("no {}-{} split fits in {} with {} of {}", pieces, v > 1 ? "chunk" : "stage",
+                               limitText(limit_), countOf(M, "microbatch", "microbatches"), meas.microbatch_size);
         c.memory_bound = true;
         return c;
       }
       c.partition = r.partition;
       c.partition_gap = r.proven_gap;
     }
+    // Stage s's layer ranges: its pieces s, s + B, ...
+    auto rangesOf = [&](int s) {
+      std::vector<LayerRange> ranges;
+      for (int piece = s; piece < pieces; piece += B) {
+        ranges.push_back({c.partition.first[piece], c.partition.lastLayer(piece, L)});
+      }
+      return ranges;
+    };
     // The partition is chosen with every time scaled (all stages computing at
     // once); its time comes from the schedule on the shared host. There,
     // what each stage computes after its last backward pass (the sum through
@@ -166,9 +189,11 @@ class Searcher {
     std::vector<std::vector<Bytes>> stageBytes(B);
     std::vector<Seconds> stageUpdate(B, 0);
     for (int s = 0; s < B; ++s) {
-      for (int i = c.partition.first[s]; i <= c.partition.lastLayer(s, L); ++i) {
-        stageBytes[s].push_back(profile_.layers[i].parameter_bytes);
-        stageUpdate[s] += updateSeconds(profile_.layers[i], stepBefore);
+      for (const LayerRange& range : rangesOf(s)) {
+        for (int i = range.first; i <= range.last; ++i) {
+          stageBytes[s].push_back(profile_.layers[i].parameter_bytes);
+          stageUpdate[s] += updateSeconds(profile_.layers[i], stepBefore);
+        }
       }
     }
     const HostShare host{o_.host_cores, A, o_.threads};
@@ -179,9 +204,9 @@ class Searcher {
         tails[s].update = stageUpdate[s];
         if (A > 1) tails[s].allreduce = sharedMemoryAllreduce(stageBytes[s], 0, A, *o_.shared_memory).total;
       }
-      c.pipeline = simulatedPipelineTime(ownCores, c.partition, M, host, tails, o_.schedule);
+      c.pipeline = simulatedPipelineTime(ownCores, c.partition, M, host, tails, o_.schedule, v);
     } else {
-      c.pipeline = pipelineTime(ownCores, c.partition, M, host, o_.schedule);
+      c.pipeline = pipelineTime(ownCores, c.partition, M, host, o_.schedule, v);
     }
     std::vector<WorkerSpec> workers;
     const bool fullHost = o_.host_cores > 0 && A * B * std::max(1, o_.threads) >= o_.host_cores;
@@ -190,17 +215,25 @@ class Searcher {
       // Stage s's last backward pass ends this long before the pipeline does.
       const Seconds drain = c.pipeline.drain[static_cast<size_t>(s)];
       StageDetail d;
-      d.first_layer = c.partition.first[s];
-      d.last_layer = c.partition.lastLayer(s, L);
+      const std::vector<LayerRange> ranges = rangesOf(s);
+      d.first_layer = ranges.front().first;
+      d.last_layer = ranges.front().last;
+      if (v > 1) d.chunks = ranges;
       const std::vector<Bytes>& layerBytes = stageBytes[s];  // per layer of the stage, for its allreduce
       std::vector<Seconds> layerBackward;
-      for (int i = d.first_layer; i <= d.last_layer; ++i) {
-        d.forward += problem.costs.forward[i];
-        d.backward += problem.costs.backward[i];
-        d.parameter_bytes += profile_.layers[i].parameter_bytes;
-        layerBackward.push_back(problem.costs.backward[i]);
+      // Each chunk's state and, per chunk, the most microbatches its order
+      // stashes; the worker's runtime once.
+      const std::vector<std::int64_t> stash = stashPeaks(passOrder(o_.schedule, s, B, M, v), v);
+      for (size_t chunk = 0; chunk < ranges.size(); ++chunk) {
+        for (int i = ranges[chunk].first; i <= ranges[chunk].last; ++i) {
+          d.forward += problem.costs.forward[i];
+          d.backward += problem.costs.backward[i];
+          d.parameter_bytes += profile_.layers[i].parameter_bytes;
+          layerBackward.push_back(problem.costs.backward[i]);
+        }
+        const Bytes chunkMemory = stageMemory(*problem.memory, ranges[chunk].first, ranges[chunk].last, stash[chunk]);
+        d.memory = saturatingAdd(d.memory, chunk == 0 ? chunkMemory : chunkMemory - problem.memory->runtime);
       }
-      d.memory = stageMemory(*problem.memory, d.first_layer, d.last_layer, stashedMicrobatches(o_.schedule, s, B, M));
       if (limit_ && d.memory > *limit_) {
         c.reason = fmt::format("stage {} (layers {}-{}) needs {}, more than {}", s, d.first_layer, d.last_layer,
                                formatBytes(d.memory), formatBytes(*limit_));
@@ -311,16 +344,19 @@ class Searcher {
  private:
   // GPipe keeps M microbatches of activations: the largest M that fits
   // (binary search; memory grows with M, under 1F1B up to M = stages).
+  // The interleaved schedule runs multiples of B only: the search is over
+  // M / B then.
   Candidate largestFitting(int A, int B, const profile::Measurement& meas) {
-    Candidate lowest = evaluate(A, B, meas, 1);
+    const std::int64_t unit = chunksOf(o_.schedule, o_.chunks) > 1 ? B : 1;
+    Candidate lowest = evaluate(A, B, meas, unit);
     if (!lowest.feasible) return lowest;
-    std::int64_t lo = 1, hi = o_.max_microbatches;
+    std::int64_t lo = 1, hi = std::max<std::int64_t>(1, o_.max_microbatches / unit);
     Candidate best = lowest;
-    Candidate top = evaluate(A, B, meas, hi);
+    Candidate top = evaluate(A, B, meas, hi * unit);
     if (top.feasible) return top;
     while (hi - lo > 1) {
       const std::int64_t mid = lo + (hi - lo) / 2;
-      Candidate c = evaluate(A, B, meas, mid);
+      Candidate c = evaluate(A, B, meas, mid * unit);
       if (c.feasible) {
         lo = mid;
         best = std::move(c);

@@ -93,14 +93,24 @@ struct SearchOptions {
   // order sets the pipeline's time and how many microbatches' activations
   // each stage holds.
   ScheduleKind schedule = ScheduleKind::kGPipe;
+  // Model chunks per stage under the interleaved schedule (v; the model is
+  // cut into stages × v pieces); ignored by the others.
+  int chunks = 2;
   // Pins: when set, the search keeps them fixed.
   std::optional<int> data_parallel, stages;
   std::optional<std::int64_t> microbatch_size, microbatches;
   std::optional<Partition> partition;
 };
 
+// Layers first..last (0-based, inclusive) of the profile's chain.
+struct LayerRange {
+  int first = 0, last = 0;
+  bool operator==(const LayerRange& o) const { return first == o.first && last == o.last; }
+};
+
 struct StageDetail {
-  int first_layer = 0, last_layer = 0;
+  int first_layer = 0, last_layer = 0;  // its first chunk's, when interleaved
+  std::vector<LayerRange> chunks;       // interleaved: every chunk's, in order; else empty
   Seconds forward = 0, backward = 0;  // per microbatch
   Bytes memory = 0;                   // planned per worker
   Bytes parameter_bytes = 0;

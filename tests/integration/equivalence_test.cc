@@ -48,6 +48,7 @@ struct Tolerance {
   double lr = 0.1;
   std::string launcher;  // "": the default (containers where they can be made)
   std::string schedule;  // "": the default (gpipe)
+  int chunks = 0;        // --chunks (interleaved), when > 0
 };
 
 // The parameters saved in checkpoint `ckpt` equal `ref`'s, layer by layer.
@@ -84,6 +85,7 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
                                    "--max-steps", std::to_string(t.steps), "--no-progress", "--out", "run"};
   if (!t.launcher.empty()) args.insert(args.end(), {"--launcher", t.launcher});
   if (!t.schedule.empty()) args.insert(args.end(), {"--schedule", t.schedule});
+  if (t.chunks > 0) args.insert(args.end(), {"--chunks", std::to_string(t.chunks)});
   const auto r = runHydrozoa(dir.path().string(), args);
   ASSERT_EQ(r.code, 0) << r.err;
   const std::vector<double> losses = testing::stepLosses(dir / "run");
@@ -93,8 +95,9 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
     const auto kind = plan::parseSchedule(t.schedule, "schedule");
     ASSERT_TRUE(kind.ok());
     std::vector<std::string> want;
-    for (const plan::Pass& pass : plan::passOrder(*kind, 0, p.stages, p.microbatches)) {
-      want.push_back(fmt::format("{}{}", pass.backward ? 'B' : 'F', pass.microbatch));
+    for (const plan::Pass& pass : plan::passOrder(*kind, 0, p.stages, p.microbatches, std::max(1, t.chunks))) {
+      want.push_back(fmt::format("{}{}{}", pass.backward ? 'B' : 'F', pass.microbatch,
+                                 t.chunks > 1 ? fmt::format(" c{}", pass.chunk) : ""));
     }
     EXPECT_EQ(testing::tracedPasses(dir / "run", 0, 0), want);
   }
@@ -153,6 +156,25 @@ TEST(Equivalence, OneFOneBSchedule) {
   t.data = "{dataset: synthetic, synthetic_train: 73, synthetic_test: 10}";
   t.steps = 4;
   expectEquivalent(kMlp, {1, 3, 4}, t);
+}
+
+// Interleaved 1F1B (PTD-P): each stage holds 2 or 3 chunks of the model
+// (stage s chunks s, s + p, ...), activations cross the stages v times and
+// wrap from the last stage to the first; the same training. With 73 samples
+// the last step has one microbatch (not a multiple of the stages): it runs
+// every forward first.
+TEST(Equivalence, InterleavedSchedule) {
+  Tolerance t;
+  t.schedule = "interleaved";
+  t.chunks = 2;
+  const std::string deep = "{name: mlp, options: {hidden: 32, depth: 6}}";  // 7 layers
+  expectEquivalent(deep, {1, 2, 4}, t);
+  expectEquivalent("{name: mlp, options: {hidden: 32, depth: 6, dropout: 0.3}}", {2, 2, 2}, t);
+  t.chunks = 3;
+  expectEquivalent(deep, {1, 2, 4}, t);
+  t.chunks = 2;
+  t.data = "{dataset: synthetic, synthetic_train: 73, synthetic_test: 10}";
+  expectEquivalent(deep, {1, 2, 4}, t);
 }
 
 // 73 samples: the epoch's last step has 1 sample, so two of the three

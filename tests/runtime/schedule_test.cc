@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/schedule/gpipe.h"
+#include "runtime/schedule/interleaved.h"
 #include "runtime/schedule/one_f_one_b.h"
 
 namespace hydrozoa::runtime {
@@ -56,13 +57,41 @@ TEST(Schedule, EveryStageRunsAgainstItsPeersWithoutDeadlock) {
   for (const std::string& name : scheduleNames()) {
     auto schedule = makeSchedule(name);
     ASSERT_TRUE(schedule.ok());
-    for (int p : {1, 2, 3, 4, 8}) {
-      for (int M : {0, 1, 2, 3, 4, 8, 13, 32}) {
-        const Status s = verifySchedule(**schedule, p, 1, M);
-        EXPECT_TRUE(s.ok()) << s.message();
+    const std::vector<int> chunks = name == "interleaved" ? std::vector<int>{2, 3, 4} : std::vector<int>{1};
+    for (int v : chunks) {
+      for (int p : {1, 2, 3, 4, 8}) {
+        for (int M : {0, 1, 2, 3, 4, 5, 8, 12, 13, 32}) {
+          const Status s = verifySchedule(**schedule, p, v, M);
+          EXPECT_TRUE(s.ok()) << s.message();
+        }
       }
     }
   }
+}
+
+// Interleaved (PTD-P §4.2.2, Figure 4): 2 stages, 2 chunks, 4 microbatches.
+// Stage 0 warms up with (2 − 0 − 1)·2 + (2 − 1)·2 = 4 forwards: chunk 0's
+// microbatches 0 and 1, then chunk 1's; its backwards start from the last
+// chunk.
+TEST(InterleavedSchedule, GroupsOfStagesMicrobatchesChunkByChunk) {
+  const auto order = InterleavedSchedule().computeOrder({0, 2, 2, 4});
+  std::vector<std::string> got;
+  for (const Action& a : order) got.push_back(toString(a));
+  EXPECT_EQ(got, (std::vector<std::string>{"F0", "F1", "F0c1", "F1c1", "F2", "B0c1", "F3", "B1c1", "F2c1", "B0",
+                                           "F3c1", "B1", "B2c1", "B3c1", "B2", "B3"}));
+  // Every (chunk, microbatch) once each way.
+  EXPECT_EQ(order.size(), 16u);
+}
+
+TEST(InterleavedSchedule, ChecksItsConstraints) {
+  const Status one = InterleavedSchedule().check({0, 2, 1, 4});
+  ASSERT_FALSE(one.ok());
+  EXPECT_NE(one.message().find("--chunks 2"), std::string::npos) << one.message();
+  const Status odd = InterleavedSchedule().check({0, 4, 2, 6});
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.message().find("a multiple of the 4 stages, not 6: pass --microbatches 8 (or 4)"), std::string::npos)
+      << odd.message();
+  EXPECT_TRUE(InterleavedSchedule().check({0, 4, 2, 8}).ok());
 }
 
 // The checker itself catches what it is for: a two-stage pipeline whose
@@ -100,7 +129,8 @@ TEST(Schedule, UnknownNameIsAnError) {
   EXPECT_TRUE(makeSchedule("1f1b").ok());
   auto bad = makeSchedule("zero-bubble");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("available: gpipe, 1f1b"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("available: gpipe, 1f1b, interleaved"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(Schedule, OneChunkUnlessInterleaved) {

@@ -74,19 +74,24 @@ constexpr Seconds kNever = std::numeric_limits<Seconds>::infinity();
 // closed form of, and gives R exactly (tested). Measured with it, VGG-11's
 // 1x4 on 2 cores was planned within 7% of its run (bench/README.md).
 PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& host,
-                      const std::vector<StageTail>& tails, ScheduleKind schedule) {
-  const int k = static_cast<int>(sc.forward.size());
+                      const std::vector<StageTail>& tails, ScheduleKind schedule, int chunks) {
+  // V virtual stages (the partition's pieces) on k stages: stage s runs
+  // pieces s, s + k, ... (interleaved; otherwise V = k).
+  const int V = static_cast<int>(sc.forward.size());
+  const int k = V / chunks;
+  HZ_CHECK(k >= 1 && k * chunks == V);
   HZ_CHECK(tails.empty() || static_cast<int>(tails.size()) == k);
-  const std::int64_t passes = 2 * M;  // then the tail's allreduce and update
+  const std::int64_t passes = 2 * M * chunks;  // then the tail's allreduce and update
   std::vector<std::vector<Pass>> order(k);
-  for (int s = 0; s < k; ++s) order[s] = passOrder(schedule, s, k, M);
+  for (int s = 0; s < k; ++s) order[s] = passOrder(schedule, s, k, M, chunks);
   const std::int64_t actions = passes + (tails.empty() ? 0 : 2);
   const double threadsPerStage = static_cast<double>(std::max(1, host.replicas)) * std::max(1, host.threads);
-  // forward_in[s][m]: when stage s has microbatch m's activations (s ≥ 1);
-  // backward_in[s][m]: when it has m's gradient (s ≤ k−2).
-  std::vector<std::vector<Seconds>> forward_in(k, std::vector<Seconds>(M, kNever));
-  std::vector<std::vector<Seconds>> backward_in(k, std::vector<Seconds>(M, kNever));
-  std::vector<Seconds> link_free(k, 0);  // link s−1 → s, both ways (index s)
+  // forward_in[v][m]: when virtual stage v has microbatch m's activations
+  // (v ≥ 1); backward_in[v][m]: when it has m's gradient (v ≤ V−2).
+  std::vector<std::vector<Seconds>> forward_in(V, std::vector<Seconds>(M, kNever));
+  std::vector<std::vector<Seconds>> backward_in(V, std::vector<Seconds>(M, kNever));
+  std::vector<Seconds> link_free(k, 0);  // link s−1 → s, both ways (index s; k−1 → 0 at 0)
+  auto virtualOf = [&](int s, const Pass& p) { return p.chunk * k + s; };
   struct State {
     std::int64_t next = 0;  // < 2M: order[s][next]; then the tail's two
     bool running = false;
@@ -98,8 +103,9 @@ PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& hos
     const std::int64_t a = st[s].next;
     if (a >= passes) return 0;  // the tail follows the stage's own last pass
     const Pass& p = order[s][a];
-    if (!p.backward) return s == 0 ? 0 : forward_in[s][p.microbatch];
-    return s == k - 1 ? 0 : backward_in[s][p.microbatch];
+    const int v = virtualOf(s, p);
+    if (!p.backward) return v == 0 ? 0 : forward_in[v][p.microbatch];
+    return v == V - 1 ? 0 : backward_in[v][p.microbatch];
   };
   auto send = [&](int link, Seconds at, Seconds cut, Seconds* arrival) {
     const Seconds start = std::max(at, link_free[link]);
@@ -114,7 +120,8 @@ PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& hos
       State& x = st[s];
       if (!x.running && x.next < actions && ready(s) <= now) {
         x.running = true;
-        x.remaining = x.next < passes    ? (order[s][x.next].backward ? sc.backward[s] : sc.forward[s])
+        const Pass* p = x.next < passes ? &order[s][x.next] : nullptr;
+        x.remaining = p                  ? (p->backward ? sc.backward[virtualOf(s, *p)] : sc.forward[virtualOf(s, *p)])
                       : x.next == passes ? tails[s].allreduce
                                          : tails[s].update;
         if (x.next == passes + 1) x.update_start = now;
@@ -142,8 +149,9 @@ PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& hos
       const std::int64_t a = x.next++;
       if (a < passes) {
         const Pass& p = order[s][a];
-        if (!p.backward && s + 1 < k) send(s + 1, now, sc.cut_in[s + 1], &forward_in[s + 1][p.microbatch]);
-        if (p.backward && s > 0) send(s, now, sc.cut_in[s], &backward_in[s - 1][p.microbatch]);
+        const int v = virtualOf(s, p);
+        if (!p.backward && v + 1 < V) send((v + 1) % k, now, sc.cut_in[v + 1], &forward_in[v + 1][p.microbatch]);
+        if (p.backward && v > 0) send(v % k, now, sc.cut_in[v], &backward_in[v - 1][p.microbatch]);
         if (a == passes - 1) x.last_backward = now;
       }
       if (x.next == actions) {
@@ -178,19 +186,21 @@ constexpr std::int64_t kSimulatedMicrobatches = 256;
 
 PipelineTime simulatedPipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches,
                                    const HostShare& host, const std::vector<StageTail>& tails,
-                                   ScheduleKind schedule) {
+                                   ScheduleKind schedule, int chunks) {
   HZ_CHECK(microbatches >= 1);
   const StageCosts sc = stageCosts(costs, partition);
   PipelineTime sim;
-  if (microbatches <= kSimulatedMicrobatches) {
-    sim = simulate(sc, microbatches, host, tails, schedule);
+  // The interleaved order repeats per group of k microbatches (k stages).
+  const std::int64_t group = chunks > 1 ? partition.numStages() / chunks : 1;
+  const std::int64_t simulated = std::max(group, kSimulatedMicrobatches / group * group);
+  if (microbatches <= simulated) {
+    sim = simulate(sc, microbatches, host, tails, schedule, chunks);
   } else {
-    const PipelineTime before = simulate(sc, kSimulatedMicrobatches - 1, host, tails, schedule);
-    sim = simulate(sc, kSimulatedMicrobatches, host, tails, schedule);
-    const Seconds extra =
-        (sim.total - before.total) * static_cast<double>(microbatches - kSimulatedMicrobatches);
+    const PipelineTime before = simulate(sc, simulated - group, host, tails, schedule, chunks);
+    sim = simulate(sc, simulated, host, tails, schedule, chunks);
+    const Seconds extra = (sim.total - before.total) * static_cast<double>(microbatches - simulated) / group;
     sim.total += extra;
-    sim.busy *= static_cast<double>(microbatches) / kSimulatedMicrobatches;
+    sim.busy *= static_cast<double>(microbatches) / simulated;
     for (Seconds& t : sim.update_start) t += extra;
     for (Seconds& t : sim.end) t += extra;
   }
@@ -205,11 +215,11 @@ PipelineTime simulatedPipelineTime(const ChainCosts& costs, const Partition& par
 }
 
 PipelineTime pipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches,
-                          const HostShare& host, ScheduleKind schedule) {
+                          const HostShare& host, ScheduleKind schedule, int chunks) {
   HZ_CHECK(microbatches >= 1);
   const int k = partition.numStages();
-  if (host.oversubscribed(k) || schedule != ScheduleKind::kGPipe) {
-    return simulatedPipelineTime(costs, partition, microbatches, host, {}, schedule);
+  if (host.oversubscribed(k / chunks) || schedule != ScheduleKind::kGPipe) {
+    return simulatedPipelineTime(costs, partition, microbatches, host, {}, schedule, chunks);
   }
   const StageCosts sc = stageCosts(costs, partition);
   PipelineTime t;

@@ -77,8 +77,10 @@ struct PipelineTime {
 // R for `partition` with `microbatches` microbatches: the closed form above
 // for GPipe on cores of its own, else the simulation of `schedule`'s order.
 // REQUIRES: the partition is valid for `costs` and microbatches >= 1.
+// With `chunks` > 1 (interleaved) the partition's pieces are the virtual
+// stages, stage s running pieces s, s + k, ... of k = pieces / chunks.
 PipelineTime pipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches,
-                          const HostShare& host = {}, ScheduleKind schedule = ScheduleKind::kGPipe);
+                          const HostShare& host = {}, ScheduleKind schedule = ScheduleKind::kGPipe, int chunks = 1);
 
 // What a stage computes on its compute thread after its last backward pass,
 // in seconds on a core of its own: summing its gradients through shared
@@ -95,7 +97,7 @@ struct StageTail {
 // Each stage runs its passes in `schedule`'s order (cost/schedules.h).
 PipelineTime simulatedPipelineTime(const ChainCosts& costs, const Partition& partition, std::int64_t microbatches,
                                    const HostShare& host, const std::vector<StageTail>& tails = {},
-                                   ScheduleKind schedule = ScheduleKind::kGPipe);
+                                   ScheduleKind schedule = ScheduleKind::kGPipe, int chunks = 1);
 
 // Fraction of the k stages' time spent not computing: 1 − busy / (k·R).
 double bubbleFraction(const PipelineTime& time, int stages);

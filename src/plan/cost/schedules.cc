@@ -4,12 +4,14 @@
 
 #include <algorithm>
 
+#include "plan/cost/interleaved.h"
 #include "plan/cost/one_f_one_b.h"
 
 namespace hydrozoa::plan {
 
 const std::vector<ScheduleKind>& allSchedules() {
-  static const std::vector<ScheduleKind> all = {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB};
+  static const std::vector<ScheduleKind> all = {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,
+                                                ScheduleKind::kInterleaved};
   return all;
 }
 
@@ -19,6 +21,8 @@ const char* scheduleName(ScheduleKind kind) {
       return "gpipe";
     case ScheduleKind::kOneFOneB:
       return "1f1b";
+    case ScheduleKind::kInterleaved:
+      return "interleaved";
   }
   return "?";
 }
@@ -40,22 +44,43 @@ std::vector<Pass> gpipeOrder(std::int64_t microbatches) {
   return order;
 }
 
-std::vector<Pass> passOrder(ScheduleKind kind, int stage, int stages, std::int64_t microbatches) {
+int chunksOf(ScheduleKind kind, int chunks) { return kind == ScheduleKind::kInterleaved ? chunks : 1; }
+
+std::vector<Pass> passOrder(ScheduleKind kind, int stage, int stages, std::int64_t microbatches, int chunks) {
   switch (kind) {
     case ScheduleKind::kGPipe:
       return gpipeOrder(microbatches);
     case ScheduleKind::kOneFOneB:
       return oneFOneBOrder(stage, stages, microbatches);
+    case ScheduleKind::kInterleaved:
+      return interleavedOrder(stage, stages, chunks, microbatches);
   }
   return {};
 }
 
-std::int64_t stashedMicrobatches(ScheduleKind kind, int stage, int stages, std::int64_t microbatches) {
+std::vector<std::int64_t> stashPeaks(const std::vector<Pass>& order, int chunks) {
+  std::vector<std::int64_t> now(static_cast<size_t>(chunks), 0), peak(static_cast<size_t>(chunks), 0);
+  for (const Pass& p : order) {
+    const auto c = static_cast<size_t>(p.chunk);
+    if (p.backward) {
+      --now[c];
+    } else {
+      peak[c] = std::max(peak[c], ++now[c]);
+    }
+  }
+  return peak;
+}
+
+std::int64_t stashedMicrobatches(ScheduleKind kind, int stage, int stages, std::int64_t microbatches, int chunks) {
   switch (kind) {
     case ScheduleKind::kGPipe:
       return microbatches;
     case ScheduleKind::kOneFOneB:
       return oneFOneBStashed(stage, stages, microbatches);
+    case ScheduleKind::kInterleaved: {
+      const auto peaks = stashPeaks(interleavedOrder(stage, stages, chunks, microbatches), chunks);
+      return peaks.empty() ? 0 : *std::max_element(peaks.begin(), peaks.end());
+    }
   }
   return microbatches;
 }

@@ -5,7 +5,7 @@
 //
 // Each schedule's time and memory model is a file of its own here: gpipe in
 // pipeline.h and memory.h (Hydrozoa's R and M microbatches stashed),
-// one_f_one_b.h.
+// one_f_one_b.h, interleaved.h.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,7 @@
 
 namespace hydrozoa::plan {
 
-enum class ScheduleKind { kGPipe, kOneFOneB };
+enum class ScheduleKind { kGPipe, kOneFOneB, kInterleaved };
 
 // One pass of one microbatch through one stage (of one model chunk).
 struct Pass {
@@ -30,17 +30,25 @@ struct Pass {
 
 const std::vector<ScheduleKind>& allSchedules();
 const char* scheduleName(ScheduleKind kind);
-// "gpipe", "1f1b"; anything else is an error naming `field`, the value and
+// "gpipe", "1f1b", "interleaved"; anything else is an error naming `field`, the value and
 // the schedules there are.
 Result<ScheduleKind> parseSchedule(const std::string& name, const std::string& field);
 
-// The order of stage `stage`'s (of `stages`) passes over `microbatches`.
-std::vector<Pass> passOrder(ScheduleKind kind, int stage, int stages, std::int64_t microbatches);
+// Model chunks per stage: `chunks` for the interleaved schedule, else 1.
+int chunksOf(ScheduleKind kind, int chunks);
+
+// The order of stage `stage`'s (of `stages`) passes over `microbatches`
+// (and `chunks` model chunks, interleaved).
+std::vector<Pass> passOrder(ScheduleKind kind, int stage, int stages, std::int64_t microbatches, int chunks = 1);
 
 // GPipe's: all forwards in order, then all backwards in reverse.
 std::vector<Pass> gpipeOrder(std::int64_t microbatches);
 
-// The most microbatches whose activations stage `stage` holds at once.
-std::int64_t stashedMicrobatches(ScheduleKind kind, int stage, int stages, std::int64_t microbatches);
+// Per chunk, the most microbatches whose activations an order holds at once.
+std::vector<std::int64_t> stashPeaks(const std::vector<Pass>& order, int chunks);
+
+// The most microbatches whose activations stage `stage` holds at once in
+// any one chunk.
+std::int64_t stashedMicrobatches(ScheduleKind kind, int stage, int stages, std::int64_t microbatches, int chunks = 1);
 
 }  // namespace hydrozoa::plan

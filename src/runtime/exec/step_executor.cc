@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <deque>
+#include <set>
 #include <stdexcept>
 
 #include "runtime/exec/tags.h"
@@ -206,26 +207,30 @@ StepStats StepExecutor::run(const StepInput& in) {
           gradOutputs.erase(it);
         }
         GradientSync* sync = chunks_[a.chunk].sync;
+        const int offset = chunks_[a.chunk].syncOffset;
         const auto c0 = std::chrono::steady_clock::now();
         torch::Tensor gradIn;
         {
           TraceSpan span(trace_, label("backward", a), "compute", TraceThread::kCompute, {{"step", in.step}});
           gradIn = chunks_[a.chunk].layers->backward(
               a.microbatch, grad,
-              a.final && sync ? std::function<void(int)>([sync](int l) { sync->layerReady(l); })
+              a.final && sync ? std::function<void(int)>([sync, offset](int l) { sync->layerReady(offset + l); })
                               : std::function<void(int)>());
         }
         stats.compute += since(c0);
         if (!shape_.firstVirtual(a.chunk)) gradInputs[key] = gradIn;
         break;
       }
-      case ActionKind::kSyncWait:
+      case ActionKind::kSyncWait: {
+        std::set<GradientSync*> finished;
         for (ChunkParts& c : chunks_) {
+          if (!c.sync || !finished.insert(c.sync).second) continue;
           double waited = 0;
-          if (c.sync) c.sync->finish(&waited);
+          c.sync->finish(&waited);
           stats.allreduce += waited;
         }
         break;
+      }
       case ActionKind::kOptimizerStep:
         update_(in.step + a.step);
         break;

@@ -62,7 +62,10 @@ class Channels {
 // One model chunk of the stage (one, unless interleaved).
 struct ChunkParts {
   StageExecutor* layers = nullptr;
+  // The stage's gradient sync (one for all chunks; null: none), in which
+  // this chunk's layer i is layer syncOffset + i.
   GradientSync* sync = nullptr;
+  int syncOffset = 0;
   SampleShape in, out;  // per sample: what it receives and what it produces
 };
 

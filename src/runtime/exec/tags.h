@@ -12,9 +12,11 @@
 
 #include <cstdint>
 
+#include "core/limits.h"
+
 namespace hydrozoa::runtime {
 
-inline constexpr int kMaxChunks = 16;
+inline constexpr int kMaxChunks = static_cast<int>(kChunksRange.max);  // 4 bits of the tag
 
 inline int transferTag(bool gradient, int microbatch, int chunk, std::int64_t step) {
   return (gradient ? 1 : 0) | microbatch << 1 | chunk << 21 | static_cast<int>(step & 3) << 25;

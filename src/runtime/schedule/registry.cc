@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "runtime/schedule/gpipe.h"
+#include "runtime/schedule/interleaved.h"
 #include "runtime/schedule/one_f_one_b.h"
 
 namespace hydrozoa::runtime {
@@ -19,6 +20,7 @@ const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
       {"gpipe", [] { return std::make_unique<GPipeSchedule>(); }},
       {"1f1b", [] { return std::make_unique<OneFOneBSchedule>(); }},
+      {"interleaved", [] { return std::make_unique<InterleavedSchedule>(); }},
   };
   return entries;
 }

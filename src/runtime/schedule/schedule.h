@@ -100,7 +100,9 @@ std::vector<Action> lowerFlushed(const std::vector<Action>& compute, const Pipel
 Result<std::unique_ptr<Schedule>> makeSchedule(const std::string& name);
 std::vector<std::string> scheduleNames();
 
-// Runs every stage's actions against each other, as the workers would: a
+// Runs every stage's actions against each other, as the workers would
+// (whether or not check() accepts the shape: a short last step runs with
+// the microbatches it has): a
 // receive waits for its send, everything else proceeds. OK when every stage
 // finishes; an error naming the stuck stages and actions when they deadlock,
 // or when a stage's actions are not a valid step (a pass missing or twice, a

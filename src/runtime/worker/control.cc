@@ -71,7 +71,7 @@ void Worker::onControl(const Json& m) {
       } else if (auto dir = checkpointDir(step); !dir.ok()) {
         problem = dir.status().message();
       } else {
-        Status s = completedStep_ == step ? saveStage(*dir, stage_->model(), *optimizer_) : saveSnapshot(*dir);
+        Status s = completedStep_ == step ? saveState(*dir) : saveSnapshot(*dir);
         if (shipsCheckpoints()) s = shipCheckpoint(step, *dir, s);
         if (!s.ok()) problem = s.message();
       }

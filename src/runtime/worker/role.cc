@@ -1,6 +1,9 @@
 #include "runtime/worker/role.h"
 
+#include <fmt/format.h>
+
 #include "core/limits.h"
+#include "runtime/exec/tags.h"
 #include "wire/control.h"
 
 namespace hydrozoa::runtime {
@@ -39,8 +42,22 @@ Result<Role> parseRole(const Json& a) {
     for (const auto& c : *cpus) r.cpus.push_back(c.get<int>());
   }
   r.cpus_shared = o.boolean("cpus_shared");
+  if (const Json* ranges = o.raw("layer_ranges"); ranges && ranges->is_array()) {
+    for (const Json& range : *ranges) {
+      const bool valid = range.is_array() && range.size() == 2 && range[0].is_number_integer() &&
+                         range[1].is_number_integer() && range[0].get<std::int64_t>() >= 0 &&
+                         range[0].get<std::int64_t>() <= range[1].get<std::int64_t>() &&
+                         range[1].get<std::int64_t>() < kLayersRange.max;
+      if (!valid || r.layer_ranges.size() >= static_cast<size_t>(kMaxChunks)) {
+        o.fail("layer_ranges", fmt::format("expected at most {} [first, last] layer ranges", kMaxChunks));
+        break;
+      }
+      r.layer_ranges.emplace_back(range[0].get<int>(), range[1].get<int>());
+    }
+  }
   const Json& job = o.object("job");
   HZ_RETURN_IF_ERROR(o.status());
+  if (r.layer_ranges.empty()) r.layer_ranges.emplace_back(r.first_layer, r.last_layer);
   HZ_ASSIGN_OR_RETURN(r.job, cluster::parseJobSpec(job, "assign.job"));
   return r;
 }

@@ -17,6 +17,9 @@ struct Role {
   int generation = 0, rank = 0, world = 1;
   int replica = 0, replicas = 1, stage = 0, stages = 1;
   int first_layer = 0, last_layer = 0;
+  // The stage's model chunks, in order: [first, last] layer ranges ("layer_ranges";
+  // absent: the one range above). Interleaved: chunk c is virtual stage c·stages + stage.
+  std::vector<std::pair<int, int>> layer_ranges;
   std::int64_t microbatch_size = 1, microbatches = 1;
   std::int64_t train_size = 0, test_size = 0;
   std::int64_t start_step = 0;  // global step to start from

@@ -16,15 +16,35 @@ namespace hydrozoa::runtime {
 
 std::vector<torch::Tensor> Worker::stageBuffers() const {
   std::vector<torch::Tensor> out;
-  for (const auto& layer : stage_->model().layers) {
-    for (const auto& b : layer.module->buffers()) out.push_back(b);
+  for (const auto& chunk : chunks_) {
+    for (const auto& layer : chunk->model().layers) {
+      for (const auto& b : layer.module->buffers()) out.push_back(b);
+    }
   }
   return out;
 }
 
+std::vector<torch::Tensor> Worker::stageParameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& chunk : chunks_) {
+    for (torch::Tensor& p : chunk->model().parameters()) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+Status Worker::saveState(const std::string& dir) {
+  for (const auto& chunk : chunks_) HZ_RETURN_IF_ERROR(saveStage(dir, chunk->model(), *optimizer_));
+  return Status();
+}
+
+Status Worker::loadState(const std::string& dir) {
+  for (const auto& chunk : chunks_) HZ_RETURN_IF_ERROR(loadStage(dir, chunk->model(), *optimizer_));
+  return Status();
+}
+
 void Worker::snapshot() {
   torch::NoGradGuard guard;
-  const std::vector<torch::Tensor> params = stage_->model().parameters();
+  const std::vector<torch::Tensor> params = stageParameters();
   const std::vector<torch::Tensor> buffers = stageBuffers();
   auto copyInto = [](torch::Tensor& to, const torch::Tensor& from) {
     if (!to.defined() || !to.sizes().equals(from.sizes()) || to.dtype() != from.dtype()) {
@@ -54,7 +74,7 @@ void Worker::snapshot() {
 // with the step before, then saved the usual way.
 Status Worker::saveSnapshot(const std::string& dir) {
   torch::NoGradGuard guard;
-  std::vector<torch::Tensor> params = stage_->model().parameters();
+  std::vector<torch::Tensor> params = stageParameters();
   std::vector<torch::Tensor> buffers = stageBuffers();
   for (size_t i = 0; i < params.size(); ++i) {
     params[i].copy_(before_.params[i]);
@@ -63,7 +83,7 @@ Status Worker::saveSnapshot(const std::string& dir) {
   }
   for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(before_.buffers[i]);
   completedStep_ = before_.step;
-  return saveStage(dir, stage_->model(), *optimizer_);
+  return saveState(dir);
 }
 
 // A fresh directory only this process writes, on this worker's host:
@@ -102,18 +122,21 @@ Status Worker::shipCheckpoint(std::int64_t globalStep, const std::string& dir, S
 Result<std::string> Worker::fetchCheckpoint() {
   HZ_ASSIGN_OR_RETURN(const std::string dir, privateDir(args_.id, "restore"));
   const auto t0 = Clock::now();
-  for (int layer = role_.first_layer; layer <= role_.last_layer; ++layer) {
-    const std::string file = layerFileName(layer);
-    if (Status s = wire::fetchFile(*control_, {{"stage", role_.stage}}, file, dir + "/" + file,
-                                   [](const Json& m) { return m.value("type", "") != "stop"; });
-        !s.ok()) {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-      return s;
+  std::string layers;
+  for (const auto& [first, last] : role_.layer_ranges) {
+    for (int layer = first; layer <= last; ++layer) {
+      const std::string file = layerFileName(layer);
+      if (Status s = wire::fetchFile(*control_, {{"stage", role_.stage}}, file, dir + "/" + file,
+                                     [](const Json& m) { return m.value("type", "") != "stop"; });
+          !s.ok()) {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+        return s;
+      }
     }
+    layers += fmt::format("{}{}-{}", layers.empty() ? "" : ", ", first, last);
   }
-  spdlog::info("fetched layers {}-{} of {} from the coordinator in {:.2f} s", role_.first_layer, role_.last_layer,
-               role_.checkpoint, since(t0));
+  spdlog::info("fetched layers {} of {} from the coordinator in {:.2f} s", layers, role_.checkpoint, since(t0));
   return dir;
 }
 
@@ -123,7 +146,7 @@ void Worker::checkpoint(std::int64_t globalStep) {
   auto dir = checkpointDir(globalStep);
   if (!dir.ok()) throw std::runtime_error(dir.status().message());
   TraceSpan span(trace_, "checkpoint", "checkpoint", TraceThread::kCompute);
-  Status s = saveStage(*dir, stage_->model(), *optimizer_);
+  Status s = saveState(*dir);
   // Sent from here, before the "checkpoint" posted after them (one socket, in order).
   if (shipsCheckpoints()) s = shipCheckpoint(globalStep, *dir, s);
   if (!s.ok()) throw std::runtime_error(s.message());

@@ -27,11 +27,8 @@ Status Worker::build() {
   torch::set_num_threads(job.threads);
   HZ_ASSIGN_OR_RETURN(auto schedule, makeSchedule(role_.schedule));
   schedule_ = std::move(schedule);
-  HZ_RETURN_IF_ERROR(schedule_->check({role_.stage, role_.stages, 1, static_cast<int>(role_.microbatches)}));
-  HZ_ASSIGN_OR_RETURN(model::Model m,
-                      model::buildModel({job.model, job.model_options}, {job.seed, role_.first_layer, role_.last_layer}));
-  const model::InputSpec input = m.input;
-  const model::TaskSpec task = m.task;
+  const PipelineShape shape = pipelineShape();
+  HZ_RETURN_IF_ERROR(schedule_->check(shape));
   // NOTE [Devices]: "auto" takes a GPU when this libtorch has CUDA and the
   // host has one; workers on one host share its GPUs round-robin by rank.
   if (job.device == "cuda" || (job.device == "auto" && torch::cuda::is_available())) {
@@ -39,17 +36,26 @@ Status Worker::build() {
       return invalidArgument("training.device is cuda but no CUDA device is usable here (Debian's libtorch is CPU-only)");
     }
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(role_.rank % torch::cuda::device_count()));
-    m.to(device_);
   }
-  inShape_.device = outShape_.device = device_;
-  stage_ = std::make_unique<StageExecutor>(std::move(m), lastStage(), job.seed, trace_);
-  optimizer_ = makeOptimizer(job.optimizer, stage_->model().parameters());
+  model::InputSpec input;
+  model::TaskSpec task;
+  for (int c = 0; c < numChunks(); ++c) {
+    const auto [first, last] = role_.layer_ranges[static_cast<size_t>(c)];
+    HZ_ASSIGN_OR_RETURN(model::Model m, model::buildModel({job.model, job.model_options}, {job.seed, first, last}));
+    input = m.input;
+    task = m.task;
+    if (device_.is_cuda()) m.to(device_);
+    chunks_.push_back(std::make_unique<StageExecutor>(std::move(m), shape.lastVirtual(c), job.seed, trace_));
+    inShapes_.emplace_back().device = device_;
+    outShapes_.emplace_back().device = device_;
+  }
+  optimizer_ = makeOptimizer(job.optimizer, stageParameters());
   if (!role_.checkpoint.empty()) {
     std::string dir = role_.checkpoint;
     if (shipsCheckpoints()) {
       HZ_ASSIGN_OR_RETURN(dir, fetchCheckpoint());
     }
-    const Status loaded = loadStage(dir, stage_->model(), *optimizer_);
+    const Status loaded = loadState(dir);
     std::error_code ec;
     if (shipsCheckpoints()) std::filesystem::remove_all(dir, ec);
     HZ_RETURN_IF_ERROR(loaded);
@@ -114,20 +120,35 @@ Status Worker::build() {
     // [Shared-memory allreduce]); a worker pinned to a core of its own waits
     // there by spinning (on a shared core it would take the core from the
     // peer it waits for, so it sleeps).
-    for (const torch::Tensor& p : stage_->model().parameters()) to.shared_memory_bytes += p.nbytes() + 64;
+    for (const torch::Tensor& p : stageParameters()) to.shared_memory_bytes += p.nbytes() + 64;
     to.shared_memory_bytes = std::max<Bytes>(to.shared_memory_bytes, 1);
     to.spin = !role_.cpus.empty() && !role_.cpus_shared;
   }
   HZ_ASSIGN_OR_RETURN(transport_, connectTransport(to));
   // Buckets as PyTorch DDP sizes them: 1 MB first, 25 MB after (plan/cost/allreduce.h).
-  sync_ = std::make_unique<GradientSync>(transport_.get(), stage_->layerParameters(), plan::kFirstBucketBytes,
+  // One sync over every chunk's layers, in order: chunk c's layer i is
+  // layer offset_c + i of it.
+  std::vector<std::vector<torch::Tensor>> layerParams;
+  std::vector<ChunkParts> parts;
+  for (int c = 0; c < numChunks(); ++c) {
+    const auto& layers = *chunks_[static_cast<size_t>(c)];
+    ChunkParts part;
+    part.layers = chunks_[static_cast<size_t>(c)].get();
+    part.syncOffset = static_cast<int>(layerParams.size());
+    parts.push_back(std::move(part));
+    for (auto& p : layers.layerParameters()) layerParams.push_back(std::move(p));
+  }
+  sync_ = std::make_unique<GradientSync>(transport_.get(), std::move(layerParams), plan::kFirstBucketBytes,
                                          plan::kBucketBytes, trace_);
   channels_ = std::make_unique<Channels>(*transport_, trace_, [this](int stage) { return rankOf(stage); });
   HZ_RETURN_IF_ERROR(exchangeShapes());
-  const PipelineShape shape{role_.stage, role_.stages, 1, static_cast<int>(role_.microbatches)};
-  executor_ = std::make_unique<StepExecutor>(
-      *schedule_, shape, std::vector<ChunkParts>{{stage_.get(), sync_.get(), inShape_, outShape_}}, *channels_,
-      trainLoader_.get(), device_, trace_, [this](std::int64_t step) { applyUpdate(step); });
+  for (int c = 0; c < numChunks(); ++c) {
+    parts[static_cast<size_t>(c)].sync = sync_.get();
+    parts[static_cast<size_t>(c)].in = inShapes_[static_cast<size_t>(c)];
+    parts[static_cast<size_t>(c)].out = outShapes_[static_cast<size_t>(c)];
+  }
+  executor_ = std::make_unique<StepExecutor>(*schedule_, shape, std::move(parts), *channels_, trainLoader_.get(),
+                                             device_, trace_, [this](std::int64_t step) { applyUpdate(step); });
   // NOTE [Cores for compute threads]: with a core of its own, the compute
   // thread is never queued behind its neighbour's; the helper threads
   // (transfers, data, heartbeats) stay free to run on any of the process's
@@ -146,62 +167,73 @@ Status Worker::build() {
   return Status();
 }
 
-// Each stage learns the per-sample shape and type of what it receives, and
-// tells the next stage what it sends, by running one sample through itself.
+// Each stage learns the per-sample shape and type of what each of its chunks
+// receives, and tells the next virtual stage what it sends, by running one
+// sample through the chunk.
 Status Worker::exchangeShapes() {
-  if (firstStage()) {
-    const model::InputSpec& in = stage_->model().input;
-    inShape_.dims = in.shape;
-    inShape_.dtype = in.kind == model::InputKind::kTokens ? torch::kLong : torch::kFloat;
-  } else {
-    torch::Tensor header = torch::zeros({kShapeSlots}, torch::TensorOptions(torch::kLong).device(device_));
-    Inbound& fromPrev = channels_->in(role_.stage - 1, Payload::kActivation);
-    fromPrev.expect(shapeTag(0), shapeTag(0), header, "shape");
-    header = fromPrev.take(shapeTag(0)).cpu();
-    const auto* h = header.data_ptr<std::int64_t>();
-    // The peer is checked like any input before anything is allocated from it:
-    // a known type, a rank that fits the header, every dimension positive, and
-    // one microbatch no larger than this machine's memory.
-    if (h[0] != 0 && h[0] != 1) {
-      return internalError(fmt::format("stage {} sent an unknown tensor type {} for its output", role_.stage - 1, h[0]));
-    }
-    if (h[1] < 1 || h[1] > kShapeSlots - 2) {
-      return internalError(fmt::format("stage {} sent a tensor rank of {}; expected 1 to {}", role_.stage - 1, h[1],
-                                       kShapeSlots - 2));
-    }
-    const std::int64_t elementBytes = h[0] == 1 ? 8 : 4;
-    std::int64_t bytes = saturatingMul(elementBytes, role_.microbatch_size);
-    for (std::int64_t i = 0; i < h[1]; ++i) {
-      if (h[2 + i] < 1) {
-        return internalError(fmt::format("stage {} sent dimension {} of its output as {}; expected at least 1",
-                                         role_.stage - 1, i, h[2 + i]));
+  const PipelineShape shape = pipelineShape();
+  for (int c = 0; c < numChunks(); ++c) {
+    const auto at = static_cast<size_t>(c);
+    SampleShape& inShape = inShapes_[at];
+    SampleShape& outShape = outShapes_[at];
+    const int v = shape.virtualStage(c);
+    if (shape.firstVirtual(c)) {
+      const model::InputSpec& in = chunks_[at]->model().input;
+      inShape.dims = in.shape;
+      inShape.dtype = in.kind == model::InputKind::kTokens ? torch::kLong : torch::kFloat;
+    } else {
+      const int from = (v - 1) % role_.stages;
+      const int tag = shapeTag(edgeChunk(v - 1, role_.stages));
+      torch::Tensor header = torch::zeros({kShapeSlots}, torch::TensorOptions(torch::kLong).device(device_));
+      Inbound& fromPrev = channels_->in(from, Payload::kActivation);
+      fromPrev.expect(tag, tag, header, "shape");
+      header = fromPrev.take(tag).cpu();
+      const auto* h = header.data_ptr<std::int64_t>();
+      // The peer is checked like any input before anything is allocated from it:
+      // a known type, a rank that fits the header, every dimension positive, and
+      // one microbatch no larger than this machine's memory.
+      if (h[0] != 0 && h[0] != 1) {
+        return internalError(fmt::format("stage {} sent an unknown tensor type {} for its output", from, h[0]));
       }
-      bytes = saturatingMul(bytes, h[2 + i]);
+      if (h[1] < 1 || h[1] > kShapeSlots - 2) {
+        return internalError(
+            fmt::format("stage {} sent a tensor rank of {}; expected 1 to {}", from, h[1], kShapeSlots - 2));
+      }
+      const std::int64_t elementBytes = h[0] == 1 ? 8 : 4;
+      std::int64_t bytes = saturatingMul(elementBytes, role_.microbatch_size);
+      for (std::int64_t i = 0; i < h[1]; ++i) {
+        if (h[2 + i] < 1) {
+          return internalError(fmt::format("stage {} sent dimension {} of its output as {}; expected at least 1",
+                                           from, i, h[2 + i]));
+        }
+        bytes = saturatingMul(bytes, h[2 + i]);
+      }
+      const std::int64_t physical = static_cast<std::int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE);
+      if (bytes > std::max<std::int64_t>(physical, kGiB)) {
+        return internalError(fmt::format("stage {} sent an output shape whose microbatch of {} needs more than {}, "
+                                         "more than this machine's memory",
+                                         from, role_.microbatch_size, formatBytes(bytes)));
+      }
+      inShape.dtype = h[0] == 1 ? torch::kLong : torch::kFloat;
+      inShape.dims.assign(h + 2, h + 2 + h[1]);
     }
-    const std::int64_t physical = static_cast<std::int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE);
-    if (bytes > std::max<std::int64_t>(physical, kGiB)) {
-      return internalError(fmt::format("stage {} sent an output shape whose microbatch of {} needs more than {}, "
-                                       "more than this machine's memory",
-                                       role_.stage - 1, role_.microbatch_size, formatBytes(bytes)));
+    const torch::Tensor probe =
+        torch::zeros(inShape.buffer(1).sizes(), torch::TensorOptions(inShape.dtype).device(device_));
+    const torch::Tensor out = chunks_[at]->evaluate(probe);
+    outShape.dims.assign(out.sizes().begin() + 1, out.sizes().end());
+    outShape.dtype = out.scalar_type();
+    if (!shape.lastVirtual(c)) {
+      if (outShape.dims.size() + 2 > kShapeSlots) return internalError("tensor rank too high to exchange");
+      torch::Tensor header = torch::zeros({kShapeSlots}, torch::kLong);
+      auto* h = header.data_ptr<std::int64_t>();
+      h[0] = outShape.dtype == torch::kLong ? 1 : 0;
+      h[1] = static_cast<std::int64_t>(outShape.dims.size());
+      for (size_t i = 0; i < outShape.dims.size(); ++i) h[2 + i] = outShape.dims[i];
+      const int tag = shapeTag(edgeChunk(v, role_.stages));
+      Outbound& toNext = channels_->out((v + 1) % role_.stages, Payload::kActivation);
+      toNext.send(tag, header.to(device_), "shape");
+      toNext.flush();
     }
-    inShape_.dtype = h[0] == 1 ? torch::kLong : torch::kFloat;
-    inShape_.dims.assign(h + 2, h + 2 + h[1]);
-  }
-  const torch::Tensor probe = torch::zeros(inShape_.buffer(1).sizes(),
-                                           torch::TensorOptions(inShape_.dtype).device(device_));
-  const torch::Tensor out = stage_->evaluate(probe);
-  outShape_.dims.assign(out.sizes().begin() + 1, out.sizes().end());
-  outShape_.dtype = out.scalar_type();
-  if (!lastStage()) {
-    if (outShape_.dims.size() + 2 > kShapeSlots) return internalError("tensor rank too high to exchange");
-    torch::Tensor header = torch::zeros({kShapeSlots}, torch::kLong);
-    auto* h = header.data_ptr<std::int64_t>();
-    h[0] = outShape_.dtype == torch::kLong ? 1 : 0;
-    h[1] = static_cast<std::int64_t>(outShape_.dims.size());
-    for (size_t i = 0; i < outShape_.dims.size(); ++i) h[2 + i] = outShape_.dims[i];
-    Outbound& toNext = channels_->out(role_.stage + 1, Payload::kActivation);
-    toNext.send(shapeTag(0), header.to(device_), "shape");
-    toNext.flush();
   }
   return Status();
 }

@@ -68,43 +68,53 @@ void Worker::applyUpdate(std::int64_t globalStep) {
   completedStep_ = globalStep + 1;
 }
 
+// The test set through the pipeline, chunk by chunk (every microbatch of a
+// step through chunk 0, then chunk 1, ...): sends go ahead asynchronously,
+// so a stage never waits on itself.
 void Worker::evaluate(std::int64_t epoch) {
   if (!testSampler_) return;
   const data::EpochSampler& sampler = *testSampler_;
+  const PipelineShape shape = pipelineShape();
   if (testLoader_) testLoader_->start(0, 0);
   double lossSum = 0, correct = 0, count = 0;
   TraceSpan span(trace_, fmt::format("evaluate epoch {}", epoch), "eval", TraceThread::kCompute);
-  Inbound* fromPrev = firstStage() ? nullptr : &channels_->in(role_.stage - 1, Payload::kActivation);
-  Outbound* toNext = lastStage() ? nullptr : &channels_->out(role_.stage + 1, Payload::kActivation);
   for (std::int64_t step = 0; step < sampler.stepsPerEpoch(); ++step) {
     const std::vector<std::int64_t> sizes = microbatchSizes(sampler, step);
-    for (size_t mb = 0; mb < sizes.size(); ++mb) {
-      const int tag = evalTag(static_cast<int>(mb), 0);
-      if (fromPrev) fromPrev->expect(tag, tag, inShape_.buffer(sizes[mb]), "eval");
-    }
-    for (size_t mb = 0; mb < sizes.size(); ++mb) {
-      const int tag = evalTag(static_cast<int>(mb), 0);
-      data::Batch batch;
-      if (testLoader_) {
+    std::vector<data::Batch> batches(sizes.size());
+    if (testLoader_) {
+      for (data::Batch& batch : batches) {
         batch = testLoader_->next();
         batch.inputs = batch.inputs.to(device_);
         batch.labels = batch.labels.to(device_);
       }
-      const torch::Tensor input = fromPrev ? fromPrev->take(tag) : batch.inputs;
-      const torch::Tensor out = stage_->evaluate(input);
-      if (toNext) {
-        toNext->send(tag, out, "eval");
-        continue;
-      }
-      const torch::Tensor logits = out.reshape({-1, out.size(-1)});
-      const torch::Tensor labels = batch.labels.reshape({-1});
-      lossSum += torch::nn::functional::cross_entropy(
-                     logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                     .item<double>();
-      correct += logits.argmax(1).eq(labels).sum().item<double>();
-      count += static_cast<double>(labels.numel());
     }
-    if (toNext) toNext->flush();
+    for (int c = 0; c < numChunks(); ++c) {
+      const int v = shape.virtualStage(c);
+      Inbound* fromPrev = shape.firstVirtual(c) ? nullptr : &channels_->in((v - 1) % role_.stages, Payload::kActivation);
+      Outbound* toNext = shape.lastVirtual(c) ? nullptr : &channels_->out((v + 1) % role_.stages, Payload::kActivation);
+      const int inChunk = edgeChunk(v - 1, role_.stages), outChunk = edgeChunk(v, role_.stages);
+      for (size_t mb = 0; mb < sizes.size(); ++mb) {
+        const int tag = evalTag(static_cast<int>(mb), inChunk);
+        if (fromPrev) fromPrev->expect(tag, tag, inShapes_[static_cast<size_t>(c)].buffer(sizes[mb]), "eval");
+      }
+      for (size_t mb = 0; mb < sizes.size(); ++mb) {
+        const torch::Tensor input =
+            fromPrev ? fromPrev->take(evalTag(static_cast<int>(mb), inChunk)) : batches[mb].inputs;
+        const torch::Tensor out = chunks_[static_cast<size_t>(c)]->evaluate(input);
+        if (toNext) {
+          toNext->send(evalTag(static_cast<int>(mb), outChunk), out, "eval");
+          continue;
+        }
+        const torch::Tensor logits = out.reshape({-1, out.size(-1)});
+        const torch::Tensor labels = batches[mb].labels.reshape({-1});
+        lossSum += torch::nn::functional::cross_entropy(
+                       logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                       .item<double>();
+        correct += logits.argmax(1).eq(labels).sum().item<double>();
+        count += static_cast<double>(labels.numel());
+      }
+    }
+    channels_->flush();
   }
   if (lastStage()) {
     post({{"type", "eval"}, {"epoch", epoch}, {"loss_sum", lossSum}, {"correct", correct}, {"count", count}});
@@ -116,12 +126,10 @@ void Worker::evaluate(std::int64_t epoch) {
 void Worker::synchronizeBuffers() {
   if (role_.replicas <= 1) return;
   torch::NoGradGuard guard;
-  for (auto& layer : stage_->model().layers) {
-    for (auto& b : layer.module->buffers()) {
-      if (!b.is_floating_point()) continue;
-      transport_->allreduceStage(b)->wait();
-      b.div_(role_.replicas);
-    }
+  for (torch::Tensor& b : stageBuffers()) {
+    if (!b.is_floating_point()) continue;
+    transport_->allreduceStage(b)->wait();
+    b.div_(role_.replicas);
   }
 }
 

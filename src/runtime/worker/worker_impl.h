@@ -104,13 +104,21 @@ class Worker {
   bool lastStage() const { return role_.stage == role_.stages - 1; }
   // This replica's worker of `stage` (ranks are replica-major).
   int rankOf(int stage) const { return role_.rank - role_.stage + stage; }
+  int numChunks() const { return static_cast<int>(role_.layer_ranges.size()); }
+  PipelineShape pipelineShape() const {
+    return {role_.stage, role_.stages, numChunks(), static_cast<int>(role_.microbatches)};
+  }
+  // Every chunk's parameters, in order; saving and loading all chunks.
+  std::vector<torch::Tensor> stageParameters() const;
+  Status saveState(const std::string& dir);
+  Status loadState(const std::string& dir);
   std::vector<std::int64_t> microbatchSizes(const data::EpochSampler& sampler, std::int64_t step) const;
 
   WorkerArgs args_;
   Role role_;
   std::unique_ptr<wire::ControlClient> control_;
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<StageExecutor> stage_;
+  std::vector<std::unique_ptr<StageExecutor>> chunks_;  // the stage's model chunks (one unless interleaved)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<Schedule> schedule_;
@@ -126,7 +134,7 @@ class Worker {
   std::unique_ptr<data::PrefetchLoader> trainLoader_, testLoader_;
   std::unique_ptr<Channels> channels_;
   std::unique_ptr<StepExecutor> executor_;
-  SampleShape inShape_, outShape_;
+  std::vector<SampleShape> inShapes_, outShapes_;  // per chunk
   torch::Device device_ = torch::kCPU;
   TraceRecorder trace_{true};
   std::atomic<std::int64_t> currentStep_{0};
