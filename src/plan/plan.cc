@@ -318,8 +318,8 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     const int expectedFirst = i == 0 ? 0 : pieces[i - 1].last + 1;
     if (pieces[i].first != expectedFirst || pieces[i].last < pieces[i].first) {
       const size_t stage = i % p.stages.size(), chunk = i / p.stages.size();
-      return parseError(fmt::format("{}: stages[{}]{}: layers {} to {}: stages must be consecutive, non-empty ranges "
-                                    "starting at layer 0 (expected first_layer {})",
+      return parseError(fmt::format("{}: stages[{}]{}: first_layer {} and last_layer {}: stages must be consecutive, "
+                                    "non-empty ranges starting at layer 0 (expected first_layer {})",
                                     origin, stage, p.chunks > 1 ? fmt::format(".chunks[{}]", chunk) : "",
                                     pieces[i].first, pieces[i].last, expectedFirst));
     }

@@ -169,11 +169,11 @@ TEST_F(Cli, PlanEverySchedule) {
   std::map<std::string, std::string> rows;  // schedule -> its row
   std::istringstream lines(r.out.substr(0, r.out.find("\nPlan for")));
   for (std::string line; std::getline(lines, line);) {
-    for (const char* name : {"gpipe", "1f1b"}) {
+    for (const char* name : {"gpipe", "1f1b", "interleaved"}) {
       if (line.find(std::string(" ") + name + " ") != std::string::npos) rows[name] = line;
     }
   }
-  ASSERT_EQ(rows.size(), 2u) << r.out;
+  ASSERT_EQ(rows.size(), 3u) << r.out;
   EXPECT_EQ(rows[chosen].find("  *  "), 0u) << r.out;
   EXPECT_NE(r.out.find("schedule " + chosen), std::string::npos);
   // Pinned: the plan says so.
@@ -182,6 +182,17 @@ TEST_F(Cli, PlanEverySchedule) {
                 .code,
             0);
   EXPECT_EQ((*readJsonFile(path("plan.json")))["schedule"], "1f1b");
+  ASSERT_EQ(run({"plan", "--model", "gpt", "--device", "k80", "--workers", "4", "--global-batch", "16", "--schedule",
+                 "interleaved", "--chunks", "2", "--stages", "2"})
+                .code,
+            0);
+  const Json interleaved = *readJsonFile(path("plan.json"));
+  EXPECT_EQ(interleaved["schedule"], "interleaved");
+  EXPECT_EQ(interleaved["chunks"], 2);
+  EXPECT_EQ(interleaved["stages"][0]["chunks"].size(), 2u);
+  expectError({"plan", "--model", "gpt", "--device", "k80", "--workers", "4", "--global-batch", "16", "--schedule",
+               "interleaved", "--chunks", "17"},
+              "--chunks");
 }
 
 // Issue 9 §2: `--device cpu` calibrates this CPU per layer kind, says so,
@@ -365,7 +376,7 @@ TEST_F(Cli, OtherMistakes) {
   expectError({"plan", "--profile", p, "--workers", "2", "--objective", "quickest"}, "unknown objective");
   expectError({"plan", "--profile", p, "--workers", "2", "--partition", "0-1,3-3"}, "--partition");
   expectError({"plan", "--profile", p, "--workers", "2", "--schedule", "pipe"},
-              "--schedule: unknown pipeline schedule \"pipe\"; available: gpipe, 1f1b");
+              "--schedule: unknown pipeline schedule \"pipe\"; available: gpipe, 1f1b, interleaved");
   expectError({"plan", "--profile", p, "--workers", "2", "-o", "/nonexistent-dir/plan.json", "--bandwidth", "1Gbit/s"},
               "/nonexistent-dir/plan.json");
 }

@@ -46,6 +46,7 @@ std::vector<Format> formats() {
       {"graph_txt", "tests/fixtures/pipedream_small.txt", parseGraph},
       {"profile_json", "tests/fixtures/profile_cnn_k80.json", parseProfileJson},
       {"plan_json", "tests/fixtures/plan_cnn_k80.json", parsePlanJson},
+      {"plan_json_interleaved", "tests/fixtures/plan_interleaved.json", parsePlanJson, 3000},
       {"job_yaml", "examples/fashion_mnist_cnn.yaml", parseJobYaml},
       {"checkpoint_manifest", "tests/fixtures/checkpoint_manifest.json", parseManifest},
       {"checkpoint_scaling_record", "tests/fixtures/checkpoint_manifest.json", parseScalingRecord, 5000},

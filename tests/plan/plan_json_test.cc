@@ -109,7 +109,7 @@ TEST(PlanJson, RejectsInconsistentPlans) {
       {[](Json& j) { j["stages"].back()["last_layer"] = 5; j["stages"].back()["first_layer"] = 0; j["stages"] = Json::array({j["stages"].back()}); j["strategy"]["pipeline_stages"] = 1; }, "the model has 10 layers"},
       {[](Json& j) { j.erase("stages"); }, "plan.json.stages: missing"},
       {[](Json& j) { j["schedule"] = "pipedream-9"; },
-       "plan.json.schedule: unknown pipeline schedule \"pipedream-9\"; available: gpipe, 1f1b"},
+       "plan.json.schedule: unknown pipeline schedule \"pipedream-9\"; available: gpipe, 1f1b, interleaved"},
   };
   for (const auto& c : cases) {
     Json j = planToJson(samplePlan());

@@ -124,7 +124,8 @@ TEST(Schedules, NamesParseAndUnknownOnesAreErrors) {
   for (ScheduleKind k : allSchedules()) EXPECT_EQ(*parseSchedule(scheduleName(k), "x"), k);
   auto bad = parseSchedule("zb-h1", "--schedule");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "--schedule: unknown pipeline schedule \"zb-h1\"; available: gpipe, 1f1b");
+  EXPECT_EQ(bad.status().message(),
+            "--schedule: unknown pipeline schedule \"zb-h1\"; available: gpipe, 1f1b, interleaved");
 }
 
 }  // namespace
