@@ -7,19 +7,41 @@
 
 #include "cli/commands.h"
 #include "core/files.h"
+#include "core/limits.h"
 #include "report/html.h"
 #include "report/run_report.h"
+#include "report/timeline.h"
 
 namespace hydrozoa::cli {
 namespace {
 
 struct ReportArgs {
   std::vector<std::string> dirs;
-  std::string output;
+  std::string output, timeline;
   bool json = false;
 };
 
+// --timeline STEP: the pipeline's timeline of one traced step as an SVG.
+Status writeTimeline(const ReportArgs& a) {
+  if (a.dirs.size() != 1) return invalidArgument("--timeline draws one run: give one run directory");
+  HZ_ASSIGN_OR_RETURN(const std::int64_t step, parseCount(a.timeline, "--timeline", {0, kStepsRange.max}));
+  const std::string tracePath = (std::filesystem::path(a.dirs[0]) / "trace.json").string();
+  HZ_ASSIGN_OR_RETURN(const Json trace, readJsonFile(tracePath));
+  HZ_ASSIGN_OR_RETURN(const report::Timeline timeline, report::timelineFromTrace(trace, step));
+  std::string title = fmt::format("{}: step {}", a.dirs[0], step);
+  if (auto plan = readJsonFile((std::filesystem::path(a.dirs[0]) / "plan.json").string()); plan.ok()) {
+    title += fmt::format(", {} schedule, {} microbatches", plan->value("schedule", "gpipe"),
+                         plan->value("num_microbatches", 0));
+  }
+  const std::string output =
+      !a.output.empty() ? a.output : (std::filesystem::path(a.dirs[0]) / fmt::format("timeline-{}.svg", step)).string();
+  HZ_RETURN_IF_ERROR(writeFileAtomically(output, report::renderTimeline(timeline, title)));
+  std::cout << fmt::format("Wrote {} ({} workers, {:.1f} ms)\n", output, timeline.lanes.size(), timeline.end_ms);
+  return Status();
+}
+
 Status runReport(const ReportArgs& a) {
+  if (!a.timeline.empty()) return writeTimeline(a);
   std::vector<report::RunReport> runs;
   for (const auto& dir : a.dirs) {
     HZ_ASSIGN_OR_RETURN(report::RunReport run, report::loadRunReport(dir));
@@ -55,11 +77,15 @@ void addReportCommand(CLI::App& app, Status* status) {
       "Examples:\n"
       "  hydrozoa report runs/x                      # runs/x/report.html\n"
       "  hydrozoa report runs/a runs/b -o ab.html    # two runs overlaid\n"
-      "  hydrozoa report runs/x --json               # also the report's data as JSON on stdout\n");
+      "  hydrozoa report runs/x --json               # also the report's data as JSON on stdout\n"
+      "  hydrozoa report runs/x --timeline 1         # runs/x/timeline-1.svg: what each worker computed in step 1\n");
   cmd->add_option("run_dirs", args->dirs, "Run directories of `hydrozoa train`")->required();
   cmd->add_option("-o,--output", args->output,
                   "The HTML file (default: RUN_DIR/report.html for one run, report.html here for several)");
   cmd->add_flag("--json", args->json, "Print the runs' data (series, events, plan, stages) as JSON on stdout");
+  cmd->add_option("--timeline", args->timeline,
+                  "Instead, draw the pipeline's timeline of this traced step (global, from 0) as an SVG "
+                  "(default RUN_DIR/timeline-STEP.svg)");
   cmd->callback([args, status] { *status = runReport(*args); });
 }
 

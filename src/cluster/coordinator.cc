@@ -447,6 +447,7 @@ void Job::handle(int rank, const Json& m) {
     maxStarted_ = std::max(maxStarted_, step);
     StepAccount& a = steps_[step];
     ++a.reports;
+    w.tensor_peak = std::max<Bytes>(w.tensor_peak, m.value("tensor_peak", Bytes{0}));
     a.epoch = m.value("epoch", 0);
     a.loss += m.value("loss", 0.0);
     a.samples += m.value("samples", 0.0);

@@ -57,6 +57,7 @@ struct WorkerState {
   bool registered = false, ready = false, done = false;
   double launched_at = -1, registered_at = -1;  // now(); -1: not yet
   Bytes peak_memory = 0;                         // resident, the most reported
+  Bytes tensor_peak = 0;                         // tensors allocated at once in a step, the most reported
   Clock::time_point last_seen;
   std::string name() const { return fmt::format("worker {} (replica {}, stage {})", id, replica, stage); }
 };

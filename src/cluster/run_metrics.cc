@@ -147,7 +147,9 @@ void Job::finish(const std::string& status, const std::string& reason) {
                        {"planned_memory", stageMemory_.empty() ? 0 : stageMemory_[w.stage]},
                        // What the worker really ran with: cluster.memory_limit when given (containers).
                        {"memory_limit", spec_.memory_limit ? Json(*spec_.memory_limit) : Json(nullptr)},
-                       {"peak_memory", w.peak_memory}});
+                       {"peak_memory", w.peak_memory},
+                       // The counting allocator's peak in a step (NOTE [Tensor memory per step], worker).
+                       {"peak_tensor_memory", w.tensor_peak}});
   }
   Json summary = {
       {"status", status},

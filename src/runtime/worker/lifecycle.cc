@@ -5,6 +5,7 @@
 
 #include "core/allocator.h"
 #include "core/memory.h"
+#include "profile/memory_tracker.h"
 
 namespace hydrozoa::runtime {
 
@@ -43,6 +44,7 @@ void Worker::report(const std::string& kind, const std::string& message) {
 
 int Worker::run() {
   configureAllocatorForTraining();  // NOTE [glibc malloc and tensor-sized allocations]
+  profile::MemoryTracker::instance();  // counts every tensor from here (NOTE [Tensor memory per step])
   if (Status s = join(); !s.ok()) {
     spdlog::error("{}", s.message());
     report("fatal", s.message());

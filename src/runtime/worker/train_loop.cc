@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "profile/memory_tracker.h"
 #include "runtime/exec/tags.h"
 
 namespace hydrozoa::runtime {
@@ -36,6 +37,12 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
   in.sizes = microbatchSizes(sampler, stepInEpoch);
   in.stepSamples = static_cast<double>(sampler.stepSamples(stepInEpoch));
   in.firstMicrobatch = role_.replica * role_.microbatches;
+  // NOTE [Tensor memory per step]: the counting allocator's peak over the
+  // step (the stage's parameters, gradients and optimizer state, what the
+  // schedule stashes, transfers' buffers), so schedules compare by what they
+  // hold rather than by the resident size, which glibc's caching blurs.
+  profile::MemoryTracker& tensors = profile::MemoryTracker::instance();
+  tensors.resetPeak();
   const StepStats stats = executor_->run(in);
   Json report = {{"type", "step"},
                  {"step", globalStep},
@@ -43,7 +50,8 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
                  {"compute_s", stats.compute},
                  {"wait_s", stats.wait},
                  {"allreduce_s", stats.allreduce},
-                 {"iteration_s", since(t0)}};
+                 {"iteration_s", since(t0)},
+                 {"tensor_peak", tensors.peak()}};
   if (lastStage()) {
     report["loss"] = stats.lossSum;
     report["samples"] = stats.samples;
