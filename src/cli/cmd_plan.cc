@@ -26,6 +26,7 @@ struct PlanArgs {
   std::string microbatch_sizes, optimizer = "sgd_momentum", max_microbatches = "64", graph_batch_size = "1";
   std::string alpha, beta, latency, host_cores, threads, schedule = "gpipe", chunks = "2";
   bool all_strategies = false;
+  bool recompute = false;
   bool shared_memory = false;
 };
 
@@ -181,6 +182,7 @@ Status runPlan(const PlanArgs& a, bool json) {
   HZ_ASSIGN_OR_RETURN(o.max_microbatches, parseCount(a.max_microbatches, "--max-microbatches", kMicrobatchesRange));
   HZ_ASSIGN_OR_RETURN(const std::int64_t chunks, parseCount(a.chunks, "--chunks", kChunksRange));
   o.chunks = static_cast<int>(chunks);
+  o.recompute = a.recompute;
   if (dataParallel) o.data_parallel = static_cast<int>(*dataParallel);
   if (stages) o.stages = static_cast<int>(*stages);
   if (!a.partition.empty()) {
@@ -317,6 +319,7 @@ void addPlanCommand(CLI::App& app, Status* status) {
                   "by side, the best chosen; docs/schedules.md)")
       ->capture_default_str();
   cmd->add_option("--chunks", args->chunks, "Model chunks per stage for the interleaved schedule")->capture_default_str();
+  cmd->add_flag("--recompute", args->recompute, "Plan with activations recomputed in the backward pass");
   cmd->add_option("--max-microbatches", args->max_microbatches, "Largest microbatch count searched without a global batch")
       ->capture_default_str();
   cmd->add_flag("--shared-memory", args->shared_memory,

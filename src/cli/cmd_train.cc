@@ -59,7 +59,7 @@ struct TrainArgs {
   std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
   std::string scaling, min_replicas, max_replicas, every_epochs;
   std::string partition, account, slurm_args, coordinator_host, schedule, chunks;
-  bool no_progress = false, replan = false, refresh_profile = false;
+  bool no_progress = false, replan = false, refresh_profile = false, recompute = false;
 };
 
 // Every range given below fits the field it fills, so narrowing is safe.
@@ -82,6 +82,7 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
   HZ_RETURN_IF_ERROR(overrideCount(a.microbatches, "--microbatches", kMicrobatchesRange, &s->microbatches));
   HZ_RETURN_IF_ERROR(overrideCount(a.microbatch_size, "--microbatch-size", kSamplesRange, &s->microbatch_size));
   HZ_RETURN_IF_ERROR(overrideCount(a.chunks, "--chunks", kChunksRange, &s->chunks));
+  if (a.recompute) s->recompute = true;
   HZ_RETURN_IF_ERROR(overrideCount(a.epochs, "--epochs", kStepsRange, &s->epochs));
   HZ_RETURN_IF_ERROR(overrideCount(a.workers, "--workers", kWorkersRange, &s->workers));
   HZ_RETURN_IF_ERROR(overrideCount(a.global_batch, "--global-batch", kSamplesRange, &s->global_batch));
@@ -229,6 +230,9 @@ void addTrainCommand(CLI::App& app, Status* status) {
                   "Pipeline schedule: gpipe (default), 1f1b (the same training, fewer activations held) or "
                   "interleaved (with --chunks, a smaller bubble; docs/schedules.md)");
   cmd->add_option("--chunks", a->chunks, "Model chunks per stage with --schedule interleaved (default 2)");
+  cmd->add_flag("--recompute", a->recompute,
+                "Recompute activations in the backward pass: each stage keeps only its microbatches' inputs "
+                "(less memory, a forward pass more per microbatch)");
   cmd->add_option("--max-steps", a->max_steps,
                   "Stop this run after this many steps in all, with a checkpoint (--resume goes on to the job's end)");
   cmd->add_option("--epochs", a->epochs, "Epochs to train");

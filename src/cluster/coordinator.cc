@@ -380,6 +380,7 @@ void Job::sendAssign(const WorkerState& w) {
                  {"trace_path", run_.workerTrace(w.id)},
                  {"checkpoint", checkpoint_},
                  {"schedule", plan::scheduleName(gen_.schedule)},
+                 {"recompute", gen_.recompute},
                  {"cpus", cpusOf(w)},
                  {"cpus_shared", coresShared()},
                  {"job", jobSpecToJson(spec_)}};

@@ -194,6 +194,7 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
     HZ_ASSIGN_OR_RETURN(o.schedule, plan::parseSchedule(*spec.schedule, "plan.schedule"));
   }
   if (spec.chunks) o.chunks = *spec.chunks;
+  o.recompute = spec.recompute.value_or(false);
   return o;
 }
 
@@ -221,6 +222,7 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
   if (!spec.plan_file.empty()) {
     HZ_ASSIGN_OR_RETURN(plan::Plan p, plan::loadPlan(spec.plan_file));
     HZ_RETURN_IF_ERROR(checkPlan(p, model, spec, spec.plan_file));
+    if (spec.recompute) p.recompute = *spec.recompute;
     if (spec.schedule) {  // the pin runs the plan's stages with another schedule
       HZ_ASSIGN_OR_RETURN(p.schedule, plan::parseSchedule(*spec.schedule, "plan.schedule"));
       if ((p.schedule == plan::ScheduleKind::kInterleaved) != (p.chunks > 1)) {
@@ -308,6 +310,7 @@ Result<plan::Plan> replanForReplicas(const JobSpec& spec, const plan::Plan& jobP
   o.all_strategies = true;  // fewer stages than workers allow may be faster
   o.schedule = jobPlan.schedule;
   if (jobPlan.chunks > 1) o.chunks = jobPlan.chunks;
+  o.recompute = jobPlan.recompute;
   auto result = plan::searchPlan(prof, catalog, o);
   if (!result.ok()) {
     return Status(result.status().code(), fmt::format("re-planning for {} replicas on {} workers: {}", replicas,

@@ -172,6 +172,7 @@ void readPlan(ObjectReader& top, JobSpec* s) {
   s->microbatch_size = r.optCount("microbatch_size", kSamplesRange);
   s->schedule = r.optString("schedule");
   if (auto v = r.optCount("chunks", kChunksRange)) s->chunks = static_cast<int>(*v);
+  if (r.has("recompute")) s->recompute = r.boolean("recompute");
   if (s->schedule) {
     r.adopt(plan::parseSchedule(*s->schedule, r.child("schedule")).status());
   }
@@ -416,6 +417,7 @@ Json jobSpecToJson(const JobSpec& s) {
   if (s.microbatch_size) plan["microbatch_size"] = *s.microbatch_size;
   if (s.schedule) plan["schedule"] = *s.schedule;
   if (s.chunks) plan["chunks"] = *s.chunks;
+  if (s.recompute) plan["recompute"] = *s.recompute;
   Json training = {{"epochs", s.epochs},
                    {"global_batch", s.global_batch},
                    {"optimizer",

@@ -109,6 +109,7 @@ struct JobSpec {
   // unset, the plan's (gpipe when planned here).
   std::optional<std::string> schedule;
   std::optional<int> chunks;  // model chunks per stage, interleaved (plan.chunks, --chunks)
+  std::optional<bool> recompute;  // recompute activations in the backward pass (plan.recompute, --recompute)
   std::string objective = "fastest";
   // scaling (policy at epoch boundaries; docs/scaling.md)
   ScalingSpec scaling;

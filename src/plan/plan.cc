@@ -56,6 +56,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
   p.num_microbatches = c.microbatches;
   p.schedule = o.schedule;
   p.chunks = chunksOf(o.schedule, o.chunks);
+  p.recompute = o.recompute;
   for (const StageDetail& d : c.stage_details) {
     PlanStage s;
     s.first_layer = d.first_layer;
@@ -165,6 +166,7 @@ Json planToJson(const Plan& p) {
           {"num_microbatches", p.num_microbatches},
           {"schedule", scheduleName(p.schedule)},
           {"chunks", p.chunks},
+          {"recompute", p.recompute},
           {"global_batch", p.globalBatch()},
           {"stages", stages},
           {"predicted",
@@ -234,6 +236,7 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
   p.num_microbatches = top.count("num_microbatches", kMicrobatchesRange);
   const std::optional<std::string> schedule = top.optString("schedule");
   p.chunks = static_cast<int>(top.optCount("chunks", kChunksRange).value_or(1));
+  if (top.has("recompute")) p.recompute = top.boolean("recompute");
   const Json& stages = top.array("stages", /*nonEmpty=*/true);
   HZ_RETURN_IF_ERROR(top.status());
   if (schedule) {
@@ -438,11 +441,12 @@ std::string renderPlanTable(const Plan& p) {
   }
   out += alts.render();
   out += fmt::format("\nChosen: {}×{} ({} data-parallel {} of a pipeline of {} stage{}), {} microbatch{} of {} = {} "
-                     "samples per iteration, schedule {}{}\n",
+                     "samples per iteration, schedule {}{}{}\n",
                      p.data_parallel, p.pipeline_stages, p.data_parallel, p.data_parallel == 1 ? "copy" : "copies",
                      p.pipeline_stages, p.pipeline_stages == 1 ? "" : "s", p.num_microbatches,
                      p.num_microbatches == 1 ? "" : "es", p.microbatch_size, p.globalBatch(), scheduleName(p.schedule),
-                     p.chunks > 1 ? fmt::format(" with {} chunks per stage", p.chunks) : "");
+                     p.chunks > 1 ? fmt::format(" with {} chunks per stage", p.chunks) : "",
+                     p.recompute ? ", activations recomputed" : "");
   TextTable stages(
       {"stage", "layers", "fwd/mb", "bwd/mb", "params", "memory", "allreduce", "update", "worker", "$/h each"},
       {true, false, true, true, true, true, true, true, false, true});

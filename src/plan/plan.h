@@ -68,6 +68,7 @@ struct Plan {
   std::int64_t microbatch_size = 1, num_microbatches = 1;
   ScheduleKind schedule = ScheduleKind::kGPipe;  // plan.json "schedule" (absent: gpipe)
   int chunks = 1;  // model chunks per stage (plan.json "chunks"; > 1 only interleaved)
+  bool recompute = false;  // activations recomputed in the backward pass (plan.json "recompute")
   std::vector<PlanStage> stages;
   // Predictions.
   // iteration = pipeline + allreduce + update (the update: what the iteration waits for beyond the allreduce)

@@ -127,6 +127,9 @@ class Searcher {
     c.microbatches = M;
     PartitionProblem problem;
     problem.costs = chainCosts(profile_, meas, o_.bandwidth, o_.latency + o_.transfer_latency);
+    if (o_.recompute) {  // every backward pass runs its forward pass again first
+      for (int i = 0; i < problem.costs.numLayers(); ++i) problem.costs.backward[i] += problem.costs.forward[i];
+    }
     const ChainCosts ownCores = problem.costs;  // before the shared host's scaling
     c.compute_scale = computeScale(A * B, o_.threads, o_.host_cores);
     for (auto* times : {&problem.costs.forward, &problem.costs.backward}) {
@@ -144,6 +147,7 @@ class Searcher {
     // update for recovery: a copy in memory, and copying it each step.
     const bool stepBefore = o_.recovery_copies && A > 1 && B > 1;
     problem.memory = memoryCosts(profile_, meas, stepBefore, o_.data_bytes, o_.shared_memory && A > 1);
+    problem.memory->recompute = o_.recompute;
     problem.memory_limit = limit_;
     const int L = static_cast<int>(profile_.numLayers());
     if (pieces > L) {

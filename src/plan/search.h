@@ -96,6 +96,10 @@ struct SearchOptions {
   // Model chunks per stage under the interleaved schedule (v; the model is
   // cut into stages × v pieces); ignored by the others.
   int chunks = 2;
+  // Recomputation (activation checkpointing) on every stage: each stage keeps
+  // only its microbatches' inputs and runs each forward pass again in its
+  // backward pass (cost/memory.h; the backward time grows by the forward's).
+  bool recompute = false;
   // Pins: when set, the search keeps them fixed.
   std::optional<int> data_parallel, stages;
   std::optional<std::int64_t> microbatch_size, microbatches;

@@ -26,6 +26,27 @@ torch::Tensor StageExecutor::forward(int mb, const torch::Tensor& input, std::in
                                      std::int64_t stepMicrobatch, const torch::Tensor& labels, double weight,
                                      double* loss) {
   Cached c;
+  torch::Tensor out;
+  if (recompute_) {
+    torch::NoGradGuard guard;
+    out = forwardGraph(input, step, stepMicrobatch, labels, weight, loss, &c);
+    c = Cached();
+    c.recompute = true;
+    c.input = input;
+    c.labels = labels;
+    c.step = step;
+    c.stepMicrobatch = stepMicrobatch;
+    c.weight = weight;
+  } else {
+    out = forwardGraph(input, step, stepMicrobatch, labels, weight, loss, &c);
+  }
+  cache_[mb] = std::move(c);
+  return out;
+}
+
+torch::Tensor StageExecutor::forwardGraph(const torch::Tensor& input, std::int64_t step, std::int64_t stepMicrobatch,
+                                          const torch::Tensor& labels, double weight, double* loss, Cached* cached) {
+  Cached& c = *cached;
   torch::Tensor x = input;
   const int L = static_cast<int>(model_.layers.size());
   for (int i = 0; i < L; ++i) {
@@ -45,7 +66,6 @@ torch::Tensor StageExecutor::forward(int mb, const torch::Tensor& input, std::in
     if (loss) *loss = mean.item<double>();
     c.loss = mean * weight;
   }
-  cache_[mb] = std::move(c);
   return x.detach();
 }
 
@@ -55,6 +75,21 @@ torch::Tensor StageExecutor::backward(int mb, const torch::Tensor& gradOutput,
   HZ_CHECK_MSG(it != cache_.end(), "backward of a microbatch that was not run forward");
   Cached c = std::move(it->second);
   cache_.erase(it);
+  // Recomputed: the forward again, with autograd (NOTE [Recomputation]).
+  // The buffers it updates (BatchNorm's running statistics) are put back
+  // once the backward pass is done: autograd holds them until then.
+  std::vector<torch::Tensor> buffers, kept;
+  if (c.recompute) {
+    for (const auto& layer : model_.layers) {
+      for (const torch::Tensor& b : layer.module->buffers()) {
+        buffers.push_back(b);
+        kept.push_back(b.clone());
+      }
+    }
+    Cached again;
+    forwardGraph(c.input, c.step, c.stepMicrobatch, c.labels, c.weight, nullptr, &again);
+    c = std::move(again);
+  }
   const int L = static_cast<int>(model_.layers.size());
   torch::Tensor grad = gradOutput;
   for (int i = L - 1; i >= 0; --i) {
@@ -68,6 +103,8 @@ torch::Tensor StageExecutor::backward(int mb, const torch::Tensor& gradOutput,
     c.outputs[i] = torch::Tensor();
     if (onLayerDone) onLayerDone(i);
   }
+  torch::NoGradGuard guard;
+  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(kept[i]);
   return grad;
 }
 

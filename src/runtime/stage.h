@@ -44,6 +44,16 @@ class StageExecutor {
   model::Model& model() { return model_; }
   bool lastStage() const { return last_; }
 
+  // NOTE [Recomputation]
+  // With recompute on, forward keeps only the stage's input (and the last
+  // stage's labels) of a microbatch, running without autograd; its backward
+  // runs the forward again with autograd first. The layers are re-seeded as
+  // before (the same dropout masks) and the stage's buffers (BatchNorm's
+  // running statistics) restored after the second forward, so the training
+  // is the same, with one microbatch's activations held at a time instead of
+  // every stashed microbatch's.
+  void setRecompute(bool on) { recompute_ = on; }
+
   // Forward of microbatch `mb`. A non-last stage returns its output (to send
   // on). The last stage computes the loss against `labels`, weighted by
   // `weight` (n / N, see the NOTE), keeps it for backward, returns the
@@ -69,12 +79,21 @@ class StageExecutor {
   struct Cached {
     std::vector<torch::Tensor> inputs, outputs;
     torch::Tensor loss;
+    // Recomputed: what runs the forward again.
+    bool recompute = false;
+    torch::Tensor input, labels;
+    std::int64_t step = 0, stepMicrobatch = 0;
+    double weight = 1;
   };
+  // The forward pass with autograd, its graph in *c; returns the output.
+  torch::Tensor forwardGraph(const torch::Tensor& input, std::int64_t step, std::int64_t stepMicrobatch,
+                             const torch::Tensor& labels, double weight, double* loss, Cached* c);
   model::Model model_;
   bool last_;
   std::uint64_t seed_;
   TraceRecorder& trace_;
   std::map<int, Cached> cache_;
+  bool recompute_ = false;
 };
 
 }  // namespace hydrozoa::runtime

@@ -49,7 +49,8 @@ training:
   seed: 42
   threads: 2
 cluster: {workers: 4, bandwidth: 1Gbit/s, memory: 2GB, heartbeat_interval: 500ms, heartbeat_timeout: 5s}
-plan: {data_parallel: 2, stages: 2, microbatches: 4, objective: samples-per-dollar, schedule: 1f1b, chunks: 3}
+plan: {data_parallel: 2, stages: 2, microbatches: 4, objective: samples-per-dollar, schedule: 1f1b, chunks: 3,
+       recompute: true}
 output: {dir: runs/full, checkpoint_every_epochs: 2, trace_steps: 5}
 )");
   ASSERT_TRUE(s.ok()) << s.status().message();
@@ -59,6 +60,7 @@ output: {dir: runs/full, checkpoint_every_epochs: 2, trace_steps: 5}
   EXPECT_DOUBLE_EQ(s->heartbeat_interval, 0.5);
   EXPECT_EQ(s->schedule, "1f1b");
   EXPECT_EQ(s->chunks, 3);
+  EXPECT_EQ(s->recompute, true);
   auto back = parseJobSpec(parseYaml(toYaml(jobSpecToJson(*s)), "resolved.yaml").value(), "resolved.yaml");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(jobSpecToJson(*back), jobSpecToJson(*s));

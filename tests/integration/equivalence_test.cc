@@ -49,6 +49,7 @@ struct Tolerance {
   std::string launcher;  // "": the default (containers where they can be made)
   std::string schedule;  // "": the default (gpipe)
   int chunks = 0;        // --chunks (interleaved), when > 0
+  bool recompute = false;  // --recompute
 };
 
 // The parameters saved in checkpoint `ckpt` equal `ref`'s, layer by layer.
@@ -86,6 +87,7 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
   if (!t.launcher.empty()) args.insert(args.end(), {"--launcher", t.launcher});
   if (!t.schedule.empty()) args.insert(args.end(), {"--schedule", t.schedule});
   if (t.chunks > 0) args.insert(args.end(), {"--chunks", std::to_string(t.chunks)});
+  if (t.recompute) args.push_back("--recompute");
   const auto r = runHydrozoa(dir.path().string(), args);
   ASSERT_EQ(r.code, 0) << r.err;
   const std::vector<double> losses = testing::stepLosses(dir / "run");
@@ -175,6 +177,21 @@ TEST(Equivalence, InterleavedSchedule) {
   t.chunks = 2;
   t.data = "{dataset: synthetic, synthetic_train: 73, synthetic_test: 10}";
   expectEquivalent(deep, {1, 2, 4}, t);
+}
+
+// Recomputation (NOTE [Recomputation], runtime/stage.h): each stage keeps
+// only its microbatches' inputs and runs their forward passes again in
+// backward, with the same dropout masks; the same training, with GPipe, 1F1B
+// and interleaving.
+TEST(Equivalence, Recomputation) {
+  Tolerance t;
+  t.recompute = true;
+  expectEquivalent("{name: mlp, options: {hidden: 32, depth: 2, dropout: 0.3}}", {2, 2, 3}, t);
+  t.schedule = "1f1b";
+  expectEquivalent(kMlp, {1, 3, 6}, t);
+  t.schedule = "interleaved";
+  t.chunks = 2;
+  expectEquivalent("{name: mlp, options: {hidden: 32, depth: 6}}", {1, 2, 4}, t);
 }
 
 // 73 samples: the epoch's last step has 1 sample, so two of the three

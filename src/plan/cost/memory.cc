@@ -23,6 +23,10 @@ Bytes stageMemoryFromSums(const MemoryCosts& memory, Bytes fixedSum, Bytes stash
   const bool readsData = first == 0 || last == memory.numLayers() - 1;
   // Everything but the microbatch term is bounded by memoryCostsFit.
   const Bytes once = memory.runtime + fixedSum + workspaceMax + (readsData ? memory.data : 0);
+  if (memory.recompute) {
+    return saturatingAdd(saturatingAdd(once, memory.input[first] + stashedSum),
+                         saturatingMul(microbatches, memory.input[first]));
+  }
   return saturatingAdd(once, saturatingMul(microbatches, memory.input[first] + stashedSum));
 }
 

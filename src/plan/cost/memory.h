@@ -6,6 +6,12 @@
 //                + max_{i=x..y} workspace_i
 //                + data   (when x is the first layer or y the last)
 //
+// With recomputation (NOTE [Recomputation], runtime/stage.h) a stage keeps
+// only each microbatch's input and rebuilds one microbatch's activations at
+// a time in its backward pass: M · input_x + (input_x + Σ stashed_i) instead
+// of the microbatch term (PipeDream-2BW's |A_input(b)| per microbatch plus
+// one |A_total(b)|, seed 003 §3.3).
+//
 // fixed_i = parameters + gradients + optimizer state of layer i (plus, in
 // replicated pipelines, recovery's copy of the parameters and state); input_x =
 // one microbatch entering layer x (received activations, or the data batch
@@ -30,6 +36,7 @@ struct MemoryCosts {
   std::vector<Bytes> workspace;   // per layer
   std::vector<Bytes> input;       // input[x]: one microbatch entering layer x
   Bytes data = 0;                 // per worker of the first or last stage
+  bool recompute = false;         // activations recomputed in the backward pass (above)
 
   int numLayers() const { return static_cast<int>(fixed.size()); }
 };

@@ -42,6 +42,7 @@ Result<Role> parseRole(const Json& a) {
     for (const auto& c : *cpus) r.cpus.push_back(c.get<int>());
   }
   r.cpus_shared = o.boolean("cpus_shared");
+  if (o.has("recompute")) r.recompute = o.boolean("recompute");
   if (const Json* ranges = o.raw("layer_ranges"); ranges && ranges->is_array()) {
     for (const Json& range : *ranges) {
       const bool valid = range.is_array() && range.size() == 2 && range[0].is_number_integer() &&

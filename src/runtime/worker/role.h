@@ -20,6 +20,7 @@ struct Role {
   // The stage's model chunks, in order: [first, last] layer ranges ("layer_ranges";
   // absent: the one range above). Interleaved: chunk c is virtual stage c·stages + stage.
   std::vector<std::pair<int, int>> layer_ranges;
+  bool recompute = false;  // NOTE [Recomputation], runtime/stage.h
   std::int64_t microbatch_size = 1, microbatches = 1;
   std::int64_t train_size = 0, test_size = 0;
   std::int64_t start_step = 0;  // global step to start from

@@ -46,6 +46,7 @@ Status Worker::build() {
     task = m.task;
     if (device_.is_cuda()) m.to(device_);
     chunks_.push_back(std::make_unique<StageExecutor>(std::move(m), shape.lastVirtual(c), job.seed, trace_));
+    chunks_.back()->setRecompute(role_.recompute);
     inShapes_.emplace_back().device = device_;
     outShapes_.emplace_back().device = device_;
   }

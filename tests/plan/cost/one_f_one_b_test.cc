@@ -120,6 +120,29 @@ TEST(OneFOneB, ThePlannerFitsMoreMicrobatchesInTheSameMemory) {
   EXPECT_FALSE(searchPlan(prof, *loadCatalog("aci"), o).ok());
 }
 
+// Recomputation in the planner: less memory per stage, a forward pass more
+// per microbatch in the backward pass, recorded in plan.json.
+TEST(Recompute, ThePlannerTradesTimeForMemory) {
+  const auto prof = testing::toyProfile(8);
+  SearchOptions o;
+  o.workers = 2;
+  o.stages = 2;
+  o.data_parallel = 1;
+  o.bandwidth = 1e9;
+  o.global_batch = 16;
+  o.microbatch_size = 1;
+  const Plan plain = makePlan(*searchPlan(prof, *loadCatalog("aci"), o), prof, o, "aci");
+  o.recompute = true;
+  auto r = searchPlan(prof, *loadCatalog("aci"), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Plan recomputed = makePlan(*r, prof, o, "aci");
+  EXPECT_TRUE(recomputed.recompute);
+  EXPECT_LT(recomputed.stages[0].memory_bytes, plain.stages[0].memory_bytes);
+  EXPECT_GT(recomputed.pipeline_seconds, plain.pipeline_seconds);
+  EXPECT_TRUE(planFromJson(planToJson(recomputed), "plan.json")->recompute);
+  EXPECT_NE(renderPlanTable(recomputed).find("activations recomputed"), std::string::npos);
+}
+
 TEST(Schedules, NamesParseAndUnknownOnesAreErrors) {
   for (ScheduleKind k : allSchedules()) EXPECT_EQ(*parseSchedule(scheduleName(k), "x"), k);
   auto bad = parseSchedule("zb-h1", "--schedule");

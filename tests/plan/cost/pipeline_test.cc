@@ -160,5 +160,13 @@ TEST(StageMemory, TheFirstAndLastStagesHoldTheDataset) {
   EXPECT_EQ(stageMemory(m, 0, 2, 1), 100 + 60 + 21 + 9 + 1000);
 }
 
+// Recomputation keeps each microbatch's input and one microbatch's
+// activations: layers 1..2 with 4 microbatches, 100 + 50 + 4 · 5 + (5 + 13) + 9.
+TEST(StageMemory, RecomputationKeepsTheInputsAndOneMicrobatch) {
+  MemoryCosts m{100, {10, 20, 30}, {5, 6, 7}, {1, 9, 2}, {3, 5, 6}};
+  m.recompute = true;
+  EXPECT_EQ(stageMemory(m, 1, 2, 4), 100 + 50 + 4 * 5 + 18 + 9);
+}
+
 }  // namespace
 }  // namespace hydrozoa::plan

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Pipeline schedules side by side (issue 11 §4): for each model and
+# microbatch count, GPipe, 1F1B and interleaved 1F1B (2 chunks per stage) on
+# the same 2-stage pipeline, as a user runs them (`hydrozoa train --schedule`,
+# plain processes, one profile per model shared by its cells). Per cell: the
+# measured median step and samples/s, the planner's predicted step, and each
+# stage's peak tensor memory in a step (the counting allocator; summary.json
+# workers[].peak_tensor_memory), with ratios against GPipe measured in the
+# same run. Rounds alternate the schedules, and each cell's figure is its
+# median over the rounds.
+#
+#   bench/schedule_bench.sh [rounds=2] [steps=30] [models="cnn gpt"]
+#
+# About 8 minutes on 2 cores with the defaults.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds="${1:-2}"
+steps="${2:-30}"
+models="${3:-cnn gpt}"
+hz=build/hydrozoa
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+stages=2
+
+model_spec() {
+  case "$1" in
+    cnn) echo "model: {name: cnn}
+data: {dataset: fashion_mnist}" ;;
+    gpt) echo "model: {name: gpt, options: {layers: 4, hidden: 128, heads: 4, vocab: 1024, seq_len: 64}}
+data: {dataset: synthetic, synthetic_train: 4096, synthetic_test: 64}" ;;
+    *) echo "unknown model $1" >&2; exit 2 ;;
+  esac
+}
+
+rows="$work/rows.jsonl"
+: > "$rows"
+for model in $models; do
+  { model_spec "$model"; cat <<YAML
+name: schedules
+training: {epochs: 1, global_batch: 64, eval: false}
+cluster: {workers: $stages}
+output: {checkpoint_every_epochs: 0, trace_steps: 0}
+YAML
+  } > "$work/$model.yaml"
+  export HYDROZOA_CACHE_DIR="$work/cache-$model"  # one profile per model, shared by its cells
+  for M in $((4 * stages)) $((8 * stages)); do
+    for round in $(seq "$rounds"); do
+      for schedule in gpipe 1f1b interleaved; do
+        out="$work/run-$model-$M-$schedule-$round"
+        extra=(); [ "$schedule" = interleaved ] && extra=(--chunks 2)
+        echo "$model M=$M $schedule (round $round)..." >&2
+        if ! $hz train "$work/$model.yaml" --launcher local --data-parallel 1 --stages "$stages" --microbatches "$M" \
+            --schedule "$schedule" "${extra[@]}" --max-steps "$steps" --no-progress --out "$out" > "$out.log" 2>&1; then
+          echo "  failed: $(tail -1 "$out.log")" >&2
+          continue
+        fi
+        /usr/bin/python3 - "$out" "$model" "$M" "$schedule" >> "$rows" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+model, M, schedule = sys.argv[2:5]
+mem = {}
+for w in s["workers"]:
+    mem[w["stage"]] = max(mem.get(w["stage"], 0), w.get("peak_tensor_memory", 0))
+it = s["iteration_seconds"]
+print(json.dumps({"model": model, "M": int(M), "schedule": schedule, "predicted": it["predicted"],
+                  "measured": it["measured_median"], "samples_per_s": s["throughput_samples_per_s"],
+                  "memory": [mem[k] for k in sorted(mem)]}))
+PY
+        rm -rf "$out"
+      done
+    done
+  done
+done
+
+/usr/bin/python3 - "$rows" "$stages" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+p = int(sys.argv[2])
+cells = {}
+for r in rows:
+    cells.setdefault((r["model"], r["M"], r["schedule"]), []).append(r)
+def med(rs, key): return statistics.median(r[key] for r in rs)
+def medmem(rs, s): return statistics.median(r["memory"][s] for r in rs)
+print(f"\nSchedules on a {p}-stage pipeline, global batch 64, plain processes (median of rounds)\n")
+print(f"  {'model':5} {'M':>3} {'schedule':12} {'measured':>9} {'predicted':>9} {'error':>6} {'samples/s':>9} "
+      f"{'vs gpipe':>8}   " + "  ".join(f"{'stage ' + str(s) + ' tensors':>16}" for s in range(p)))
+for (model, M, schedule), rs in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], ["gpipe", "1f1b", "interleaved"].index(kv[0][2]))):
+    base = cells.get((model, M, "gpipe"))
+    meas, pred, sps = med(rs, "measured"), med(rs, "predicted"), med(rs, "samples_per_s")
+    ratio = sps / med(base, "samples_per_s") if base else float("nan")
+    mems = []
+    for s in range(p):
+        m = medmem(rs, s)
+        rel = f" ({m / medmem(base, s):.2f}×)" if base and schedule != "gpipe" else "        "
+        mems.append(f"{m / 1e6:7.1f} MB{rel}")
+    print(f"  {model:5} {M:3d} {schedule:12} {1e3 * meas:6.1f} ms {1e3 * pred:6.1f} ms {100 * (pred / meas - 1):+5.0f}% "
+          f"{sps:9.0f} {ratio:7.2f}×   " + "  ".join(f"{m:>16}" for m in mems))
+PY
