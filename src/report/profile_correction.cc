@@ -21,10 +21,12 @@ Result<ProfileCorrection> correctProfile(const profile::Profile& profile, const 
                                        run.dir, plan.model, profile.model));
   }
   for (const auto& st : plan.stages) {
-    if (st.first_layer < 0 || st.last_layer < st.first_layer || st.last_layer >= L) {
-      return invalidArgument(fmt::format("{}'s plan has a stage of layers {}-{}, but the profile has {} layers: give "
-                                         "the run's own profile.json",
-                                         run.dir, st.first_layer, st.last_layer, L));
+    for (const plan::LayerRange& r : st.layerRanges()) {
+      if (r.first < 0 || r.last < r.first || r.last >= L) {
+        return invalidArgument(fmt::format("{}'s plan has a stage of layers {}-{}, but the profile has {} layers: "
+                                           "give the run's own profile.json",
+                                           run.dir, r.first, r.last, L));
+      }
     }
   }
   ProfileCorrection out;
@@ -48,10 +50,14 @@ Result<ProfileCorrection> correctProfile(const profile::Profile& profile, const 
           run.dir, t.stage, what, formatSeconds(measured), formatSeconds(predicted), factor));
     };
     HZ_RETURN_IF_ERROR(comparable("compute", c.factor, c.measured, c.predicted));
+    // Every layer the stage ran: its layers, or an interleaved stage's chunks.
+    const std::vector<plan::LayerRange> ranges = st.layerRanges();
     for (profile::Measurement& m : out.profile.measurements) {
-      for (int i = c.first_layer; i <= c.last_layer; ++i) {
-        m.layers[static_cast<size_t>(i)].forward_ms *= c.factor;
-        m.layers[static_cast<size_t>(i)].backward_ms *= c.factor;
+      for (const plan::LayerRange& r : ranges) {
+        for (int i = r.first; i <= r.last; ++i) {
+          m.layers[static_cast<size_t>(i)].forward_ms *= c.factor;
+          m.layers[static_cast<size_t>(i)].backward_ms *= c.factor;
+        }
       }
     }
     if (t.predicted_update && t.measured_update && *t.predicted_update > 0 && *t.measured_update > 0) {
@@ -59,10 +65,12 @@ Result<ProfileCorrection> correctProfile(const profile::Profile& profile, const 
       c.update_measured = t.measured_update;
       c.update_factor = *t.measured_update / *t.predicted_update;
       HZ_RETURN_IF_ERROR(comparable("optimizer update", c.update_factor, *c.update_measured, *c.update_predicted));
-      for (int i = c.first_layer; i <= c.last_layer; ++i) {
-        auto& layer = out.profile.layers[static_cast<size_t>(i)];
-        layer.optimizer_ms *= c.update_factor;  // the span holds both when the plan kept the step before
-        layer.snapshot_ms *= c.update_factor;
+      for (const plan::LayerRange& r : ranges) {
+        for (int i = r.first; i <= r.last; ++i) {
+          auto& layer = out.profile.layers[static_cast<size_t>(i)];
+          layer.optimizer_ms *= c.update_factor;  // the span holds both when the plan kept the step before
+          layer.snapshot_ms *= c.update_factor;
+        }
       }
     }
     out.stages.push_back(c);

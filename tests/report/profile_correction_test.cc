@@ -60,6 +60,29 @@ TEST(CorrectProfile, EachStagesLayersTakeItsMeasuredOverPredictedFactorAtEverySi
   }
 }
 
+// Interleaved, 2 chunks per stage: the model's pieces 0-1 | 2 | 3 | 4-5,
+// stage 0 holding 0-1 and 3, stage 1 holding 2 and 4-5; each stage's
+// factor goes to every layer it ran.
+TEST(CorrectProfile, AnInterleavedStagesFactorGoesToEveryChunk) {
+  const profile::Profile before = plan::testing::toyProfile(6);
+  RunReport run = twoStageRun();
+  run.plan->schedule = plan::ScheduleKind::kInterleaved;
+  run.plan->chunks = 2;
+  run.plan->stages[0].chunks = {{0, 1}, {3, 3}};
+  run.plan->stages[0].first_layer = 0;
+  run.plan->stages[0].last_layer = 1;
+  run.plan->stages[1].chunks = {{2, 2}, {4, 5}};
+  run.plan->stages[1].first_layer = 2;
+  run.plan->stages[1].last_layer = 2;
+  auto c = correctProfile(before, run);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  for (size_t i = 0; i < 6; ++i) {
+    const double f = (i <= 1 || i == 3) ? 2.0 : 0.5;
+    EXPECT_DOUBLE_EQ(c->profile.measurements[0].layers[i].forward_ms, f * before.measurements[0].layers[i].forward_ms)
+        << "layer " << i;
+  }
+}
+
 TEST(CorrectProfile, TheUpdateTakesItsOwnFactorWhereTheRunTracedIt) {
   profile::Profile before = plan::testing::toyProfile(6);
   for (auto& l : before.layers) l.optimizer_ms = 1.5;

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <set>
 #include <stdexcept>
@@ -70,7 +72,9 @@ StepExecutor::StepExecutor(const Schedule& schedule, PipelineShape shape, std::v
       loader_(loader),
       device_(device),
       trace_(trace),
-      update_(std::move(update)) {}
+      update_(std::move(update)) {
+  if (const char* w = std::getenv("HYDROZOA_RECEIVE_WINDOW"); w && *w) window_ = std::max(0, std::atoi(w));
+}
 
 // The receives of one step on one channel, in the order the schedule takes
 // them; at most kReceiveWindow posted and not yet taken.
@@ -122,7 +126,7 @@ StepStats StepExecutor::run(const StepInput& in) {
     p.toPost.push_back(
         {tagOf(a), &shape, in.sizes.at(a.microbatch), label(a.payload == Payload::kActivation ? "act" : "grad", a)});
   }
-  for (auto& [key, p] : pending) p.post(kReceiveWindow);
+  for (auto& [key, p] : pending) p.post(window_ > 0 ? window_ : static_cast<int>(p.toPost.size()));
 
   // Data: inputs on the first virtual stage, labels on the last, read in
   // microbatch order as passes first need them.
@@ -151,7 +155,7 @@ StepStats StepExecutor::run(const StepInput& in) {
         double waited = 0;
         torch::Tensor t = p.channel->take(tagOf(a), &waited);
         stats.wait += waited;
-        p.post(1);
+        if (window_ > 0) p.post(1);
         (a.payload == Payload::kActivation ? inputs : gradOutputs)[key] = std::move(t);
         break;
       }

@@ -12,6 +12,8 @@
 // takes them (kReceiveWindow), so that transfers overlap computation without
 // allocating every microbatch's buffer at the start of the step: a 1F1B stage
 // then holds no more received activations than it stashes.
+// $HYDROZOA_RECEIVE_WINDOW=N posts N ahead instead (0: every receive of the
+// step at its start, as the runtime did before; for comparisons).
 #pragma once
 
 #include <torch/torch.h>
@@ -107,6 +109,7 @@ class StepExecutor {
   TraceRecorder& trace_;
   std::function<void(std::int64_t)> update_;
   std::map<int, std::vector<Action>> actions_;  // by microbatches per step
+  int window_ = kReceiveWindow;                  // receives posted ahead per channel (0: all)
 };
 
 }  // namespace hydrozoa::runtime
