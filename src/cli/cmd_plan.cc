@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -12,6 +13,7 @@
 #include "core/units.h"
 #include "model/zoo.h"
 #include "plan/plan.h"
+#include "plan/planners/pipedream_dp.h"
 #include "plan/search.h"
 #include "profile/predict.h"
 
@@ -27,6 +29,10 @@ struct PlanArgs {
   std::string alpha, beta, latency, host_cores, threads, schedule = "gpipe", chunks = "2";
   bool all_strategies = false;
   bool recompute = false;
+  // --planner pipedream
+  std::string planner = "hydrozoa", machines, activation_compression;
+  bool straight_pipeline = false, fewer_machines = false;
+  bool output_given = false;  // -o on the command line
   bool shared_memory = false;
 };
 
@@ -167,7 +173,85 @@ Result<plan::Plan> planSchedules(const PlanArgs& a, const profile::Profile& prof
   return *best;
 }
 
+// "4,4" or "10GB/s,1GB/s": one value per level, the lowest first.
+std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
+// --planner pipedream: PipeDream's hierarchical DP (plan/planners/pipedream_dp.h).
+Status runPipeDream(const PlanArgs& a, bool json) {
+  if (a.machines.empty()) {
+    return invalidArgument("--planner pipedream needs --machines: the machines per level, the lowest first (e.g. "
+                           "--machines 4, or --machines 4,4 for 4 servers of 4)");
+  }
+  const std::vector<std::string> machines = splitList(a.machines), bandwidths = splitList(a.bandwidth);
+  if (bandwidths.size() != machines.size()) {
+    return invalidArgument(fmt::format("--planner pipedream needs one --bandwidth per level of --machines ({} given "
+                                       "for {} levels), e.g. --machines 4,4 --bandwidth 10GB/s,1GB/s",
+                                       bandwidths.size(), machines.size()));
+  }
+  plan::PipeDreamOptions o;
+  for (size_t i = 0; i < machines.size(); ++i) {
+    plan::PipeDreamLevel level;
+    HZ_ASSIGN_OR_RETURN(const std::int64_t m, parseCount(machines[i], "--machines", {1, 1024}));
+    level.machines = static_cast<int>(m);
+    HZ_ASSIGN_OR_RETURN(level.bandwidth, parseBandwidth(bandwidths[i], "--bandwidth"));
+    if (!(level.bandwidth > 0)) return invalidArgument("--bandwidth must be positive");
+    o.levels.push_back(level);
+  }
+  o.straight = a.straight_pipeline;
+  o.fewer_machines = a.fewer_machines;
+  if (!a.memory.empty()) {
+    HZ_ASSIGN_OR_RETURN(Bytes limit, parseBytes(a.memory, "--memory"));
+    if (limit <= 0) return invalidArgument("--memory must be positive");
+    o.memory_limit = limit;
+  }
+  if (!a.activation_compression.empty()) {
+    HZ_ASSIGN_OR_RETURN(const double r, nonNegativeNumber(a.activation_compression, "--activation-compression", 1e6));
+    if (r <= 0) return invalidArgument("--activation-compression must be a positive ratio, e.g. 1 (uncompressed)");
+    o.activation_compression = r;
+  }
+  if (a.output_given && a.output != "-") {
+    return invalidArgument("--planner pipedream prints its plan (or --json); writing it as plan.json for training "
+                           "comes with the pipedream schedule: drop -o");
+  }
+  HZ_ASSIGN_OR_RETURN(const auto globalBatch, optionalCount(a.global_batch, "--global-batch", kSamplesRange));
+  HZ_ASSIGN_OR_RETURN(profile::Profile prof, obtainProfile(a, globalBatch));
+  HZ_ASSIGN_OR_RETURN(const plan::PipeDreamResult r, plan::planPipeDream(plan::pipeDreamChain(prof), o));
+  if (json) {
+    Json levels = Json::array();
+    for (const auto& level : r.levels) {
+      Json stages = Json::array();
+      for (const auto& s : level) {
+        stages.push_back({{"first_layer", s.first_layer}, {"last_layer", s.last_layer}, {"replicas", s.replicas},
+                          {"compute_seconds", s.compute}});
+      }
+      levels.push_back(stages);
+    }
+    std::cout << Json({{"planner", "pipedream"},
+                       {"levels", levels},
+                       {"time_per_stage_seconds", r.time_per_stage},
+                       {"single_machine_seconds", r.single_machine},
+                       {"data_parallel_seconds", r.data_parallel}})
+                     .dump(2)
+              << "\n";
+    return Status();
+  }
+  std::vector<std::string> names;
+  for (const auto& l : prof.layers) names.push_back(l.name);
+  std::cout << plan::renderPipeDream(r, o, names);
+  return Status();
+}
+
 Status runPlan(const PlanArgs& a, bool json) {
+  if (a.planner == "pipedream") return runPipeDream(a, json);
+  if (a.planner != "hydrozoa") {
+    return invalidArgument(fmt::format("--planner: unknown planner \"{}\"; available: hydrozoa, pipedream", a.planner));
+  }
   if (a.schedule != "auto") HZ_RETURN_IF_ERROR(plan::parseSchedule(a.schedule, "--schedule").status());
   HZ_ASSIGN_OR_RETURN(auto globalBatch, optionalCount(a.global_batch, "--global-batch", kSamplesRange));
   HZ_ASSIGN_OR_RETURN(profile::Profile prof, obtainProfile(a, globalBatch));
@@ -320,6 +404,17 @@ void addPlanCommand(CLI::App& app, Status* status) {
       ->capture_default_str();
   cmd->add_option("--chunks", args->chunks, "Model chunks per stage for the interleaved schedule")->capture_default_str();
   cmd->add_flag("--recompute", args->recompute, "Plan with activations recomputed in the backward pass");
+  cmd->add_option("--planner", args->planner,
+                  "hydrozoa (stages × replicas × microbatches, right-sized), or pipedream (PipeDream's hierarchical "
+                  "DP: stages with their own replica counts over --machines)")
+      ->capture_default_str();
+  cmd->add_option("--machines", args->machines,
+                  "pipedream: machines per level, the lowest first (4; or 4,4: 4 servers of 4), with one "
+                  "--bandwidth per level (10GB/s,1GB/s)");
+  cmd->add_flag("--straight-pipeline", args->straight_pipeline, "pipedream: no replicated stages");
+  cmd->add_flag("--fewer-machines", args->fewer_machines, "pipedream: leave machines unused where that is faster");
+  cmd->add_option("--activation-compression", args->activation_compression,
+                  "pipedream: count activation transfers, divided by this compression ratio (1: uncompressed)");
   cmd->add_option("--max-microbatches", args->max_microbatches, "Largest microbatch count searched without a global batch")
       ->capture_default_str();
   cmd->add_flag("--shared-memory", args->shared_memory,
@@ -327,10 +422,14 @@ void addPlanCommand(CLI::App& app, Status* status) {
                 "needs a profile with --network");
   cmd->add_flag("--all-strategies", args->all_strategies,
                 "Consider every stage count (Algorithm 1), also those that leave workers idle");
-  cmd->add_option("-o,--output", args->output, "Where to write the plan ('-' for nowhere)")->capture_default_str();
+  CLI::Option* output =
+      cmd->add_option("-o,--output", args->output, "Where to write the plan ('-' for nowhere)")->capture_default_str();
   auto json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print the chosen plan and its alternatives as JSON (plan.json's form) on stdout");
-  cmd->callback([args, json, status] { *status = runPlan(*args, *json); });
+  cmd->callback([args, json, status, output] {
+    args->output_given = output->count() > 0;
+    *status = runPlan(*args, *json);
+  });
 }
 
 }  // namespace hydrozoa::cli

@@ -195,6 +195,28 @@ TEST_F(Cli, PlanEverySchedule) {
               "--chunks");
 }
 
+// Issue 11 §3: PipeDream's optimizer on its published VGG-16 profile, one
+// level and two, as written; and its mistakes.
+TEST_F(Cli, PipeDreamPlannerAsWritten) {
+  const std::string vgg = std::string(HYDROZOA_SOURCE_DIR) + "/tests/fixtures/pipedream/vgg16.graph.txt";
+  Outcome r = run({"plan", "--profile", vgg, "--planner", "pipedream", "--machines", "4", "--bandwidth", "1GB/s"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Level 1: 4 machines at"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Time per microbatch of the slowest stage: 176 ms"), std::string::npos) << r.out;
+  r = run({"plan", "--profile", vgg, "--planner", "pipedream", "--machines", "4,4", "--bandwidth", "10GB/s,1GB/s",
+           "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_NEAR(j["time_per_stage_seconds"].get<double>(), 0.0443458714667, 1e-9);
+  EXPECT_EQ(j["levels"].size(), 2u);
+  expectError({"plan", "--profile", vgg, "--planner", "pipedream"}, "--planner pipedream needs --machines");
+  expectError({"plan", "--profile", vgg, "--planner", "pipedream", "--machines", "4,4", "--bandwidth", "1GB/s"},
+              "one --bandwidth per level");
+  expectError({"plan", "--profile", vgg, "--planner", "pipedream", "--machines", "0", "--bandwidth", "1GB/s"},
+              "--machines");
+  expectError({"plan", "--profile", vgg, "--planner", "gavel", "--workers", "2"}, "unknown planner \"gavel\"");
+}
+
 // Issue 9 §2: `--device cpu` calibrates this CPU per layer kind, says so,
 // and --save-device writes the calibration, which a later plan reuses.
 TEST_F(Cli, CpuDeviceCalibratedSavedAndReused) {
