@@ -47,4 +47,30 @@ inline PartitionProblem randomProblem(std::uint32_t seed, const ChainShape& shap
   return p;
 }
 
+// A random pipeline for the flow-shop tests: up to 8 layers with forward,
+// backward and (unless the trial is a multiple of 3) transfer times of 0-3,
+// a random split into stages and 1 to maxMicrobatches microbatches.
+struct RandomPipeline {
+  ChainCosts costs;
+  Partition partition;
+  std::int64_t microbatches = 1;
+};
+
+inline RandomPipeline randomPipeline(std::mt19937& rng, int trial, int maxMicrobatches) {
+  std::uniform_real_distribution<double> time(0.0, 3.0);
+  RandomPipeline r;
+  const int L = 1 + static_cast<int>(rng() % 8);
+  for (int i = 0; i < L; ++i) {
+    r.costs.forward.push_back(time(rng));
+    r.costs.backward.push_back(time(rng));
+    if (i + 1 < L) r.costs.cut.push_back(trial % 3 == 0 ? 0.0 : time(rng));
+  }
+  r.partition.first = {0};
+  for (int i = 1; i < L; ++i) {
+    if (rng() % 2) r.partition.first.push_back(i);
+  }
+  r.microbatches = 1 + static_cast<std::int64_t>(rng() % static_cast<unsigned>(maxMicrobatches));
+  return r;
+}
+
 }  // namespace hydrozoa::plan::testing

@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "plan/search.h"
 #include "profile/profile.h"
 
 namespace hydrozoa::plan::testing {
@@ -36,6 +37,18 @@ inline profile::Profile toyProfile(int layers, std::uint32_t seed = 1, Bytes par
     p.measurements.push_back(meas);
   }
   return p;
+}
+
+// Search options pinning one pipeline of two stages on two workers, 1 GB/s,
+// global batch 16.
+inline SearchOptions twoStagePipeline() {
+  SearchOptions o;
+  o.workers = 2;
+  o.stages = 2;
+  o.data_parallel = 1;
+  o.bandwidth = 1e9;
+  o.global_batch = 16;
+  return o;
 }
 
 }  // namespace hydrozoa::plan::testing

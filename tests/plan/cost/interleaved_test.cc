@@ -51,12 +51,7 @@ TEST(Interleaved, EveryPassOnceAndTheChunksStash) {
 }
 
 Result<SearchResult> planInterleaved(int layers, std::optional<std::int64_t> microbatches, int chunks = 2) {
-  SearchOptions o;
-  o.workers = 2;
-  o.stages = 2;
-  o.data_parallel = 1;
-  o.bandwidth = 1e9;
-  o.global_batch = 16;
+  SearchOptions o = testing::twoStagePipeline();
   o.microbatches = microbatches;
   o.schedule = ScheduleKind::kInterleaved;
   o.chunks = chunks;

@@ -10,6 +10,7 @@
 #include "plan/cost/pipeline.h"
 #include "plan/plan.h"
 #include "plan/search.h"
+#include "plan/random_chain.h"
 #include "plan/toy_profile.h"
 
 namespace hydrozoa::plan {
@@ -63,20 +64,9 @@ TEST(OneFOneB, HandComputedUnbalancedStages) {
 // `hydrozoa plan --schedule auto` prices each schedule.
 TEST(OneFOneB, TheSameWorkWithinTheFlowShopsBounds) {
   std::mt19937 rng(11);
-  std::uniform_real_distribution<double> time(0.0, 3.0);
   for (int trial = 0; trial < 300; ++trial) {
-    const int L = 1 + static_cast<int>(rng() % 8);
-    ChainCosts c;
-    for (int i = 0; i < L; ++i) {
-      c.forward.push_back(time(rng));
-      c.backward.push_back(time(rng));
-      if (i + 1 < L) c.cut.push_back(trial % 3 == 0 ? 0.0 : time(rng));
-    }
-    Partition p{{0}};
-    for (int i = 1; i < L; ++i) {
-      if (rng() % 2) p.first.push_back(i);
-    }
-    const std::int64_t M = 1 + static_cast<std::int64_t>(rng() % 12);
+    const auto [c, p, M] = testing::randomPipeline(rng, trial, 12);
+    const int L = c.numLayers();
     const PipelineTime gpipe = pipelineTime(c, p, M);
     const PipelineTime oneF = pipelineTime(c, p, M, {}, ScheduleKind::kOneFOneB);
     EXPECT_NEAR(oneF.busy, gpipe.busy, 1e-9) << "trial " << trial;
@@ -96,12 +86,7 @@ TEST(OneFOneB, TheSameWorkWithinTheFlowShopsBounds) {
 // M = 16 does not fit the memory, 1F1B's does.
 TEST(OneFOneB, ThePlannerFitsMoreMicrobatchesInTheSameMemory) {
   const auto prof = testing::toyProfile(8);
-  SearchOptions o;
-  o.workers = 2;
-  o.stages = 2;
-  o.data_parallel = 1;
-  o.bandwidth = 1e9;
-  o.global_batch = 16;
+  SearchOptions o = testing::twoStagePipeline();
   o.microbatch_size = 1;
   auto gpipe = searchPlan(prof, *loadCatalog("aci"), o);
   ASSERT_TRUE(gpipe.ok()) << gpipe.status().message();
@@ -124,12 +109,7 @@ TEST(OneFOneB, ThePlannerFitsMoreMicrobatchesInTheSameMemory) {
 // per microbatch in the backward pass, recorded in plan.json.
 TEST(Recompute, ThePlannerTradesTimeForMemory) {
   const auto prof = testing::toyProfile(8);
-  SearchOptions o;
-  o.workers = 2;
-  o.stages = 2;
-  o.data_parallel = 1;
-  o.bandwidth = 1e9;
-  o.global_batch = 16;
+  SearchOptions o = testing::twoStagePipeline();
   o.microbatch_size = 1;
   const Plan plain = makePlan(*searchPlan(prof, *loadCatalog("aci"), o), prof, o, "aci");
   o.recompute = true;

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "plan/cost/memory.h"
+#include "plan/random_chain.h"
 
 namespace hydrozoa::plan {
 namespace {
@@ -49,20 +50,8 @@ TEST(PipelineTime, BubbleFraction) {
 // chains, splits and microbatch counts.
 TEST(PipelineTime, TheSimulationOnOwnCoresIsTheClosedForm) {
   std::mt19937 rng(7);
-  std::uniform_real_distribution<double> time(0.0, 3.0);
   for (int trial = 0; trial < 300; ++trial) {
-    const int L = 1 + static_cast<int>(rng() % 8);
-    ChainCosts c;
-    for (int i = 0; i < L; ++i) {
-      c.forward.push_back(time(rng));
-      c.backward.push_back(time(rng));
-      if (i + 1 < L) c.cut.push_back(trial % 3 == 0 ? 0.0 : time(rng));
-    }
-    Partition p{{0}};
-    for (int i = 1; i < L; ++i) {
-      if (rng() % 2) p.first.push_back(i);
-    }
-    const std::int64_t M = 1 + static_cast<std::int64_t>(rng() % 9);
+    const auto [c, p, M] = testing::randomPipeline(rng, trial, 9);
     const PipelineTime closed = pipelineTime(c, p, M);
     const PipelineTime sim = simulatedPipelineTime(c, p, M, HostShare{p.numStages(), 1, 1});
     ASSERT_FALSE(closed.shared);
