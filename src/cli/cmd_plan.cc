@@ -219,9 +219,22 @@ Status runPipeDream(const PlanArgs& a, bool json) {
     return invalidArgument("--planner pipedream prints its plan (or --json); writing it as plan.json for training "
                            "comes with the pipedream schedule: drop -o");
   }
-  HZ_ASSIGN_OR_RETURN(const auto globalBatch, optionalCount(a.global_batch, "--global-batch", kSamplesRange));
-  HZ_ASSIGN_OR_RETURN(profile::Profile prof, obtainProfile(a, globalBatch));
-  HZ_ASSIGN_OR_RETURN(const plan::PipeDreamResult r, plan::planPipeDream(plan::pipeDreamChain(prof), o));
+  // A graph.txt is cut where PipeDream cuts it (its antichains); any other
+  // profile at the boundaries of its chain of layers.
+  plan::PipeDreamStates states;
+  std::string text;
+  if (!a.profile.empty()) {
+    HZ_ASSIGN_OR_RETURN(text, readTextFile(a.profile));
+  }
+  if (profile::looksLikePipeDreamGraph(text)) {
+    HZ_ASSIGN_OR_RETURN(const profile::PipeDreamGraph graph, profile::parsePipeDreamGraph(text, a.profile));
+    HZ_ASSIGN_OR_RETURN(states, plan::pipeDreamStates(graph));
+  } else {
+    HZ_ASSIGN_OR_RETURN(const auto globalBatch, optionalCount(a.global_batch, "--global-batch", kSamplesRange));
+    HZ_ASSIGN_OR_RETURN(profile::Profile prof, obtainProfile(a, globalBatch));
+    states = plan::pipeDreamChain(prof);
+  }
+  HZ_ASSIGN_OR_RETURN(const plan::PipeDreamResult r, plan::planPipeDream(states, o));
   if (json) {
     Json levels = Json::array();
     for (const auto& level : r.levels) {
@@ -241,9 +254,7 @@ Status runPipeDream(const PlanArgs& a, bool json) {
               << "\n";
     return Status();
   }
-  std::vector<std::string> names;
-  for (const auto& l : prof.layers) names.push_back(l.name);
-  std::cout << plan::renderPipeDream(r, o, names);
+  std::cout << plan::renderPipeDream(r, o, states);
   return Status();
 }
 

@@ -14,11 +14,7 @@
 namespace hydrozoa::profile {
 namespace {
 
-struct Node {
-  std::string id, description;
-  double forward_ms = 0, backward_ms = 0, activation_bytes = 0, parameter_bytes = 0;
-  size_t line = 0;
-};
+using Node = PipeDreamNode;
 
 std::vector<std::string> splitOn(const std::string& s, const std::string& sep) {
   std::vector<std::string> parts;
@@ -116,11 +112,7 @@ bool looksLikePipeDreamGraph(const std::string& text) {
   return first.find(" -- ") != std::string::npos;
 }
 
-Result<Profile> importPipeDreamGraph(const std::string& text, const std::string& origin, std::int64_t batchSize) {
-  if (!inRange(batchSize, kSamplesRange)) {
-    return invalidArgument(fmt::format("{}: the graph.txt batch size {} is out of range; expected {}", origin,
-                                       batchSize, describeRange(kSamplesRange)));
-  }
+Result<PipeDreamGraph> parsePipeDreamGraph(const std::string& text, const std::string& origin) {
   std::vector<Node> nodes;
   std::map<std::string, size_t> index;
   std::vector<std::pair<size_t, size_t>> edges;
@@ -177,7 +169,6 @@ Result<Profile> importPipeDreamGraph(const std::string& text, const std::string&
     succ[s].push_back(d);
     ++indegree[d];
   }
-  std::vector<int> hadInputs(indegree.begin(), indegree.end());
   std::priority_queue<size_t, std::vector<size_t>, std::greater<>> ready;
   for (size_t i = 0; i < n; ++i) {
     if (indegree[i] == 0) ready.push(i);
@@ -198,6 +189,27 @@ Result<Profile> importPipeDreamGraph(const std::string& text, const std::string&
                                       nodes[i].line, printable(nodes[i].id)));
       }
     }
+  }
+  PipeDreamGraph g;
+  g.nodes = std::move(nodes);
+  g.successors = std::move(succ);
+  g.order = std::move(order);
+  return g;
+}
+
+Result<Profile> importPipeDreamGraph(const std::string& text, const std::string& origin, std::int64_t batchSize) {
+  if (!inRange(batchSize, kSamplesRange)) {
+    return invalidArgument(fmt::format("{}: the graph.txt batch size {} is out of range; expected {}", origin,
+                                       batchSize, describeRange(kSamplesRange)));
+  }
+  HZ_ASSIGN_OR_RETURN(const PipeDreamGraph graph, parsePipeDreamGraph(text, origin));
+  const std::vector<Node>& nodes = graph.nodes;
+  const std::vector<std::vector<size_t>>& succ = graph.successors;
+  const std::vector<size_t>& order = graph.order;
+  const size_t n = nodes.size();
+  std::vector<int> hadInputs(n, 0);
+  for (size_t v = 0; v < n; ++v) {
+    for (size_t d : succ[v]) ++hadInputs[d];
   }
   // Graph inputs are the data batch, not layers: sources described as
   // "Input..." (PipeDream times data loading there) or that compute nothing

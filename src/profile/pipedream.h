@@ -17,11 +17,30 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "profile/profile.h"
 
 namespace hydrozoa::profile {
+
+struct PipeDreamNode {
+  std::string id, description;
+  double forward_ms = 0, backward_ms = 0, activation_bytes = 0, parameter_bytes = 0;
+  size_t line = 0;
+};
+
+// graph.txt as written: its nodes in file order, each node's successors
+// (indices into nodes), and a topological order (stable in file order).
+struct PipeDreamGraph {
+  std::vector<PipeDreamNode> nodes;
+  std::vector<std::vector<size_t>> successors;
+  std::vector<size_t> order;
+};
+
+// Parses graph.txt into its DAG; errors name `origin`, the line and the fix
+// (a bad line, a number out of range, an unknown node, a cycle).
+Result<PipeDreamGraph> parsePipeDreamGraph(const std::string& text, const std::string& origin);
 
 // True when `text` starts like a graph.txt node line.
 bool looksLikePipeDreamGraph(const std::string& text);

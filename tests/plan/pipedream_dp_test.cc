@@ -16,15 +16,22 @@
 namespace hydrozoa::plan {
 namespace {
 
-PipeDreamChain randomChain(int layers, std::mt19937& rng) {
+// Per layer: compute, activation, parameter and boundary values.
+struct Layers {
+  std::vector<double> compute, activation, parameters, boundary;
+  int numLayers() const { return static_cast<int>(compute.size()); }
+  PipeDreamStates states() const { return chainStates(compute, activation, parameters, boundary); }
+};
+
+Layers randomChain(int layers, std::mt19937& rng) {
   std::uniform_real_distribution<double> time(0.001, 0.02);
   std::uniform_int_distribution<Bytes> bytes(0, 40'000'000);
-  PipeDreamChain c;
+  Layers c;
   for (int i = 0; i < layers; ++i) {
     c.compute.push_back(time(rng));
-    c.activation.push_back(bytes(rng));
-    c.parameters.push_back(rng() % 3 ? bytes(rng) : 0);
-    c.boundary.push_back(bytes(rng));
+    c.activation.push_back(static_cast<double>(bytes(rng)));
+    c.parameters.push_back(rng() % 3 ? static_cast<double>(bytes(rng)) : 0.0);
+    c.boundary.push_back(static_cast<double>(bytes(rng)));
   }
   return c;
 }
@@ -36,7 +43,7 @@ PipeDreamChain randomChain(int layers, std::mt19937& rng) {
 // of stage t + 1 (its input) and, for t ≥ 1, of stage t (the output of the
 // last stage of a sub-pipeline), as PipeDream's optimizer counts them: the
 // first stage's output is not charged at its own replicas.
-double bruteForce(const PipeDreamChain& c, int machines, double B, const PipeDreamOptions& o) {
+double bruteForce(const Layers& c, int machines, double B, const PipeDreamOptions& o) {
   const int N = c.numLayers();
   double best = std::numeric_limits<double>::infinity();
   auto sum = [](const auto& v, int a, int b) {
@@ -85,14 +92,14 @@ TEST(PipeDreamDp, EqualsBruteForceOnSmallChains) {
   for (int trial = 0; trial < 200; ++trial) {
     const int N = 1 + static_cast<int>(rng() % 6);
     const int M = 1 + static_cast<int>(rng() % 4);
-    const PipeDreamChain c = randomChain(N, rng);
+    const Layers c = randomChain(N, rng);
     PipeDreamOptions o;
     o.levels = {{M, 1e9}};
     o.straight = trial % 5 == 1;
     if (trial % 3 == 0) o.activation_compression = 1.0 + trial % 7;
     if (trial % 6 == 5) o.memory_limit = 60'000'000;
     const double want = bruteForce(c, M, 1e9, o);
-    auto got = planPipeDream(c, o);
+    auto got = planPipeDream(c.states(), o);
     if (!std::isfinite(want)) {
       EXPECT_FALSE(got.ok()) << "trial " << trial;
       continue;
@@ -114,7 +121,7 @@ TEST(PipeDreamDp, EqualsBruteForceOnSmallChains) {
     }
     // Allowed to leave machines unused, it is never slower.
     o.fewer_machines = true;
-    auto fewer = planPipeDream(c, o);
+    auto fewer = planPipeDream(c.states(), o);
     ASSERT_TRUE(fewer.ok());
     EXPECT_LE(fewer->time_per_stage, got->time_per_stage + 1e-15) << "trial " << trial;
   }
@@ -125,11 +132,7 @@ TEST(PipeDreamDp, EqualsBruteForceOnSmallChains) {
 // input per 3 units. The first layer has no parameters (replicating it is
 // free), the second some (replicating the whole model is not).
 TEST(PipeDreamDp, TheDissertationsReplicatedFirstStage) {
-  PipeDreamChain c;
-  c.compute = {6, 3};
-  c.activation = {0, 0};
-  c.parameters = {0, 100'000'000};
-  c.boundary = {0, 0};
+  const PipeDreamStates c = chainStates({6, 3}, {0, 0}, {0, 100'000'000}, {0, 0});
   PipeDreamOptions o;
   o.levels = {{3, 1e9}};
   auto r = planPipeDream(c, o);
@@ -145,11 +148,8 @@ TEST(PipeDreamDp, TheDissertationsReplicatedFirstStage) {
 // Two levels: 2 servers of 2 machines. The top level splits the model
 // across servers, then each server's share is split across its machines.
 TEST(PipeDreamDp, TwoLevelsSplitAcrossServersThenWithin) {
-  PipeDreamChain c;
-  c.compute = {1, 1, 1, 1};
-  c.activation = {0, 0, 0, 0};
-  c.parameters = {400'000'000, 0, 0, 400'000'000};  // replicating costs: 4(m−1)|w|/(B·m)
-  c.boundary = {0, 0, 0, 0};
+  // Replicating the first and last layers costs: 4(m−1)|w|/(B·m).
+  const PipeDreamStates c = chainStates({1, 1, 1, 1}, {0, 0, 0, 0}, {400'000'000, 0, 0, 400'000'000}, {0, 0, 0, 0});
   PipeDreamOptions o;
   o.levels = {{2, 10e9}, {2, 1e9}};
   auto r = planPipeDream(c, o);
@@ -167,13 +167,20 @@ TEST(PipeDreamDp, TwoLevelsSplitAcrossServersThenWithin) {
 // time per stage its published optimizer printed, to 1e-9, on one level and
 // two, straight, and with activation transfers; the stages where they do
 // not tie.
-PipeDreamChain publishedChain(const std::string& name) {
+std::string publishedGraph(const std::string& name) {
   std::ifstream in(std::string(HYDROZOA_SOURCE_DIR) + "/tests/fixtures/pipedream/" + name + ".graph.txt");
   std::stringstream text;
   text << in.rdbuf();
-  auto profile = profile::importPipeDreamGraph(text.str(), name, 1);
-  EXPECT_TRUE(profile.ok()) << profile.status().message();
-  return pipeDreamChain(*profile);
+  return text.str();
+}
+
+// PipeDream's cuts (the antichain DAG) of a published profile.
+PipeDreamStates publishedStates(const std::string& name) {
+  auto graph = profile::parsePipeDreamGraph(publishedGraph(name), name);
+  EXPECT_TRUE(graph.ok()) << graph.status().message();
+  auto states = pipeDreamStates(*graph);
+  EXPECT_TRUE(states.ok()) << states.status().message();
+  return *states;
 }
 
 TEST(PipeDreamDp, ReproducesThePublishedOptimizerOnItsProfiles) {
@@ -194,6 +201,15 @@ TEST(PipeDreamDp, ReproducesThePublishedOptimizerOnItsProfiles) {
       {"alexnet", {{4, 1e10}, {4, 1e9}}, false, {}, 0.0060111784, {{0, 6, 2}, {6, 9, 1}, {9, 22, 1}}},
       {"alexnet", {{4, 1e9}}, true, {}, 0.028721, {}},
       {"alexnet", {{8, 1e9}}, false, 1.0, 0.018874368, {}},
+      // Graphs with branches: cut at their antichains, as PipeDream does.
+      {"resnet18", {{4, 1e9}}, false, {}, 0.065918, {}},
+      {"resnet18", {{4, 1e10}, {4, 1e9}}, false, {}, 0.01709254, {}},
+      {"resnet18", {{4, 1e9}}, true, {}, 0.069523, {}},
+      {"resnet18", {{8, 1e9}}, false, 1.0, 0.05078332704, {}},
+      {"gnmt", {{4, 1e9}}, false, {}, 0.025868, {}},
+      {"gnmt", {{4, 1e10}, {4, 1e9}}, false, {}, 0.011081, {}},
+      {"gnmt", {{4, 1e9}}, true, {}, 0.025868, {}},
+      {"gnmt", {{8, 1e9}}, false, 1.0, 0.019285, {}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.profile + " levels " + std::to_string(c.levels.size()));
@@ -201,7 +217,9 @@ TEST(PipeDreamDp, ReproducesThePublishedOptimizerOnItsProfiles) {
     o.levels = c.levels;
     o.straight = c.straight;
     o.activation_compression = c.compression;
-    auto r = planPipeDream(publishedChain(c.profile), o);
+    const PipeDreamStates states = publishedStates(c.profile);
+    EXPECT_EQ(states.size(), c.profile == "vgg16" ? 40 : c.profile == "alexnet" ? 22 : c.profile == "resnet18" ? 100 : 99);
+    auto r = planPipeDream(states, o);
     ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_NEAR(r->time_per_stage, c.time, 1e-9 * c.time);
     if (c.top.empty()) continue;
@@ -212,18 +230,14 @@ TEST(PipeDreamDp, ReproducesThePublishedOptimizerOnItsProfiles) {
 }
 
 TEST(PipeDreamDp, BadOptionsAreErrors) {
-  PipeDreamChain c;
-  c.compute = {1};
-  c.activation = c.parameters = c.boundary = {0};
-  EXPECT_FALSE(planPipeDream(c, {}).ok());
+  const PipeDreamStates one = chainStates({1}, {0}, {0}, {0});
+  EXPECT_FALSE(planPipeDream(one, {}).ok());
   PipeDreamOptions o;
   o.levels = {{0, 1e9}};
-  EXPECT_FALSE(planPipeDream(c, o).ok());
+  EXPECT_FALSE(planPipeDream(one, o).ok());
   // A straight 2-stage pipeline whose first stage stashes one microbatch
   // of 100 bytes of parameters, on machines of 1 byte.
-  c.compute = {1, 1};
-  c.activation = c.boundary = {0, 0};
-  c.parameters = {100, 100};
+  const PipeDreamStates c = chainStates({1, 1}, {0, 0}, {100, 100}, {0, 0});
   o.levels = {{2, 1e9}};
   o.straight = true;
   o.memory_limit = 1;

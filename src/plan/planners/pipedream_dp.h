@@ -18,9 +18,11 @@
 // ⌈(m_k − m)/m'⌉ microbatches of its activations and parameters) only with a
 // memory limit: both as PipeDream's published optimizer does
 // (optimizer/optimizer_graph_hierarchical.py), whose predictions this
-// reproduces. A chain's boundaries are its layers in order (the PipeDream
-// graph imported as profile/pipedream.h makes it: a boundary after a layer
-// carries every activation that crosses it).
+// reproduces. The places to cut are the states: for a chain of layers, the
+// boundary after each layer; for PipeDream's graph.txt, as PipeDream has
+// them, the antichains of the graph reachable from its first source
+// (pipeDreamStates), with every state's compute, activations and
+// parameters those of all nodes before it.
 //
 // Time O(N³ m_k²) per level; pure C++.
 #pragma once
@@ -32,6 +34,7 @@
 
 #include "core/status.h"
 #include "core/units.h"
+#include "profile/pipedream.h"
 #include "profile/profile.h"
 
 namespace hydrozoa::plan {
@@ -49,20 +52,37 @@ struct PipeDreamOptions {
   bool fewer_machines = false;         // a level may leave machines unused when that is faster
 };
 
-// Input: per layer of the chain, seconds of forward + backward compute, the
-// bytes it keeps (activations), its parameters, and what crosses a boundary
-// after it.
-struct PipeDreamChain {
-  std::vector<Seconds> compute;
-  std::vector<Bytes> activation, parameters, boundary;
-  int numLayers() const { return static_cast<int>(compute.size()); }
+// The states the DP cuts at, in a topological order: per state, the seconds
+// of forward + backward compute, the bytes of activations and of parameters
+// of every node before the cut (it included), and the bytes crossing it.
+// A stage from after state i−1 through state j holds the differences.
+struct PipeDreamStates {
+  std::vector<double> compute, activation, parameters;  // up to and including the state
+  std::vector<double> boundary;
+  // Per state, the states before it (transitively, ascending); empty for a
+  // chain, where they are all earlier states.
+  std::vector<std::vector<int>> predecessors;
+  std::vector<std::string> names;  // of each state, for display
+  int size() const { return static_cast<int>(compute.size()); }
 };
 
-// The chain of a profile's first measurement.
-PipeDreamChain pipeDreamChain(const profile::Profile& profile);
+// A chain: per layer, its compute, activations, parameters and the bytes
+// crossing a boundary after it.
+PipeDreamStates chainStates(const std::vector<double>& compute, const std::vector<double>& activation,
+                            const std::vector<double>& parameters, const std::vector<double>& boundary,
+                            std::vector<std::string> names = {});
+
+// A profile's first measurement as a chain of its layers.
+PipeDreamStates pipeDreamChain(const profile::Profile& profile);
+
+// graph.txt's cuts as PipeDream's optimizer has them: inputs ("Input..."
+// sources) and "__getitem__" sinks removed, the antichain DAG from the first
+// source, each state's augmented antichain (the nodes whose outputs cross
+// it) giving the bytes crossing it.
+Result<PipeDreamStates> pipeDreamStates(const profile::PipeDreamGraph& graph);
 
 struct PipeDreamStage {
-  int first_layer = 0, last_layer = 0;
+  int first_layer = 0, last_layer = 0;  // states (a chain's layers)
   int replicas = 1;       // components of the level below
   Seconds compute = 0;    // its layers' compute (forward + backward, one microbatch)
 };
@@ -77,10 +97,10 @@ struct PipeDreamResult {
 };
 
 // REQUIRES: options.levels non-empty, every machines >= 1 and bandwidth > 0.
-Result<PipeDreamResult> planPipeDream(const PipeDreamChain& chain, const PipeDreamOptions& options);
+Result<PipeDreamResult> planPipeDream(const PipeDreamStates& states, const PipeDreamOptions& options);
 
 // The result as `hydrozoa plan --planner pipedream` prints it.
 std::string renderPipeDream(const PipeDreamResult& result, const PipeDreamOptions& options,
-                            const std::vector<std::string>& layerNames);
+                            const PipeDreamStates& states);
 
 }  // namespace hydrozoa::plan
