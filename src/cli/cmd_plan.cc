@@ -144,30 +144,42 @@ Result<plan::Plan> planSchedules(const PlanArgs& a, const profile::Profile& prof
                   {false, false, false, true, true, true, true, false, false});
   std::optional<plan::Plan> best;
   std::optional<plan::Candidate> bestRow;
-  std::vector<std::pair<plan::ScheduleKind, Result<plan::SearchResult>>> results;
+  // Every schedule, and (unless --recompute pins it on) each with and
+  // without recomputation.
+  struct Row {
+    plan::ScheduleKind kind;
+    bool recompute;
+    Result<plan::SearchResult> result;
+  };
+  std::vector<Row> rows;
   for (plan::ScheduleKind kind : plan::allSchedules()) {
-    o.schedule = kind;
-    auto result = plan::searchPlan(prof, catalog, o);
-    if (result.ok() && (!bestRow || plan::betterCandidate(result->best(), *bestRow, o.objective))) {
-      bestRow = result->best();
-      best = plan::makePlan(*result, prof, o, catalog.name);
+    for (const bool recompute : {false, true}) {
+      if (a.recompute && !recompute) continue;
+      o.schedule = kind;
+      o.recompute = recompute;
+      auto result = plan::searchPlan(prof, catalog, o);
+      if (result.ok() && (!bestRow || plan::betterCandidate(result->best(), *bestRow, o.objective))) {
+        bestRow = result->best();
+        best = plan::makePlan(*result, prof, o, catalog.name);
+      }
+      rows.push_back({kind, recompute, std::move(result)});
     }
-    results.emplace_back(kind, std::move(result));
   }
-  for (const auto& [kind, result] : results) {
+  for (const auto& [kind, recompute, result] : rows) {
+    const std::string name = std::string(plan::scheduleName(kind)) + (recompute ? " + recompute" : "");
     if (!result.ok()) {
-      table.addRow({"", plan::scheduleName(kind), "-", "-", "-", "-", "-", "-", result.status().message()});
+      table.addRow({"", name, "-", "-", "-", "-", "-", "-", result.status().message()});
       continue;
     }
     const plan::Candidate& c = result->best();
     Bytes memory = 0;
     for (const plan::StageDetail& d : c.stage_details) memory = std::max(memory, d.memory);
-    const bool chosen = best && best->schedule == kind;
-    table.addRow({chosen ? "*" : "", plan::scheduleName(kind), fmt::format("{}×{}", c.data_parallel, c.stages),
+    const bool chosen = best && best->schedule == kind && best->recompute == recompute;
+    table.addRow({chosen ? "*" : "", name, fmt::format("{}×{}", c.data_parallel, c.stages),
                   fmt::format("{} × {}", c.microbatches, c.microbatch_size), formatSeconds(c.iteration),
                   fmt::format("{:.1f}", c.samples_per_second), formatBytes(memory), "0", ""});
   }
-  if (!best) return results.front().second.status();
+  if (!best) return rows.front().result.status();
   if (!json) std::cout << "Schedules (the best plan of each; * chosen, " << plan::objectiveName(o.objective) << "):\n"
                        << table.render() << "\n";
   return *best;

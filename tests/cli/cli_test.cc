@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -165,17 +166,20 @@ TEST_F(Cli, PlanEverySchedule) {
   EXPECT_NE(r.out.find("Schedules (the best plan of each"), std::string::npos) << r.out;
   auto plan = readJsonFile(path("plan.json"));
   ASSERT_TRUE(plan.ok());
-  const std::string chosen = (*plan)["schedule"].get<std::string>();
-  std::map<std::string, std::string> rows;  // schedule -> its row
+  const std::string chosen =
+      (*plan)["schedule"].get<std::string>() + ((*plan)["recompute"].get<bool>() ? " + recompute" : "");
+  // One row per schedule, with and without recomputation: "  *  1f1b + recompute   4×2 ...".
+  std::map<std::string, bool> rows;  // name -> marked chosen
   std::istringstream lines(r.out.substr(0, r.out.find("\nPlan for")));
   for (std::string line; std::getline(lines, line);) {
-    for (const char* name : {"gpipe", "1f1b", "interleaved"}) {
-      if (line.find(std::string(" ") + name + " ") != std::string::npos) rows[name] = line;
+    std::smatch m;
+    if (std::regex_search(line, m, std::regex(R"(^  ([* ])  (\S+( \+ recompute)?) +\d+×\d+ )"))) {
+      rows[m[2].str()] = m[1].str() == "*";
     }
   }
-  ASSERT_EQ(rows.size(), 3u) << r.out;
-  EXPECT_EQ(rows[chosen].find("  *  "), 0u) << r.out;
-  EXPECT_NE(r.out.find("schedule " + chosen), std::string::npos);
+  ASSERT_EQ(rows.size(), 6u) << r.out;
+  for (const auto& [name, marked] : rows) EXPECT_EQ(marked, name == chosen) << name << "\n" << r.out;
+  EXPECT_NE(r.out.find("schedule " + (*plan)["schedule"].get<std::string>()), std::string::npos);
   // Pinned: the plan says so.
   ASSERT_EQ(run({"plan", "--model", "gpt", "--device", "k80", "--workers", "4", "--global-batch", "16", "--schedule",
                  "1f1b"})
