@@ -72,7 +72,8 @@ StepExecutor::StepExecutor(const Schedule& schedule, PipelineShape shape, std::v
       loader_(loader),
       device_(device),
       trace_(trace),
-      update_(std::move(update)) {
+      update_(std::move(update)),
+      window_(schedule.receiveWindow()) {
   if (const char* w = std::getenv("HYDROZOA_RECEIVE_WINDOW"); w && *w) window_ = std::max(0, std::atoi(w));
 }
 

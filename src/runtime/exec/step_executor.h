@@ -8,12 +8,13 @@
 // (a callback: the worker applies it under its own lock, NOTE [The step
 // before] in worker/worker_impl.h) are the worker's.
 //
-// Receives are posted ahead, a few per channel in the order the schedule
-// takes them (kReceiveWindow), so that transfers overlap computation without
-// allocating every microbatch's buffer at the start of the step: a 1F1B stage
-// then holds no more received activations than it stashes.
-// $HYDROZOA_RECEIVE_WINDOW=N posts N ahead instead (0: every receive of the
-// step at its start, as the runtime did before; for comparisons).
+// Receives are posted ahead, as many per channel as the schedule says
+// (Schedule::receiveWindow) in the order it takes them, so that transfers
+// overlap computation without allocating every microbatch's buffer at the
+// start of the step: a 1F1B stage then holds no more received activations
+// than it stashes, as the planner counts them. GPipe, which holds every
+// microbatch's anyway, posts them all at the step's start.
+// $HYDROZOA_RECEIVE_WINDOW=N posts N ahead instead (0: all; for comparisons).
 #pragma once
 
 #include <torch/torch.h>
@@ -88,7 +89,6 @@ struct StepStats {
 
 class StepExecutor {
  public:
-  static constexpr int kReceiveWindow = 2;
 
   // `loader` is null on stages that read no data; `update(step)` applies
   // the gradients of global step `step` (kOptimizerStep).
@@ -109,7 +109,7 @@ class StepExecutor {
   TraceRecorder& trace_;
   std::function<void(std::int64_t)> update_;
   std::map<int, std::vector<Action>> actions_;  // by microbatches per step
-  int window_ = kReceiveWindow;                  // receives posted ahead per channel (0: all)
+  int window_ = 0;                               // receives posted ahead per channel (0: all)
 };
 
 }  // namespace hydrozoa::runtime

@@ -13,6 +13,10 @@ class GPipeSchedule final : public Schedule {
  public:
   const char* name() const override { return "gpipe"; }
   std::vector<Action> computeOrder(const PipelineShape& shape) const override;
+  // GPipe holds every microbatch's activations anyway: its receives are all
+  // posted at the step's start, 5% faster on the CNN 1×2 than two ahead
+  // (docs/schedules.md, "How it works").
+  int receiveWindow() const override { return 0; }
 };
 
 }  // namespace hydrozoa::runtime

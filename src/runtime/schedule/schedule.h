@@ -86,6 +86,9 @@ class Schedule {
   virtual std::vector<Action> computeOrder(const PipelineShape& shape) const = 0;
   // Everything the stage does in one step.
   virtual std::vector<Action> actions(const PipelineShape& shape) const;
+  // Receives the step executor posts ahead per channel; 0: every receive of
+  // the step at its start (runtime/exec/step_executor.h).
+  virtual int receiveWindow() const { return 2; }
 };
 
 // The planner's order of passes (plan/cost/schedules.h, where each schedule's
