@@ -14,6 +14,7 @@
 #include "model/zoo.h"
 #include "plan/plan.h"
 #include "plan/planners/pipedream_dp.h"
+#include "plan/planners/two_bw_planner.h"
 #include "plan/search.h"
 #include "profile/predict.h"
 
@@ -33,6 +34,7 @@ struct PlanArgs {
   std::string planner = "hydrozoa", machines, activation_compression;
   bool straight_pipeline = false, fewer_machines = false;
   bool output_given = false;  // -o on the command line
+  bool schedule_given = false;  // --schedule on the command line
   bool shared_memory = false;
 };
 
@@ -177,7 +179,8 @@ Result<plan::Plan> planSchedules(const PlanArgs& a, const profile::Profile& prof
     const bool chosen = best && best->schedule == kind && best->recompute == recompute;
     table.addRow({chosen ? "*" : "", name, fmt::format("{}×{}", c.data_parallel, c.stages),
                   fmt::format("{} × {}", c.microbatches, c.microbatch_size), formatSeconds(c.iteration),
-                  fmt::format("{:.1f}", c.samples_per_second), formatBytes(memory), "0", ""});
+                  fmt::format("{:.1f}", c.samples_per_second), formatBytes(memory),
+                  std::to_string(plan::staleness(kind)), ""});
   }
   if (!best) return rows.front().result.status();
   if (!json) std::cout << "Schedules (the best plan of each; * chosen, " << plan::objectiveName(o.objective) << "):\n"
@@ -270,10 +273,28 @@ Status runPipeDream(const PlanArgs& a, bool json) {
   return Status();
 }
 
-Status runPlan(const PlanArgs& a, bool json) {
-  if (a.planner == "pipedream") return runPipeDream(a, json);
-  if (a.planner != "hydrozoa") {
-    return invalidArgument(fmt::format("--planner: unknown planner \"{}\"; available: hydrozoa, pipedream", a.planner));
+Status runPlan(const PlanArgs& given, bool json) {
+  if (given.planner == "pipedream") return runPipeDream(given, json);
+  if (given.planner != "hydrozoa" && given.planner != "2bw") {
+    return invalidArgument(
+        fmt::format("--planner: unknown planner \"{}\"; available: hydrozoa, pipedream, 2bw", given.planner));
+  }
+  PlanArgs a = given;
+  // --planner 2bw: the bandwidth between stages, then (optionally) between replicas.
+  std::string crossBandwidth;
+  if (a.planner == "2bw") {
+    const std::vector<std::string> bandwidths = splitList(a.bandwidth);
+    if (bandwidths.size() > 2) {
+      return invalidArgument("--planner 2bw takes --bandwidth IN[,CROSS]: between a pipeline's stages, and between a "
+                             "stage's replicas (default: the same)");
+    }
+    if (bandwidths.size() == 2) {
+      a.bandwidth = bandwidths[0];
+      crossBandwidth = bandwidths[1];
+    }
+    if (a.schedule_given) {
+      return invalidArgument("--planner 2bw chooses between 2bw and 1f1b (PipeDream-Flush) itself: drop --schedule");
+    }
   }
   if (a.schedule != "auto") HZ_RETURN_IF_ERROR(plan::parseSchedule(a.schedule, "--schedule").status());
   HZ_ASSIGN_OR_RETURN(auto globalBatch, optionalCount(a.global_batch, "--global-batch", kSamplesRange));
@@ -362,7 +383,63 @@ Status runPlan(const PlanArgs& a, bool json) {
 
   const std::string capped = memoryCapNote(catalog, o);
   if (!capped.empty()) spdlog::warn("{}", capped);
-  HZ_ASSIGN_OR_RETURN(const plan::Plan chosen, planSchedules(a, prof, catalog, o, json));
+  std::optional<plan::Plan> pinned;
+  if (a.planner == "2bw") {
+    // PipeDream-2BW's planner chooses (d, p, b, recomputation, schedule);
+    // Hydrozoa's search then cuts and sizes that pinned plan for training.
+    // The thesis's memory counts weight versions and activations only; a
+    // configuration whose workers also need their gradients, optimizer
+    // state and runtime beyond the limit is passed over for the next.
+    plan::TwoBwPlannerOptions t;
+    t.workers = o.workers;
+    if (!globalBatch) return invalidArgument("--planner 2bw needs --global-batch (B: samples per batch)");
+    t.global_batch = *globalBatch;
+    t.memory_limit = o.memory_limit;
+    t.in_pipeline = o.bandwidth;
+    t.cross_pipeline = o.bandwidth;
+    if (!crossBandwidth.empty()) {
+      HZ_ASSIGN_OR_RETURN(t.cross_pipeline, parseBandwidth(crossBandwidth, "--bandwidth"));
+    }
+    if (!(t.in_pipeline > 0) || !(t.cross_pipeline > 0)) return invalidArgument("--bandwidth must be positive");
+    HZ_ASSIGN_OR_RETURN(const plan::TwoBwPlannerResult r, plan::planTwoBw(prof, t));
+    if (!json) std::cout << plan::renderTwoBw(r, t) << "\n";
+    if (!r.best) {
+      return invalidArgument(fmt::format("no configuration of {} workers fits {} per worker under 2bw or 1f1b",
+                                         t.workers, t.memory_limit ? formatBytes(*t.memory_limit) : "the memory"));
+    }
+    std::vector<plan::TwoBwConfig> order;
+    for (const plan::TwoBwConfig& c : r.considered) {
+      if (c.fits) order.push_back(c);
+    }
+    std::stable_sort(order.begin(), order.end(), [](const plan::TwoBwConfig& x, const plan::TwoBwConfig& y) {
+      return x.samples_per_second > y.samples_per_second;
+    });
+    Status first;
+    for (const plan::TwoBwConfig& c : order) {
+      plan::SearchOptions pins = o;
+      pins.data_parallel = c.data_parallel;
+      pins.stages = c.stages;
+      pins.microbatch_size = c.microbatch_size;
+      pins.microbatches = c.microbatches;
+      pins.recompute = c.recompute;
+      PlanArgs with = a;
+      with.schedule = plan::scheduleName(c.schedule);
+      auto planned = planSchedules(with, prof, catalog, pins, json);
+      if (planned.ok()) {
+        if (!first.ok() && !json) {
+          std::cout << fmt::format("Note: the 2BW planner's first choice does not fit Hydrozoa's memory model ({}); "
+                                   "planned its best that does: {}×{}, {}, microbatch {}{}\n",
+                                   first.message(), c.data_parallel, c.stages, plan::scheduleName(c.schedule),
+                                   c.microbatch_size, c.recompute ? ", recomputation" : "");
+        }
+        pinned = std::move(*planned);
+        break;
+      }
+      if (first.ok()) first = planned.status();
+    }
+    if (!pinned) return first;
+  }
+  HZ_ASSIGN_OR_RETURN(const plan::Plan chosen, pinned ? Result<plan::Plan>(*pinned) : planSchedules(a, prof, catalog, o, json));
   if (!json && !capped.empty()) std::cout << "Note: " << capped << "\n";
   if (!json && !globalBatch) {
     // Without a global batch, the largest batch that fits wins on throughput;
@@ -422,13 +499,15 @@ void addPlanCommand(CLI::App& app, Status* status) {
   cmd->add_option("--microbatches", args->microbatches, "Pin the number of microbatches per iteration");
   cmd->add_option("--partition", args->partition, "Pin the stages as layer ranges, e.g. 0-3,4-9,10-17");
   cmd->add_option("--schedule", args->schedule,
-                  "Pipeline schedule to plan for: gpipe, 1f1b, interleaved, or auto (every schedule's best plan side "
+                  "Pipeline schedule to plan for: gpipe, 1f1b, interleaved, 2bw, or auto (every schedule's best plan side "
                   "by side, the best chosen; docs/schedules.md)")
       ->capture_default_str();
   cmd->add_option("--chunks", args->chunks, "Model chunks per stage for the interleaved schedule")->capture_default_str();
   cmd->add_flag("--recompute", args->recompute, "Plan with activations recomputed in the backward pass");
   cmd->add_option("--planner", args->planner,
-                  "hydrozoa (stages × replicas × microbatches, right-sized), or pipedream (PipeDream's hierarchical "
+                  "hydrozoa (stages × replicas × microbatches, right-sized), 2bw (PipeDream-2BW's planner: d × p, "
+                  "microbatch size, recomputation, 2bw or 1f1b, by its closed-form costs), or pipedream (PipeDream's "
+                  "hierarchical "
                   "DP: stages with their own replica counts over --machines)")
       ->capture_default_str();
   cmd->add_option("--machines", args->machines,
@@ -447,10 +526,12 @@ void addPlanCommand(CLI::App& app, Status* status) {
                 "Consider every stage count (Algorithm 1), also those that leave workers idle");
   CLI::Option* output =
       cmd->add_option("-o,--output", args->output, "Where to write the plan ('-' for nowhere)")->capture_default_str();
+  CLI::Option* schedule = cmd->get_option("--schedule");
   auto json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print the chosen plan and its alternatives as JSON (plan.json's form) on stdout");
-  cmd->callback([args, json, status, output] {
+  cmd->callback([args, json, status, output, schedule] {
     args->output_given = output->count() > 0;
+    args->schedule_given = schedule->count() > 0;
     *status = runPlan(*args, *json);
   });
 }

@@ -21,20 +21,27 @@ struct ReportArgs {
   bool json = false;
 };
 
-// --timeline STEP: the pipeline's timeline of one traced step as an SVG.
+// --timeline STEP or FIRST-LAST: the pipeline's timeline of traced steps as an SVG.
 Status writeTimeline(const ReportArgs& a) {
   if (a.dirs.size() != 1) return invalidArgument("--timeline draws one run: give one run directory");
-  HZ_ASSIGN_OR_RETURN(const std::int64_t step, parseCount(a.timeline, "--timeline", {0, kStepsRange.max}));
+  const size_t dash = a.timeline.find('-', 1);
+  HZ_ASSIGN_OR_RETURN(const std::int64_t step,
+                      parseCount(a.timeline.substr(0, dash), "--timeline", {0, kStepsRange.max}));
+  std::int64_t last = step;
+  if (dash != std::string::npos) {
+    HZ_ASSIGN_OR_RETURN(last, parseCount(a.timeline.substr(dash + 1), "--timeline", {step, step + 16}));
+  }
+  const std::string steps = last > step ? fmt::format("{}-{}", step, last) : std::to_string(step);
   const std::string tracePath = (std::filesystem::path(a.dirs[0]) / "trace.json").string();
   HZ_ASSIGN_OR_RETURN(const Json trace, readJsonFile(tracePath));
-  HZ_ASSIGN_OR_RETURN(const report::Timeline timeline, report::timelineFromTrace(trace, step));
-  std::string title = fmt::format("{}: step {}", a.dirs[0], step);
+  HZ_ASSIGN_OR_RETURN(const report::Timeline timeline, report::timelineFromTrace(trace, step, last));
+  std::string title = fmt::format("{}: step{} {}", a.dirs[0], last > step ? "s" : "", steps);
   if (auto plan = readJsonFile((std::filesystem::path(a.dirs[0]) / "plan.json").string()); plan.ok()) {
     title += fmt::format(", {} schedule, {} microbatches", plan->value("schedule", "gpipe"),
                          plan->value("num_microbatches", 0));
   }
   const std::string output =
-      !a.output.empty() ? a.output : (std::filesystem::path(a.dirs[0]) / fmt::format("timeline-{}.svg", step)).string();
+      !a.output.empty() ? a.output : (std::filesystem::path(a.dirs[0]) / fmt::format("timeline-{}.svg", steps)).string();
   HZ_RETURN_IF_ERROR(writeFileAtomically(output, report::renderTimeline(timeline, title)));
   std::cout << fmt::format("Wrote {} ({} workers, {:.1f} ms)\n", output, timeline.lanes.size(), timeline.end_ms);
   return Status();
@@ -78,14 +85,15 @@ void addReportCommand(CLI::App& app, Status* status) {
       "  hydrozoa report runs/x                      # runs/x/report.html\n"
       "  hydrozoa report runs/a runs/b -o ab.html    # two runs overlaid\n"
       "  hydrozoa report runs/x --json               # also the report's data as JSON on stdout\n"
-      "  hydrozoa report runs/x --timeline 1         # runs/x/timeline-1.svg: what each worker computed in step 1\n");
+      "  hydrozoa report runs/x --timeline 1         # runs/x/timeline-1.svg: what each worker computed in step 1\n"
+      "  hydrozoa report runs/x --timeline 4-5       # steps 4 and 5 (an asynchronous schedule's overlap)\n");
   cmd->add_option("run_dirs", args->dirs, "Run directories of `hydrozoa train`")->required();
   cmd->add_option("-o,--output", args->output,
                   "The HTML file (default: RUN_DIR/report.html for one run, report.html here for several)");
   cmd->add_flag("--json", args->json, "Print the runs' data (series, events, plan, stages) as JSON on stdout");
   cmd->add_option("--timeline", args->timeline,
-                  "Instead, draw the pipeline's timeline of this traced step (global, from 0) as an SVG "
-                  "(default RUN_DIR/timeline-STEP.svg)");
+                  "Instead, draw the pipeline's timeline of this traced step (global, from 0), or of steps "
+                  "FIRST-LAST (up to 17), as an SVG (default RUN_DIR/timeline-STEP.svg)");
   cmd->callback([args, status] { *status = runReport(*args); });
 }
 

@@ -227,8 +227,9 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_option("--microbatches", a->microbatches, "Pin the number of microbatches per step");
   cmd->add_option("--microbatch-size", a->microbatch_size, "Pin the microbatch size");
   cmd->add_option("--schedule", a->schedule,
-                  "Pipeline schedule: gpipe (default), 1f1b (the same training, fewer activations held) or "
-                  "interleaved (with --chunks, a smaller bubble; docs/schedules.md)");
+                  "Pipeline schedule: gpipe (default), 1f1b (the same training, fewer activations held), "
+                  "interleaved (with --chunks, a smaller bubble) or 2bw (no flush between steps, weights one update "
+                  "stale; docs/schedules.md)");
   cmd->add_option("--chunks", a->chunks, "Model chunks per stage with --schedule interleaved (default 2)");
   cmd->add_flag("--recompute", a->recompute,
                 "Recompute activations in the backward pass: each stage keeps only its microbatches' inputs "

@@ -232,6 +232,12 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
                                            spec.plan_file, p.chunks > 1 ? "interleaved" : "gpipe or 1f1b"));
       }
     }
+    if (plan::asynchronous(p.schedule) && p.num_microbatches < p.pipeline_stages) {
+      return invalidArgument(fmt::format("{}: the {} schedule needs at least as many microbatches per step as stages "
+                                         "({} < {}); plan for it (hydrozoa plan --schedule {}) or pin --microbatches {}",
+                                         spec.plan_file, plan::scheduleName(p.schedule), p.num_microbatches, p.pipeline_stages,
+                                         plan::scheduleName(p.schedule), p.pipeline_stages));
+    }
     HZ_RETURN_IF_ERROR(run.writeJson("plan.json", plan::planToJson(p)));
     return p;
   }

@@ -41,7 +41,7 @@ ChainCosts chainCosts(const profile::Profile& profile, const profile::Measuremen
 }
 
 MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore, Bytes data,
-                        bool sharedSlot) {
+                        bool sharedSlot, int workingCopies) {
   MemoryCosts mem;
   mem.runtime = saturatingAdd(profile.runtime_bytes, m.heap_bytes);
   mem.data = data;
@@ -54,7 +54,7 @@ MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurem
     // the host holds once).
     const Bytes state = info.parameter_bytes + info.optimizer_state_bytes;
     mem.fixed.push_back(2 * info.parameter_bytes + info.optimizer_state_bytes + (stepBefore ? state : 0) +
-                        (sharedSlot ? info.parameter_bytes : 0));
+                        (sharedSlot ? info.parameter_bytes : 0) + workingCopies * info.parameter_bytes);
     mem.stashed.push_back(m.layers[i].stashed_bytes);
     mem.workspace.push_back(m.layers[i].workspace_bytes);
     mem.input.push_back(i == 0 ? m.input_bytes : m.layers[i - 1].output_bytes);
@@ -145,8 +145,12 @@ class Searcher {
     problem.stashed = stashedMicrobatches(o_.schedule, 0, B, M, v);
     // Replicated pipelines keep each stage's state from before its last
     // update for recovery: a copy in memory, and copying it each step.
-    const bool stepBefore = o_.recovery_copies && A > 1 && B > 1;
-    problem.memory = memoryCosts(profile_, meas, stepBefore, o_.data_bytes, o_.shared_memory && A > 1);
+    // (Not under 2bw, whose recovery restarts from the last checkpoint.)
+    const bool stepBefore = o_.recovery_copies && A > 1 && B > 1 && !asynchronous(o_.schedule);
+    // 2bw's two weight versions are working copies besides the optimizer's
+    // (runtime/worker/stage_setup.cc).
+    const int workingCopies = weightVersions(o_.schedule) > 1 ? weightVersions(o_.schedule) : 0;
+    problem.memory = memoryCosts(profile_, meas, stepBefore, o_.data_bytes, o_.shared_memory && A > 1, workingCopies);
     problem.memory->recompute = o_.recompute;
     problem.memory_limit = limit_;
     const int L = static_cast<int>(profile_.numLayers());
@@ -159,6 +163,11 @@ class Searcher {
                        : fmt::format("the interleaved schedule needs the microbatches ({}) to be a multiple of the {} "
                                      "stages",
                                      M, B);
+      return c;
+    }
+    if (asynchronous(o_.schedule) && M < B) {
+      c.reason = fmt::format("the {} schedule needs at least as many microbatches ({}) as stages ({})",
+                             scheduleName(o_.schedule), M, B);
       return c;
     }
     if (o_.partition) {
@@ -201,7 +210,8 @@ class Searcher {
       }
     }
     const HostShare host{o_.host_cores, A, o_.threads};
-    const bool tailsShared = host.oversubscribed(B) && (A == 1 || o_.shared_memory);
+    // (An asynchronous schedule's steady state waits for the whole tail.)
+    const bool tailsShared = host.oversubscribed(B) && (A == 1 || o_.shared_memory) && !asynchronous(o_.schedule);
     if (tailsShared) {
       std::vector<StageTail> tails(B);
       for (int s = 0; s < B; ++s) {
@@ -227,7 +237,7 @@ class Searcher {
       std::vector<Seconds> layerBackward;
       // Each chunk's state and, per chunk, the most microbatches its order
       // stashes; the worker's runtime once.
-      const std::vector<std::int64_t> stash = stashPeaks(passOrder(o_.schedule, s, B, M, v), v);
+      const std::vector<std::int64_t> stash = chunkStashPeaks(o_.schedule, s, B, M, v);
       for (size_t chunk = 0; chunk < ranges.size(); ++chunk) {
         for (int i = ranges[chunk].first; i <= ranges[chunk].last; ++i) {
           d.forward += problem.costs.forward[i];

@@ -174,9 +174,11 @@ ChainCosts chainCosts(const profile::Profile& profile, const profile::Measuremen
                       Seconds latency = 0);
 // `stepBefore`: count recovery's copy of the state before the last update;
 // `sharedSlot`: the replica's slot of the shared-memory allreduce's segment,
-// one more copy of the gradients (SearchOptions::shared_memory, A > 1).
+// one more copy of the gradients (SearchOptions::shared_memory, A > 1);
+// `workingCopies`: copies of the weights the passes run on besides the
+// optimizer's (2bw: 2).
 MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore = false,
-                        Bytes data = 0, bool sharedSlot = false);
+                        Bytes data = 0, bool sharedSlot = false, int workingCopies = 0);
 
 // The planner's cost of the shared-memory allreduce from the network
 // probe's fit; none when the probe did not time it.

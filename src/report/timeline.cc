@@ -24,7 +24,8 @@ std::pair<int, int> passOf(const std::string& name, const char* prefix) {
 
 }  // namespace
 
-Result<Timeline> timelineFromTrace(const Json& trace, std::int64_t step) {
+Result<Timeline> timelineFromTrace(const Json& trace, std::int64_t step, std::int64_t lastStep) {
+  if (lastStep < step) lastStep = step;
   const Json* events = trace.is_object() && trace.contains("traceEvents") ? &trace["traceEvents"] : nullptr;
   if (!events || !events->is_array()) return parseError("trace.json: expected {\"traceEvents\": [...]}");
   std::map<int, std::string> names;  // pid -> process name
@@ -35,16 +36,19 @@ Result<Timeline> timelineFromTrace(const Json& trace, std::int64_t step) {
   }
   Timeline t;
   t.step = step;
+  t.last_step = lastStep;
   std::map<int, int> laneOf;  // pid -> lane
   double origin = std::numeric_limits<double>::infinity();
   std::vector<std::pair<int, TimelineSpan>> found;  // (pid, span in µs)
   for (const Json& e : *events) {
-    if (e.value("ph", "") != "X" || e.value("cat", "") != "compute" || !e.contains("args") || !e["args"].is_object() ||
-        e["args"].value("step", std::int64_t{-1}) != step) {
+    if (e.value("ph", "") != "X" || e.value("cat", "") != "compute" || !e.contains("args") || !e["args"].is_object()) {
       continue;
     }
+    const std::int64_t of = e["args"].value("step", std::int64_t{-1});
+    if (of < step || of > lastStep) continue;
     const std::string name = e.value("name", "");
     TimelineSpan s;
+    s.step = of;
     auto [fmb, fchunk] = passOf(name, "forward mb");
     auto [bmb, bchunk] = passOf(name, "backward mb");
     if (fmb >= 0) {
@@ -68,7 +72,7 @@ Result<Timeline> timelineFromTrace(const Json& trace, std::int64_t step) {
   if (found.empty()) {
     return notFound(fmt::format("trace.json has no compute spans of step {} (the workers trace their first "
                                 "output.trace_steps steps of each run)",
-                                step));
+                                lastStep > step ? fmt::format("{}-{}", step, lastStep) : std::to_string(step)));
   }
   for (const auto& [pid, s] : found) laneOf.emplace(pid, 0);
   for (auto& [pid, lane] : laneOf) {
@@ -121,9 +125,10 @@ std::string renderTimeline(const Timeline& t, const std::string& title) {
                              : fmt::format("{} mb{}{}", s.kind == TimelineSpan::Kind::kForward ? "forward" : "backward",
                                            s.microbatch, s.chunk ? fmt::format(" chunk {}", s.chunk) : "");
     out += fmt::format(
-        "<g class=\"span\"><rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\" stroke=\"white\" "
-        "stroke-width=\"0.5\"><title>{} {:.2f}-{:.2f} ms</title></rect>",
-        x, y, w, row - 8, color(s), what, s.start_ms, s.end_ms);
+        "<g class=\"span\"><rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"{} stroke=\"white\" "
+        "stroke-width=\"0.5\"><title>step {} {} {:.2f}-{:.2f} ms</title></rect>",
+        x, y, w, row - 8, color(s), (s.step - t.step) % 2 ? " fill-opacity=\"0.55\"" : "", s.step, what, s.start_ms,
+        s.end_ms);
     if (s.microbatch >= 0 && w >= 12) {
       out += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\" fill=\"white\">{}</text>", x + w / 2,
                          y + (row - 8) / 2 + 4, s.microbatch);
@@ -148,8 +153,8 @@ std::string renderTimeline(const Timeline& t, const std::string& title) {
                        x, axis, axis + 5, axis + 18, v == 0 ? "0" : formatValue(v / 1e3, AxisFormat::kSeconds));
   }
   out += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#555\">forward: blue, backward: green (darker: odd chunks); "
-                     "grey: optimizer step; numbers: microbatches</text>\n",
-                     left, height - 6);
+                     "grey: optimizer step; numbers: microbatches{}</text>\n",
+                     left, height - 6, t.last_step > t.step ? "; paler: every other step" : "");
   return out + "</svg>\n";
 }
 

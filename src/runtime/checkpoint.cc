@@ -12,7 +12,8 @@ namespace hydrozoa::runtime {
 
 std::string layerFileName(int globalLayer) { return fmt::format("layer-{:04d}.pt", globalLayer); }
 
-Status saveStage(const std::string& dir, const model::Model& stage, torch::optim::Optimizer& optimizer) {
+Status saveStage(const std::string& dir, const model::Model& stage, torch::optim::Optimizer& optimizer,
+                 const model::Model* previous) {
   for (size_t i = 0; i < stage.layers.size(); ++i) {
     const int global = stage.first + static_cast<int>(i);
     const std::string path = dir + "/" + layerFileName(global);
@@ -27,6 +28,11 @@ Status saveStage(const std::string& dir, const model::Model& stage, torch::optim
         }
       }
       for (const auto& b : module.named_buffers()) archive.write("buffer/" + b.key(), b.value().cpu());
+      if (previous) {
+        for (const auto& p : previous->layers.at(i).module->named_parameters()) {
+          archive.write("previous/" + p.key(), p.value().detach().cpu());
+        }
+      }
       archive.save_to(tmp);
     } catch (const c10::Error& e) {
       std::remove(tmp.c_str());
@@ -40,7 +46,8 @@ Status saveStage(const std::string& dir, const model::Model& stage, torch::optim
   return Status();
 }
 
-Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Optimizer& optimizer) {
+Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Optimizer& optimizer,
+                 model::Model* previous) {
   torch::NoGradGuard guard;
   for (size_t i = 0; i < stage.layers.size(); ++i) {
     const int global = stage.first + static_cast<int>(i);
@@ -74,6 +81,19 @@ Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Opti
       for (auto& b : module.named_buffers()) {
         torch::Tensor saved;
         if (archive.try_read("buffer/" + b.key(), saved)) b.value().copy_(saved);
+      }
+      if (previous) {
+        const auto current = module.named_parameters();
+        for (auto& p : previous->layers.at(i).module->named_parameters()) {
+          torch::Tensor saved;
+          if (!archive.try_read("previous/" + p.key(), saved)) saved = current[p.key()];
+          if (saved.sizes() != p.value().sizes()) {
+            return parseError(fmt::format("{}: the previous weights' {} have shape {} but the model's is {}", path,
+                                          p.key(), model::shapeString(saved.sizes().vec()),
+                                          model::shapeString(p.value().sizes().vec())));
+          }
+          p.value().copy_(saved);
+        }
       }
     } catch (const c10::Error& e) {
       return parseError(fmt::format("{}: cannot read the checkpoint ({}); is it truncated?", path,

@@ -19,11 +19,17 @@ namespace hydrozoa::runtime {
 
 std::string layerFileName(int globalLayer);
 
-// Writes every layer of `stage` into `dir` (which must exist).
-Status saveStage(const std::string& dir, const model::Model& stage, torch::optim::Optimizer& optimizer);
+// Writes every layer of `stage` into `dir` (which must exist). With
+// `previous` (the same layers), its parameters too: the weight version
+// before the latest, which 2bw's next step still runs on
+// (runtime/schedule/two_bw.h).
+Status saveStage(const std::string& dir, const model::Model& stage, torch::optim::Optimizer& optimizer,
+                 const model::Model* previous = nullptr);
 
 // Loads every layer of `stage` from `dir`; errors name the missing or
-// mismatching file and tensor.
-Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Optimizer& optimizer);
+// mismatching file and tensor. With `previous`, the previous weights into
+// it (the latest, where the checkpoint has none).
+Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Optimizer& optimizer,
+                 model::Model* previous = nullptr);
 
 }  // namespace hydrozoa::runtime

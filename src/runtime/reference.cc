@@ -1,5 +1,7 @@
 #include "runtime/reference.h"
 
+#include <optional>
+
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "runtime/optimizer.h"
@@ -31,6 +33,13 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
   so.shuffle = job.shuffle;
   so.drop_last = job.drop_last;
   auto optimizer = makeOptimizer(job.optimizer, m.parameters());
+  // With stale weights, the passes run on `previous` (W(t−1)); m holds W(t).
+  std::optional<model::Model> previous;
+  if (o.stale_weights) {
+    HZ_ASSIGN_OR_RETURN(previous, model::buildModel({job.model, job.model_options}, {job.seed, 0, -1}));
+    previous->train(true);
+  }
+  model::Model& work = previous ? *previous : m;
   ReferenceRun run;
   for (std::int64_t g = 0; g < o.steps; ++g) {
     std::int64_t epoch = 0, step = 0;
@@ -55,9 +64,9 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
       for (int mb = 0; mb < sampler.microbatches(step, r); ++mb) {
         const data::Batch b = train->get(sampler.indices(epoch, step, r, mb));
         torch::Tensor x = b.inputs;
-        for (size_t i = 0; i < m.layers.size(); ++i) {
+        for (size_t i = 0; i < work.layers.size(); ++i) {
           torch::manual_seed(layerSeed(job.seed, g, r * M + mb, static_cast<int>(i)));
-          x = m.layers[i].module->forward(x);
+          x = work.layers[i].module->forward(x);
         }
         const torch::Tensor mean = model::taskLoss(m.task, x, b.labels);
         const double weight = static_cast<double>(b.labels.size(0)) / stepSamples;
@@ -66,6 +75,20 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
       }
     }
     setLearningRate(*optimizer, lrFactor * scheduledLearningRate(job.optimizer, job.lr_schedule, g, epoch, o.steps));
+    if (previous) {
+      // The gradient at W(t−1) updates W(t); W(t) is the next step's to run on.
+      torch::NoGradGuard guard;
+      const std::vector<torch::Tensor> latest = m.parameters(), stale = previous->parameters();
+      for (size_t i = 0; i < latest.size(); ++i) {
+        latest[i].mutable_grad() = stale[i].grad();
+        stale[i].mutable_grad() = torch::Tensor();
+        stale[i].copy_(latest[i]);
+      }
+      for (size_t l = 0; l < m.layers.size(); ++l) {  // one set of statistics, the passes'
+        const std::vector<torch::Tensor> to = m.layers[l].module->buffers(), from = previous->layers[l].module->buffers();
+        for (size_t b = 0; b < to.size(); ++b) to[b].copy_(from[b]);
+      }
+    }
     optimizer->step();
     optimizer->zero_grad();
     run.losses.push_back(loss);

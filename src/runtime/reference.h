@@ -25,6 +25,10 @@ struct ReferenceOptions {
   // rate factor from here (the per-replica batch stays); `replicas` and the
   // job's global batch are then unused.
   std::optional<cluster::EpochSchedule> epochs;
+  // PipeDream-2BW's update (runtime/schedule/two_bw.h): step t's gradient
+  // is taken at the weights before the previous update,
+  // W(t+1) = W(t) − ν·∇f(W(t−1)), W(−1) = W(0).
+  bool stale_weights = false;
 };
 
 struct ReferenceRun {

@@ -177,7 +177,9 @@ TEST_F(Cli, PlanEverySchedule) {
       rows[m[2].str()] = m[1].str() == "*";
     }
   }
-  ASSERT_EQ(rows.size(), 6u) << r.out;
+  ASSERT_EQ(rows.size(), 8u) << r.out;
+  // 2bw's weights are one update stale; the others' are not.
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n  [* ]  2bw .* 1 *\n)"))) << r.out;
   for (const auto& [name, marked] : rows) EXPECT_EQ(marked, name == chosen) << name << "\n" << r.out;
   EXPECT_NE(r.out.find("schedule " + (*plan)["schedule"].get<std::string>()), std::string::npos);
   // Pinned: the plan says so.
@@ -201,6 +203,42 @@ TEST_F(Cli, PlanEverySchedule) {
 
 // Issue 11 §3: PipeDream's optimizer on its published VGG-16 profile, one
 // level and two, as written; and its mistakes.
+// PipeDream-2BW's planner (issue 11 §3): its table of every d × p with the
+// best microbatch size, recomputation and schedule; Hydrozoa then cuts and
+// sizes the choice as a runnable plan.json (2bw or 1f1b, the pins agreeing).
+TEST_F(Cli, TwoBwPlanner) {
+  const std::vector<std::string> base = {"plan", "--model", "gpt", "-O", "layers=8", "-O", "hidden=256", "-O",
+                                         "heads=4", "-O", "vocab=1024", "-O", "seq_len=128", "--device", "k80",
+                                         "--workers", "8", "--planner", "2bw"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  const Outcome r = run(with({"--global-batch", "64", "--bandwidth", "1GB/s,100MB/s"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("PipeDream-2BW's planner: 8 workers, batch 64, 1.00 GB/s between stages, 100 MB/s between "
+                       "replicas"),
+            std::string::npos)
+      << r.out;
+  for (const char* split : {"1×8", "2×4", "4×2", "8×1"}) EXPECT_NE(r.out.find(split), std::string::npos) << split;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(\n  \*  (\d+)×(\d+)  (2bw|1f1b \(flush\)) +(\d+) +(\d+) +(yes|no) )")))
+      << r.out;
+  auto plan = readJsonFile(path("plan.json"));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ((*plan)["strategy"]["data_parallel"], std::stoi(m[1].str()));
+  EXPECT_EQ((*plan)["strategy"]["pipeline_stages"], std::stoi(m[2].str()));
+  EXPECT_EQ((*plan)["schedule"], m[3].str() == "2bw" ? "2bw" : "1f1b");
+  EXPECT_EQ((*plan)["microbatch_size"], std::stoi(m[4].str()));
+  EXPECT_EQ((*plan)["num_microbatches"], std::stoi(m[5].str()));
+  EXPECT_EQ((*plan)["recompute"], m[6].str() == "yes");
+  expectError(with({"--global-batch", "64", "--schedule", "gpipe"}), "--planner 2bw chooses between 2bw and 1f1b");
+  expectError(with({"--global-batch", "64", "--bandwidth", "1GB/s,1GB/s,1GB/s"}), "--bandwidth IN[,CROSS]");
+  expectError(with({}), "--planner 2bw needs --global-batch");
+  expectError(with({"--global-batch", "64", "--memory", "1MB"}), "1.00 MB");
+}
+
 TEST_F(Cli, PipeDreamPlannerAsWritten) {
   const std::string vgg = std::string(HYDROZOA_SOURCE_DIR) + "/tests/fixtures/pipedream/vgg16.graph.txt";
   Outcome r = run({"plan", "--profile", vgg, "--planner", "pipedream", "--machines", "4", "--bandwidth", "1GB/s"});

@@ -4,6 +4,8 @@
 // weights. Each run is the real binary with its worker processes.
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -15,6 +17,7 @@
 
 #include "integration/harness.h"
 #include "plan/cost/schedules.h"
+#include "plan/cost/two_bw.h"
 #include "runtime/checkpoint.h"
 #include "runtime/reference.h"
 
@@ -97,7 +100,13 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
     const auto kind = plan::parseSchedule(t.schedule, "schedule");
     ASSERT_TRUE(kind.ok());
     std::vector<std::string> want;
-    for (const plan::Pass& pass : plan::passOrder(*kind, 0, p.stages, p.microbatches, std::max(1, t.chunks))) {
+    std::vector<plan::Pass> order = plan::passOrder(*kind, 0, p.stages, p.microbatches, std::max(1, t.chunks));
+    if (plan::asynchronous(*kind)) {  // the first step: nothing carried in, the next begun
+      order = plan::asyncOneFOneBOrder(0, p.stages, p.microbatches, 0, t.steps > 1 ? p.microbatches : 0);
+      order.erase(std::remove_if(order.begin(), order.end(), [](const plan::Pass& x) { return x.step != 0; }),
+                  order.end());
+    }
+    for (const plan::Pass& pass : order) {
       want.push_back(fmt::format("{}{}{}", pass.backward ? 'B' : 'F', pass.microbatch,
                                  t.chunks > 1 ? fmt::format(" c{}", pass.chunk) : ""));
     }
@@ -116,6 +125,7 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
   ro.replicas = p.replicas;
   ro.microbatch_size = 24 / (p.replicas * p.microbatches);
   ro.steps = t.steps;
+  ro.stale_weights = t.schedule == "2bw";
   auto ref = runtime::trainReference(ro);
   ASSERT_TRUE(ref.ok()) << ref.status().message();
   for (int s = 0; s < t.steps; ++s) {
@@ -192,6 +202,85 @@ TEST(Equivalence, Recomputation) {
   t.schedule = "interleaved";
   t.chunks = 2;
   expectEquivalent("{name: mlp, options: {hidden: 32, depth: 6}}", {1, 2, 4}, t);
+}
+
+// PipeDream-2BW (runtime/schedule/two_bw.h): no flush between steps, and
+// every step's gradient taken at the weights before the previous update;
+// the same training as one process doing exactly that update, W(t+1) =
+// W(t) − ν·∇f(W(t−1)), step by step: on 3 stages, with replicas agreeing
+// when to drain and dropout, and across an epoch's end (73 samples: a
+// short last step of 1 microbatch, then the pipeline drains, evaluates and
+// starts the next epoch afresh).
+TEST(Equivalence, TwoBWSchedule) {
+  Tolerance t;
+  t.schedule = "2bw";
+  t.steps = 5;
+  expectEquivalent(kMlp, {1, 3, 6}, t);
+  expectEquivalent("{name: mlp, options: {hidden: 32, depth: 2, dropout: 0.3}}", {2, 2, 3}, t);
+  t.data = "{dataset: synthetic, synthetic_train: 73, synthetic_test: 10}";
+  t.steps = 7;
+  expectEquivalent(kMlp, {1, 3, 4}, t);
+  t.recompute = true;
+  expectEquivalent(kMlp, {1, 3, 4}, t);
+}
+
+// Stopped and resumed: the checkpoint carries the previous weights (those
+// the next step runs on) besides the latest, so the resumed run goes on as
+// if never stopped.
+TEST(Equivalence, TwoBWStoppedAndResumedEndsTheSame) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << jobYaml(kMlp, 0.1);
+  const std::vector<std::string> plan = {"--data-parallel", "2", "--stages", "2", "--microbatches", "3", "--schedule",
+                                         "2bw", "--no-progress"};
+  std::vector<std::string> first = {"train", "job.yaml", "--max-steps", "3", "--out", "run"};
+  first.insert(first.end(), plan.begin(), plan.end());
+  auto r = runHydrozoa(dir.path().string(), first);
+  ASSERT_EQ(r.code, 0) << r.err;
+  torch::serialize::InputArchive saved;
+  saved.load_from(checkpointOf(dir, "run", 3) + "/" + runtime::layerFileName(0));
+  const std::vector<std::string> keys = saved.keys();
+  EXPECT_TRUE(std::any_of(keys.begin(), keys.end(), [](const std::string& k) { return k.rfind("previous/", 0) == 0; }))
+      << "the checkpoint holds the previous weights";
+  r = runHydrozoa(dir.path().string(), {"train", "--resume", "run", "--max-steps", "6", "--no-progress"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto spec = cluster::loadJobSpec(dir / "job.yaml");
+  ASSERT_TRUE(spec.ok());
+  runtime::ReferenceOptions ro;
+  ro.job = *spec;
+  ro.replicas = 2;
+  ro.microbatch_size = 4;
+  ro.steps = 6;
+  ro.stale_weights = true;
+  auto ref = runtime::trainReference(ro);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  const std::vector<double> losses = testing::stepLosses(dir / "run");
+  ASSERT_EQ(losses.size(), 6U);
+  for (int s = 0; s < 6; ++s) EXPECT_NEAR(losses[s], ref->losses[s], 1e-5 * ref->losses[s]) << "step " << s + 1;
+  expectSameWeights(checkpointOf(dir, "run", 6), ref->model, Tolerance{});
+}
+
+// Without the stale weights the run is not the reference's: the test can fail.
+TEST(Equivalence, TwoBWIsNotTheFlushedTraining) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << jobYaml(kMlp, 0.1);
+  const auto r = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--data-parallel", "1", "--stages", "2",
+                                                   "--microbatches", "4", "--max-steps", "4", "--no-progress", "--out",
+                                                   "run", "--schedule", "2bw"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto spec = cluster::loadJobSpec(dir / "job.yaml");
+  ASSERT_TRUE(spec.ok());
+  runtime::ReferenceOptions ro;
+  ro.job = *spec;
+  ro.microbatch_size = 6;
+  ro.steps = 4;
+  auto flushed = runtime::trainReference(ro);
+  ASSERT_TRUE(flushed.ok());
+  const std::vector<double> losses = testing::stepLosses(dir / "run");
+  ASSERT_EQ(losses.size(), 4U);
+  EXPECT_NEAR(losses[0], flushed->losses[0], 1e-5 * flushed->losses[0]) << "step 1 runs on W(0) either way";
+  for (int step : {1, 2, 3}) {  // the flushed training runs step 2 on W(1), 2bw on W(0)
+    EXPECT_GT(std::fabs(losses[step] - flushed->losses[step]), 1e-4 * flushed->losses[step]) << "step " << step + 1;
+  }
 }
 
 // 73 samples: the epoch's last step has 1 sample, so two of the three

@@ -49,6 +49,22 @@ TEST(Timeline, TheStepsComputeSpansOneLanePerWorker) {
   EXPECT_NE(svg.find("backward mb0 chunk 1"), std::string::npos);
 }
 
+// A range of steps: step 4's forward joins step 3's spans, paler.
+TEST(Timeline, ARangeOfSteps) {
+  auto t = timelineFromTrace(trace(), 3, 4);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->spans.size(), 6u);
+  EXPECT_EQ(t->last_step, 4);
+  int ofStep4 = 0;
+  for (const TimelineSpan& s : t->spans) ofStep4 += s.step == 4;
+  EXPECT_EQ(ofStep4, 1);
+  const std::string svg = renderTimeline(*t, "range");
+  EXPECT_NE(svg.find("fill-opacity=\"0.55\" stroke=\"white\" stroke-width=\"0.5\"><title>step 4 forward mb0"),
+            std::string::npos)
+      << svg;
+  EXPECT_NE(svg.find("paler: every other step"), std::string::npos);
+}
+
 TEST(Timeline, AStepNotTracedIsAClearError) {
   auto t = timelineFromTrace(trace(), 9);
   ASSERT_FALSE(t.ok());

@@ -6,6 +6,7 @@
 #include "runtime/schedule/gpipe.h"
 #include "runtime/schedule/interleaved.h"
 #include "runtime/schedule/one_f_one_b.h"
+#include "runtime/schedule/two_bw.h"
 
 namespace hydrozoa::runtime {
 namespace {
@@ -137,6 +138,48 @@ TEST(Schedule, OneChunkUnlessInterleaved) {
   const Status s = OneFOneBSchedule().check({0, 2, 2, 4});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("--schedule interleaved"), std::string::npos) << s.message();
+}
+
+// 2bw: a step carried into the next begins its first p − s − 1
+// microbatches among its own last backward passes; consecutive steps of any
+// sizes (an epoch's short last one too) run against each other without
+// deadlock, every microbatch once each way, and a stage never holds more
+// than p − s microbatches, across the step boundary.
+TEST(TwoBwSchedule, StepsOverlapWithoutDeadlock) {
+  const TwoBwSchedule schedule;
+  std::vector<std::string> got;
+  for (const Action& a : schedule.actions({0, 2, 1, 2}, 1, 2)) got.push_back(toString(a));
+  EXPECT_EQ(got, (std::vector<std::string>{"F1", "send act mb1 c0 to 1", "recv grad mb0 c0 from 1", "B0", "F0@+1",
+                                           "send act mb0 c0@+1 to 1", "recv grad mb1 c0 from 1", "B1*", "sync",
+                                           "step"}))
+      << "F0 of this step was carried in; F0 of the next runs before B1";
+  for (int p = 1; p <= 6; ++p) {
+    for (const std::vector<int>& steps :
+         std::vector<std::vector<int>>{{p}, {p, p}, {p, p + 3, p, 1}, {p + 1, 2 * p, p, p + 2, 1}}) {
+      const Status s = verifySteps(schedule, p, 1, steps);
+      EXPECT_TRUE(s.ok()) << s.message();
+    }
+    for (int stage = 0; stage < p; ++stage) {
+      std::vector<Action> all;
+      int carried = 0;
+      for (int k = 0; k < 4; ++k) {
+        const PipelineShape shape{stage, p, 1, p + 1};
+        for (const Action& a : schedule.actions(shape, carried, k < 3 ? p + 1 : 0)) all.push_back(a);
+        carried = k < 3 ? schedule.carriedInto(shape, p + 1) : 0;
+      }
+      EXPECT_EQ(peakStashed(all), p - stage) << p << " " << stage;
+    }
+  }
+}
+
+TEST(TwoBwSchedule, NeedsAtLeastAsManyMicrobatchesAsStages) {
+  const Status s = TwoBwSchedule().check({0, 4, 1, 3});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("at least as many microbatches per step as stages (3 < 4)"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("--microbatches 4"), std::string::npos);
+  EXPECT_TRUE(TwoBwSchedule().check({0, 4, 1, 4}).ok());
+  EXPECT_FALSE(TwoBwSchedule().check({0, 4, 2, 8}).ok());  // one chunk only
 }
 
 }  // namespace

@@ -188,6 +188,19 @@ PipelineTime simulatedPipelineTime(const ChainCosts& costs, const Partition& par
                                    const HostShare& host, const std::vector<StageTail>& tails,
                                    ScheduleKind schedule, int chunks) {
   HZ_CHECK(microbatches >= 1);
+  if (asynchronous(schedule)) {
+    // A step in the steady state (cost/two_bw.h): what M more microbatches
+    // add to a long 1F1B pipeline. Every stage's allreduce and update delay
+    // its next passes (drain 0: nothing of theirs is hidden).
+    PipelineTime one = simulatedPipelineTime(costs, partition, microbatches, host, {}, ScheduleKind::kOneFOneB);
+    const PipelineTime two = simulatedPipelineTime(costs, partition, 2 * microbatches, host, {}, ScheduleKind::kOneFOneB);
+    one.total = two.total - one.total;
+    one.busy = two.busy - one.busy;
+    one.drain.assign(one.drain.size(), 0);
+    one.update_start.clear();
+    one.end.clear();
+    return one;
+  }
   const StageCosts sc = stageCosts(costs, partition);
   PipelineTime sim;
   // The interleaved order repeats per group of k microbatches (k stages).

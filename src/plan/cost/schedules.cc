@@ -6,12 +6,13 @@
 
 #include "plan/cost/interleaved.h"
 #include "plan/cost/one_f_one_b.h"
+#include "plan/cost/two_bw.h"
 
 namespace hydrozoa::plan {
 
 const std::vector<ScheduleKind>& allSchedules() {
   static const std::vector<ScheduleKind> all = {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,
-                                                ScheduleKind::kInterleaved};
+                                                ScheduleKind::kInterleaved, ScheduleKind::kTwoBW};
   return all;
 }
 
@@ -23,9 +24,15 @@ const char* scheduleName(ScheduleKind kind) {
       return "1f1b";
     case ScheduleKind::kInterleaved:
       return "interleaved";
+    case ScheduleKind::kTwoBW:
+      return "2bw";
   }
   return "?";
 }
+
+bool asynchronous(ScheduleKind kind) { return kind == ScheduleKind::kTwoBW; }
+int weightVersions(ScheduleKind kind) { return kind == ScheduleKind::kTwoBW ? 2 : 1; }
+int staleness(ScheduleKind kind) { return kind == ScheduleKind::kTwoBW ? 1 : 0; }
 
 Result<ScheduleKind> parseSchedule(const std::string& name, const std::string& field) {
   std::string names;
@@ -54,6 +61,8 @@ std::vector<Pass> passOrder(ScheduleKind kind, int stage, int stages, std::int64
       return oneFOneBOrder(stage, stages, microbatches);
     case ScheduleKind::kInterleaved:
       return interleavedOrder(stage, stages, chunks, microbatches);
+    case ScheduleKind::kTwoBW:
+      return twoBwOrder(stage, stages, microbatches);
   }
   return {};
 }
@@ -76,6 +85,7 @@ std::int64_t stashedMicrobatches(ScheduleKind kind, int stage, int stages, std::
     case ScheduleKind::kGPipe:
       return microbatches;
     case ScheduleKind::kOneFOneB:
+    case ScheduleKind::kTwoBW:  // 1F1B's in flight, across steps
       return oneFOneBStashed(stage, stages, microbatches);
     case ScheduleKind::kInterleaved: {
       const auto peaks = stashPeaks(interleavedOrder(stage, stages, chunks, microbatches), chunks);
@@ -83,6 +93,12 @@ std::int64_t stashedMicrobatches(ScheduleKind kind, int stage, int stages, std::
     }
   }
   return microbatches;
+}
+
+std::vector<std::int64_t> chunkStashPeaks(ScheduleKind kind, int stage, int stages, std::int64_t microbatches,
+                                          int chunks) {
+  if (kind == ScheduleKind::kInterleaved) return stashPeaks(interleavedOrder(stage, stages, chunks, microbatches), chunks);
+  return {stashedMicrobatches(kind, stage, stages, microbatches, chunks)};
 }
 
 }  // namespace hydrozoa::plan

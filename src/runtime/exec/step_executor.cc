@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -25,6 +26,10 @@ int edgeOf(const Action& a, const PipelineShape& shape) {
   return towardsNext ? v : v - 1;
 }
 
+const char* payloadName(Payload p) {
+  return p == Payload::kActivation ? "activation" : p == Payload::kGradient ? "gradient" : "control";
+}
+
 }  // namespace
 
 torch::Tensor SampleShape::buffer(std::int64_t n) const {
@@ -41,8 +46,7 @@ Channels::Channels(Transport& transport, TraceRecorder& trace, std::function<int
 Inbound& Channels::in(int peerStage, Payload payload) {
   auto& slot = in_[{peerStage, payload}];
   if (!slot) {
-    slot = std::make_unique<Inbound>(transport_, rankOf_(peerStage), trace_,
-                                     payload == Payload::kActivation ? "activation" : "gradient");
+    slot = std::make_unique<Inbound>(transport_, rankOf_(peerStage), trace_, payloadName(payload));
   }
   return *slot;
 }
@@ -50,8 +54,7 @@ Inbound& Channels::in(int peerStage, Payload payload) {
 Outbound& Channels::out(int peerStage, Payload payload) {
   auto& slot = out_[{peerStage, payload}];
   if (!slot) {
-    slot = std::make_unique<Outbound>(transport_, rankOf_(peerStage), trace_,
-                                      payload == Payload::kActivation ? "activation" : "gradient");
+    slot = std::make_unique<Outbound>(transport_, rankOf_(peerStage), trace_, payloadName(payload));
   }
   return *slot;
 }
@@ -62,59 +65,89 @@ void Channels::flush() {
 
 // -------------------------------------------------------------- StepExecutor
 
-StepExecutor::StepExecutor(const Schedule& schedule, PipelineShape shape, std::vector<ChunkParts> chunks,
-                           Channels& channels, data::PrefetchLoader* loader, torch::Device device, TraceRecorder& trace,
-                           std::function<void(std::int64_t)> update)
+StepExecutor::StepExecutor(const Schedule& schedule, PipelineShape shape,
+                           std::vector<std::vector<ChunkParts>> versions, Channels& channels,
+                           data::PrefetchLoader* loader, torch::Device device, TraceRecorder& trace,
+                           std::function<void(std::int64_t)> update, std::function<bool(bool)> agree)
     : schedule_(schedule),
       shape_(shape),
-      chunks_(std::move(chunks)),
+      versions_(std::move(versions)),
       channels_(channels),
       loader_(loader),
       device_(device),
       trace_(trace),
       update_(std::move(update)),
+      agree_(std::move(agree)),
       window_(schedule.receiveWindow()) {
+  if (versions_.empty()) throw std::logic_error("a step executor needs the stage's chunks");
   if (const char* w = std::getenv("HYDROZOA_RECEIVE_WINDOW"); w && *w) window_ = std::max(0, std::atoi(w));
 }
 
 // The receives of one step on one channel, in the order the schedule takes
-// them; at most kReceiveWindow posted and not yet taken.
+// them; at most the window posted and not yet taken. The next step's are
+// held back until the pipeline is known not to drain (and dropped if it
+// does): a receive posted for a transfer that never comes would take the
+// tag of the next step's.
 struct StepExecutor::Pending {
   struct Receive {
     int tag;
     const SampleShape* shape;
     std::int64_t samples;
     std::string label;
+    bool next;  // of the next step
   };
   Inbound* channel = nullptr;
   std::deque<Receive> toPost;
+  int posted = 0;  // posted and not yet taken
 
-  void post(int n) {
-    for (; n > 0 && !toPost.empty(); --n) {
+  void post(int window, bool nextAllowed) {
+    while (!toPost.empty() && (window <= 0 || posted < window) && (nextAllowed || !toPost.front().next)) {
       const Receive& r = toPost.front();
       channel->expect(r.tag, r.tag, r.shape->buffer(r.samples), r.label);
       toPost.pop_front();
+      ++posted;
     }
+  }
+  void dropNext() {
+    toPost.erase(std::remove_if(toPost.begin(), toPost.end(), [](const Receive& r) { return r.next; }), toPost.end());
   }
 };
 
+// NOTE [Draining an asynchronous pipeline]
+// Whether a step begins the next one (or the pipeline drains after it, for
+// an epoch's end, a checkpoint, a stop) must be the same on every stage and
+// every replica, or a stage would wait for a transfer that never comes. The
+// coordinator's requests reach the workers at different moments, so one
+// worker decides: stage 0, at the start of the step (with its replicas, the
+// first to wish it has them all drain: agree()). It sends its word down the
+// pipeline on a channel of its own; each stage takes it before its first
+// pass of the next step (or at the end of its step if it has none) and
+// passes it on. A stage's actions are the same either way up to that point:
+// draining only leaves out the next step's passes and their transfers. A
+// worker stops, evaluates or saves only after a step that drained.
 StepStats StepExecutor::run(const StepInput& in) {
   const int M = static_cast<int>(in.sizes.size());
-  auto found = actions_.find(M);
+  const bool async = schedule_.asynchronous();
+  const int next = async ? static_cast<int>(in.nextSizes.size()) : 0;
+  auto found = actions_.find({M, carried_, next});
   if (found == actions_.end()) {
     PipelineShape shape = shape_;
     shape.microbatches = M;
-    found = actions_.emplace(M, schedule_.actions(shape)).first;
+    found = actions_.emplace(std::make_tuple(M, carried_, next), schedule_.actions(shape, carried_, next)).first;
   }
   const std::vector<Action>& actions = found->second;
   const bool chunked = shape_.chunks > 1;
+  const bool words = async && shape_.stages > 1;  // the drain word travels
   auto label = [&](const char* what, const Action& a) {
-    return chunked ? fmt::format("{} mb{} c{}", what, a.microbatch, a.chunk) : fmt::format("{} mb{}", what, a.microbatch);
+    const std::string step = a.step ? fmt::format(" s{}", in.step + a.step) : "";
+    return chunked ? fmt::format("{} mb{} c{}{}", what, a.microbatch, a.chunk, step)
+                   : fmt::format("{} mb{}{}", what, a.microbatch, step);
   };
   auto tagOf = [&](const Action& a) {
     return transferTag(a.payload == Payload::kGradient, a.microbatch, edgeChunk(edgeOf(a, shape_), shape_.stages),
                        in.step + a.step);
   };
+  auto sizeOf = [&](const Action& a) { return (a.step ? in.nextSizes : in.sizes).at(a.microbatch); };
 
   // Receives, per channel in the order taken; the first few posted now.
   std::map<std::pair<int, Payload>, Pending> pending;
@@ -122,49 +155,89 @@ StepStats StepExecutor::run(const StepInput& in) {
     if (a.kind != ActionKind::kRecv) continue;
     Pending& p = pending[{a.peer, a.payload}];
     p.channel = &channels_.in(a.peer, a.payload);
-    const ChunkParts& c = chunks_.at(a.chunk);
+    const ChunkParts& c = versionOf(in.step + a.step).at(a.chunk);
     const SampleShape& shape = a.payload == Payload::kActivation ? c.in : c.out;
-    p.toPost.push_back(
-        {tagOf(a), &shape, in.sizes.at(a.microbatch), label(a.payload == Payload::kActivation ? "act" : "grad", a)});
+    p.toPost.push_back({tagOf(a), &shape, sizeOf(a), label(a.payload == Payload::kActivation ? "act" : "grad", a),
+                        a.step != 0});
   }
-  for (auto& [key, p] : pending) p.post(window_ > 0 ? window_ : static_cast<int>(p.toPost.size()));
+
+  // The drain decision (NOTE above): known now on stage 0, from upstream
+  // on the others.
+  std::optional<bool> drain;
+  const int word = drainTag(in.step);
+  auto sendWord = [&](bool d) {
+    if (shape_.stage + 1 < shape_.stages) {
+      channels_.out(shape_.stage + 1, Payload::kControl)
+          .send(word, torch::full({1}, d ? 1 : 0, torch::TensorOptions(torch::kLong).device(device_)), "drain");
+    }
+  };
+  if (!async) {
+    drain = true;
+  } else if (shape_.stage == 0) {
+    bool d = in.drain || next == 0;
+    if (agree_) d = agree_(d);
+    drain = d;
+    if (words) sendWord(d);
+  } else {
+    channels_.in(shape_.stage - 1, Payload::kControl)
+        .expect(word, word, torch::empty({1}, torch::TensorOptions(torch::kLong).device(device_)), "drain");
+  }
+  auto decide = [&] {
+    if (drain) return;
+    double waited = 0;
+    const torch::Tensor w = channels_.in(shape_.stage - 1, Payload::kControl).take(word, &waited);
+    drain = w.cpu().item<std::int64_t>() != 0;
+    sendWord(*drain);
+    for (auto& [key, p] : pending) {
+      if (*drain) p.dropNext();
+      p.post(window_, true);
+    }
+  };
+  for (auto& [key, p] : pending) p.post(window_, drain.has_value() && !*drain);
 
   // Data: inputs on the first virtual stage, labels on the last, read in
-  // microbatch order as passes first need them.
-  std::vector<data::Batch> batches;
+  // microbatch order (across steps) as passes first need them.
   StepStats stats;
-  auto batch = [&](int mb) -> const data::Batch& {
-    while (static_cast<int>(batches.size()) <= mb) {
+  auto batch = [&](std::int64_t step, int mb) -> const data::Batch& {
+    std::vector<data::Batch>& read = batches_[step];
+    while (static_cast<int>(read.size()) <= mb) {
       const auto w0 = traceNowUs();
       data::Batch b = loader_->next();
       b.inputs = b.inputs.to(device_, /*non_blocking=*/true);
       b.labels = b.labels.to(device_, /*non_blocking=*/true);
       if (loader_->lastWaitSeconds() > 1e-4) trace_.record("data wait", "data", TraceThread::kData, w0, traceNowUs());
       stats.wait += loader_->lastWaitSeconds();
-      batches.push_back(std::move(b));
+      read.push_back(std::move(b));
     }
-    return batches[mb];
+    return read[static_cast<size_t>(mb)];
+  };
+  auto missing = [&](const Action& a, const char* what) {
+    return std::logic_error(fmt::format("schedule {}: \"{}\" {}", schedule_.name(), toString(a), what));
   };
 
-  // What passes consume and produce, until used: (chunk, microbatch) ->.
-  std::map<std::pair<int, int>, torch::Tensor> inputs, gradOutputs, outputs, gradInputs;
   for (const Action& a : actions) {
-    const auto key = std::make_pair(a.chunk, a.microbatch);
+    if (a.step != 0) {
+      decide();
+      if (*drain) continue;
+    }
+    const std::int64_t step = in.step + a.step;
+    const PassKey key{step, a.chunk, a.microbatch};
+    const ChunkParts& part = versionOf(step).at(static_cast<size_t>(a.chunk));
     switch (a.kind) {
       case ActionKind::kRecv: {
         Pending& p = pending.at({a.peer, a.payload});
         double waited = 0;
         torch::Tensor t = p.channel->take(tagOf(a), &waited);
         stats.wait += waited;
-        if (window_ > 0) p.post(1);
-        (a.payload == Payload::kActivation ? inputs : gradOutputs)[key] = std::move(t);
+        --p.posted;
+        p.post(window_, drain.has_value() && !*drain);
+        (a.payload == Payload::kActivation ? inputs_ : gradOutputs_)[key] = std::move(t);
         break;
       }
       case ActionKind::kSend: {
-        auto& from = a.payload == Payload::kActivation ? outputs : gradInputs;
+        auto& from = a.payload == Payload::kActivation ? outputs_ : gradInputs_;
         auto it = from.find(key);
-        if (it == from.end()) throw std::logic_error(fmt::format("schedule {}: \"{}\" has nothing to send",
-                                                                 schedule_.name(), toString(a)));
+        if (it == from.end()) throw missing(a, "has nothing to send");
         channels_.out(a.peer, a.payload)
             .send(tagOf(a), std::move(it->second), label(a.payload == Payload::kActivation ? "act" : "grad", a));
         from.erase(it);
@@ -174,61 +247,62 @@ StepStats StepExecutor::run(const StepInput& in) {
         const bool first = shape_.firstVirtual(a.chunk), last = shape_.lastVirtual(a.chunk);
         torch::Tensor input;
         if (first) {
-          input = batch(a.microbatch).inputs;
+          input = batch(step, a.microbatch).inputs;
         } else {
-          auto it = inputs.find(key);
-          if (it == inputs.end()) throw std::logic_error(fmt::format("schedule {}: \"{}\" has no input",
-                                                                     schedule_.name(), toString(a)));
+          auto it = inputs_.find(key);
+          if (it == inputs_.end()) throw missing(a, "has no input");
           input = std::move(it->second);
-          inputs.erase(it);
+          inputs_.erase(it);
         }
-        const std::int64_t n = in.sizes.at(a.microbatch);
+        const std::int64_t n = sizeOf(a);
+        const double samples = a.step ? in.nextStepSamples : in.stepSamples;
         const auto c0 = std::chrono::steady_clock::now();
         double loss = 0;
         torch::Tensor out;
         {
           TraceSpan span(trace_, label("forward", a), "compute", TraceThread::kCompute,
-                         {{"step", in.step}, {"samples", n}});
-          out = chunks_[a.chunk].layers->forward(a.microbatch, input, in.step, in.firstMicrobatch + a.microbatch,
-                                                 last ? batch(a.microbatch).labels : torch::Tensor(),
-                                                 static_cast<double>(n) / in.stepSamples, &loss);
+                         {{"step", step}, {"samples", n}});
+          out = part.layers->forward(a.microbatch, input, step, in.firstMicrobatch + a.microbatch,
+                                     last ? batch(step, a.microbatch).labels : torch::Tensor(),
+                                     static_cast<double>(n) / samples, &loss);
         }
         stats.compute += since(c0);
         if (last) {
+          if (a.step != 0) throw missing(a, "computes a loss of the next step");  // no schedule does
           stats.lossSum += loss * static_cast<double>(n) / in.stepSamples;
           stats.samples += static_cast<double>(n);
         } else {
-          outputs[key] = out;
+          outputs_[key] = out;
         }
         break;
       }
       case ActionKind::kBackward: {
         torch::Tensor grad;
         if (!shape_.lastVirtual(a.chunk)) {
-          auto it = gradOutputs.find(key);
-          if (it == gradOutputs.end()) throw std::logic_error(fmt::format("schedule {}: \"{}\" has no gradient",
-                                                                          schedule_.name(), toString(a)));
+          auto it = gradOutputs_.find(key);
+          if (it == gradOutputs_.end()) throw missing(a, "has no gradient");
           grad = std::move(it->second);
-          gradOutputs.erase(it);
+          gradOutputs_.erase(it);
         }
-        GradientSync* sync = chunks_[a.chunk].sync;
-        const int offset = chunks_[a.chunk].syncOffset;
+        GradientSync* sync = part.sync;
+        const int offset = part.syncOffset;
         const auto c0 = std::chrono::steady_clock::now();
         torch::Tensor gradIn;
         {
-          TraceSpan span(trace_, label("backward", a), "compute", TraceThread::kCompute, {{"step", in.step}});
-          gradIn = chunks_[a.chunk].layers->backward(
+          TraceSpan span(trace_, label("backward", a), "compute", TraceThread::kCompute, {{"step", step}});
+          gradIn = part.layers->backward(
               a.microbatch, grad,
               a.final && sync ? std::function<void(int)>([sync, offset](int l) { sync->layerReady(offset + l); })
                               : std::function<void(int)>());
         }
         stats.compute += since(c0);
-        if (!shape_.firstVirtual(a.chunk)) gradInputs[key] = gradIn;
+        if (!shape_.firstVirtual(a.chunk)) gradInputs_[key] = gradIn;
         break;
       }
       case ActionKind::kSyncWait: {
+        decide();  // every stage takes the word, and passes it on, before its flush
         std::set<GradientSync*> finished;
-        for (ChunkParts& c : chunks_) {
+        for (const ChunkParts& c : versionOf(in.step)) {
           if (!c.sync || !finished.insert(c.sync).second) continue;
           double waited = 0;
           c.sync->finish(&waited);
@@ -237,11 +311,23 @@ StepStats StepExecutor::run(const StepInput& in) {
         break;
       }
       case ActionKind::kOptimizerStep:
-        update_(in.step + a.step);
+        update_(step);
         break;
     }
   }
-  channels_.flush();
+  decide();
+  batches_.erase(batches_.begin(), batches_.upper_bound(in.step));
+  drained_ = *drain;
+  if (drained_) {
+    carried_ = 0;
+    // Everything sent has left (the next step's sends, when it was begun,
+    // complete once its receives are posted there).
+    channels_.flush();
+  } else {
+    PipelineShape shape = shape_;
+    shape.microbatches = M;
+    carried_ = schedule_.carriedInto(shape, next);
+  }
   return stats;
 }
 

@@ -15,6 +15,12 @@
 // than it stashes, as the planner counts them. GPipe, which holds every
 // microbatch's anyway, posts them all at the step's start.
 // $HYDROZOA_RECEIVE_WINDOW=N posts N ahead instead (0: all; for comparisons).
+//
+// Under an asynchronous schedule (NOTE [Asynchronous schedules] in
+// schedule/schedule.h) a step begins the next one's microbatches, so what
+// those passes stashed and received stays here between run()s, and whether
+// the pipeline drains after a step must be one decision of every stage:
+// NOTE [Draining an asynchronous pipeline] in step_executor.cc.
 #pragma once
 
 #include <torch/torch.h>
@@ -23,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "data/loader.h"
@@ -62,10 +69,11 @@ class Channels {
   std::map<std::pair<int, Payload>, std::unique_ptr<Outbound>> out_;
 };
 
-// One model chunk of the stage (one, unless interleaved).
+// One model chunk of the stage (one, unless interleaved), in one weight
+// version (one, unless the schedule keeps more).
 struct ChunkParts {
   StageExecutor* layers = nullptr;
-  // The stage's gradient sync (one for all chunks; null: none), in which
+  // The version's gradient sync (one for all chunks; null: none), in which
   // this chunk's layer i is layer syncOffset + i.
   GradientSync* sync = nullptr;
   int syncOffset = 0;
@@ -80,6 +88,13 @@ struct StepInput {
   std::vector<std::int64_t> sizes;      // this replica's microbatches
   double stepSamples = 1;               // all replicas' samples (the loss weights' N)
   std::int64_t firstMicrobatch = 0;     // this replica's first microbatch's index within the step (seeds)
+  // Asynchronous schedules: the next step's (empty: there is none to begin,
+  // the pipeline drains), and whether this worker would have the pipeline
+  // drain after this step anyway (a checkpoint or a stop is due; stage 0's
+  // wish decides).
+  std::vector<std::int64_t> nextSizes;
+  double nextStepSamples = 1;
+  bool drain = false;
 };
 
 struct StepStats {
@@ -90,26 +105,45 @@ struct StepStats {
 class StepExecutor {
  public:
 
+  // `versions[v]`: the chunks of weight version v (one version unless the
+  // schedule keeps more; global step t's passes run on version t % V).
   // `loader` is null on stages that read no data; `update(step)` applies
-  // the gradients of global step `step` (kOptimizerStep).
-  StepExecutor(const Schedule& schedule, PipelineShape shape, std::vector<ChunkParts> chunks, Channels& channels,
-               data::PrefetchLoader* loader, torch::Device device, TraceRecorder& trace,
-               std::function<void(std::int64_t)> update);
+  // the gradients of global step `step` (kOptimizerStep). `agree(drain)`:
+  // on stage 0 of a replicated pipeline, the replicas' common decision
+  // (drain if any of them would).
+  StepExecutor(const Schedule& schedule, PipelineShape shape, std::vector<std::vector<ChunkParts>> versions,
+               Channels& channels, data::PrefetchLoader* loader, torch::Device device, TraceRecorder& trace,
+               std::function<void(std::int64_t)> update, std::function<bool(bool)> agree = nullptr);
 
   StepStats run(const StepInput& in);
+  // False while the last step began the next (an asynchronous schedule
+  // that did not drain): the next step must run before the worker stops,
+  // evaluates or saves.
+  bool drained() const { return drained_; }
 
  private:
   struct Pending;  // the step's receives, per channel
+  using PassKey = std::tuple<std::int64_t, int, int>;  // (global step, chunk, microbatch)
+  const std::vector<ChunkParts>& versionOf(std::int64_t step) const {
+    return versions_[static_cast<size_t>(step % static_cast<std::int64_t>(versions_.size()))];
+  }
   const Schedule& schedule_;
   PipelineShape shape_;
-  std::vector<ChunkParts> chunks_;
+  std::vector<std::vector<ChunkParts>> versions_;
   Channels& channels_;
   data::PrefetchLoader* loader_;
   torch::Device device_;
   TraceRecorder& trace_;
   std::function<void(std::int64_t)> update_;
-  std::map<int, std::vector<Action>> actions_;  // by microbatches per step
-  int window_ = 0;                               // receives posted ahead per channel (0: all)
+  std::function<bool(bool)> agree_;
+  std::map<std::tuple<int, int, int>, std::vector<Action>> actions_;  // by (microbatches, carried, next)
+  int window_ = 0;                                                     // receives posted ahead per channel (0: all)
+  // Between steps (asynchronous schedules): forwards of the coming step
+  // already run, what they produced and received, their data.
+  int carried_ = 0;
+  bool drained_ = true;
+  std::map<PassKey, torch::Tensor> inputs_, gradOutputs_, outputs_, gradInputs_;
+  std::map<std::int64_t, std::vector<data::Batch>> batches_;  // by global step
 };
 
 }  // namespace hydrozoa::runtime

@@ -7,6 +7,7 @@
 #include "runtime/schedule/gpipe.h"
 #include "runtime/schedule/interleaved.h"
 #include "runtime/schedule/one_f_one_b.h"
+#include "runtime/schedule/two_bw.h"
 
 namespace hydrozoa::runtime {
 namespace {
@@ -21,6 +22,7 @@ const std::vector<Entry>& registry() {
       {"gpipe", [] { return std::make_unique<GPipeSchedule>(); }},
       {"1f1b", [] { return std::make_unique<OneFOneBSchedule>(); }},
       {"interleaved", [] { return std::make_unique<InterleavedSchedule>(); }},
+      {"2bw", [] { return std::make_unique<TwoBwSchedule>(); }},
   };
   return entries;
 }

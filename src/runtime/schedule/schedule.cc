@@ -20,7 +20,10 @@ std::string toString(const Action& a) {
     case ActionKind::kRecv:
     case ActionKind::kSend:
       return fmt::format("{} {} mb{} c{}{} {} {}", a.kind == ActionKind::kRecv ? "recv" : "send",
-                         a.payload == Payload::kActivation ? "act" : "grad", a.microbatch, a.chunk, step,
+                         a.payload == Payload::kActivation ? "act"
+                         : a.payload == Payload::kGradient ? "grad"
+                                                           : "control",
+                         a.microbatch, a.chunk, step,
                          a.kind == ActionKind::kRecv ? "from" : "to", a.peer);
     case ActionKind::kSyncWait:
       return "sync";
@@ -43,6 +46,12 @@ std::vector<Action> Schedule::actions(const PipelineShape& shape) const {
   return lowerFlushed(computeOrder(shape), shape);
 }
 
+std::vector<Action> Schedule::actions(const PipelineShape& shape, int /*carried*/, int /*next*/) const {
+  return actions(shape);
+}
+
+int Schedule::carriedInto(const PipelineShape& /*shape*/, int /*next*/) const { return 0; }
+
 std::vector<Action> fromPasses(const std::vector<plan::Pass>& passes) {
   std::vector<Action> out;
   out.reserve(passes.size());
@@ -51,6 +60,7 @@ std::vector<Action> fromPasses(const std::vector<plan::Pass>& passes) {
     a.kind = p.backward ? ActionKind::kBackward : ActionKind::kForward;
     a.microbatch = p.microbatch;
     a.chunk = p.chunk;
+    a.step = p.step;
     out.push_back(a);
   }
   return out;
@@ -114,6 +124,11 @@ int peakStashed(const std::vector<Action>& actions) {
 }
 
 Status verifySchedule(const Schedule& schedule, int stages, int chunks, int microbatches) {
+  return verifySteps(schedule, stages, chunks, {microbatches});
+}
+
+Status verifySteps(const Schedule& schedule, int stages, int chunks, const std::vector<int>& steps) {
+  const int microbatches = steps.empty() ? 0 : *std::max_element(steps.begin(), steps.end());
   struct StageRun {
     PipelineShape shape;
     std::vector<Action> actions;
@@ -124,7 +139,21 @@ Status verifySchedule(const Schedule& schedule, int stages, int chunks, int micr
   std::vector<StageRun> runs(stages);
   for (int s = 0; s < stages; ++s) {
     runs[s].shape = {s, stages, chunks, microbatches};
-    runs[s].actions = schedule.actions(runs[s].shape);
+    if (steps.size() == 1 && !schedule.asynchronous()) {
+      runs[s].actions = schedule.actions(runs[s].shape);
+      continue;
+    }
+    // Consecutive steps, their actions' steps made absolute.
+    int carried = 0;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      PipelineShape shape{s, stages, chunks, steps[k]};
+      const int next = schedule.asynchronous() && k + 1 < steps.size() ? steps[k + 1] : 0;
+      for (Action a : schedule.actions(shape, carried, next)) {
+        a.step += static_cast<int>(k);
+        runs[s].actions.push_back(a);
+      }
+      carried = next > 0 ? schedule.carriedInto(shape, next) : 0;
+    }
   }
   // Messages sent and not yet received: (from, to, payload, step, virtual edge, mb).
   std::multiset<std::tuple<int, int, int, int, int, int>> wire;
@@ -146,7 +175,8 @@ Status verifySchedule(const Schedule& schedule, int stages, int chunks, int micr
         const auto key = std::make_tuple(a.step, a.chunk, a.microbatch);
         const int payload = static_cast<int>(a.payload);
         const bool pass = a.kind != ActionKind::kSyncWait && a.kind != ActionKind::kOptimizerStep;
-        if (pass && (a.chunk < 0 || a.chunk >= chunks || a.microbatch < 0 || a.microbatch >= microbatches)) {
+        const int stepMicrobatches = a.step >= 0 && a.step < static_cast<int>(steps.size()) ? steps[a.step] : 0;
+        if (pass && (a.chunk < 0 || a.chunk >= chunks || a.microbatch < 0 || a.microbatch >= stepMicrobatches)) {
           return fail(s, a, "microbatch or chunk out of range");
         }
         if (a.kind == ActionKind::kRecv) {
@@ -185,8 +215,9 @@ Status verifySchedule(const Schedule& schedule, int stages, int chunks, int micr
     return internalError(fmt::format("schedule {} ({} stages, {} chunks, {} microbatches) deadlocks:{}", schedule.name(),
                                      stages, chunks, microbatches, stuck));
   }
+  size_t want = 0;
+  for (int m : steps) want += static_cast<size_t>(chunks) * m;
   for (int s = 0; s < stages; ++s) {
-    const size_t want = static_cast<size_t>(chunks) * microbatches;
     if (runs[s].forwarded.size() < want || runs[s].backwarded.size() < want) {
       return internalError(fmt::format("schedule {}: stage {} runs {} forward and {} backward passes of the {} it has",
                                        schedule.name(), s, runs[s].forwarded.size(), runs[s].backwarded.size(), want));

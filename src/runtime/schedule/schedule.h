@@ -34,8 +34,9 @@ enum class ActionKind {
   kOptimizerStep,  // apply the step's gradients
 };
 
-// What a transfer carries.
-enum class Payload { kActivation, kGradient };
+// What a transfer carries (kControl: an asynchronous schedule's word on
+// whether the pipeline drains after a step, StepExecutor).
+enum class Payload { kActivation, kGradient, kControl };
 
 struct Action {
   ActionKind kind = ActionKind::kForward;
@@ -89,6 +90,24 @@ class Schedule {
   // Receives the step executor posts ahead per channel; 0: every receive of
   // the step at its start (runtime/exec/step_executor.h).
   virtual int receiveWindow() const { return 2; }
+
+  // NOTE [Asynchronous schedules]
+  // An asynchronous schedule (2bw) has no flush between steps: a step's
+  // actions begin some of the next step's microbatches (Action::step = 1),
+  // and the next step's actions skip what was begun (`carried` forward
+  // passes). Where the pipeline must drain (an epoch's end, a checkpoint, a
+  // stop) the step's actions run without those (`next` = 0). Every stage's
+  // step ends with its own flush of the gradients (kSyncWait,
+  // kOptimizerStep), so the actions of one step are lowerFlushed's as for
+  // the others; the passes of global step t run on weight version
+  // t % weightVersions().
+  virtual bool asynchronous() const { return false; }
+  virtual int weightVersions() const { return 1; }
+  // One step of an asynchronous schedule (the others: actions(shape)).
+  virtual std::vector<Action> actions(const PipelineShape& shape, int carried, int next) const;
+  // The forwards that a step which begins `next` microbatches of the step
+  // after runs of them (`carried` of the step after).
+  virtual int carriedInto(const PipelineShape& shape, int next) const;
 };
 
 // The planner's order of passes (plan/cost/schedules.h, where each schedule's
@@ -111,6 +130,9 @@ std::vector<std::string> scheduleNames();
 // or when a stage's actions are not a valid step (a pass missing or twice, a
 // backward before its forward, a send with nothing to send).
 Status verifySchedule(const Schedule& schedule, int stages, int chunks, int microbatches);
+// The same over consecutive steps of `microbatches[k]` microbatches each, an
+// asynchronous schedule's each beginning the next (the last draining).
+Status verifySteps(const Schedule& schedule, int stages, int chunks, const std::vector<int>& microbatches);
 
 // The most microbatches whose activations a stage holds at once (forwards
 // done, backwards not yet) over its actions, summed over chunks.

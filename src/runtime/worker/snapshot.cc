@@ -32,13 +32,30 @@ std::vector<torch::Tensor> Worker::stageParameters() const {
   return out;
 }
 
+std::vector<torch::Tensor> Worker::versionParameters(size_t version) const {
+  std::vector<torch::Tensor> out;
+  for (const auto& chunk : copies_.at(version)) {
+    for (torch::Tensor& p : chunk->model().parameters()) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// With weight versions, the one the next step runs on goes with the
+// latest (NOTE [Weight versions]): the state after completedStep_ steps.
 Status Worker::saveState(const std::string& dir) {
-  for (const auto& chunk : chunks_) HZ_RETURN_IF_ERROR(saveStage(dir, chunk->model(), *optimizer_));
+  const auto* previous = versionFor(completedStep_);
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    HZ_RETURN_IF_ERROR(saveStage(dir, chunks_[c]->model(), *optimizer_,
+                                 previous ? &(*previous)[c]->model() : nullptr));
+  }
   return Status();
 }
 
 Status Worker::loadState(const std::string& dir) {
-  for (const auto& chunk : chunks_) HZ_RETURN_IF_ERROR(loadStage(dir, chunk->model(), *optimizer_));
+  const auto* previous = versionFor(role_.start_step);
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    HZ_RETURN_IF_ERROR(loadStage(dir, chunks_[c]->model(), *optimizer_, previous ? &(*previous)[c]->model() : nullptr));
+  }
   return Status();
 }
 

@@ -51,6 +51,7 @@ Status Worker::build() {
     outShapes_.emplace_back().device = device_;
   }
   optimizer_ = makeOptimizer(job.optimizer, stageParameters());
+  if (schedule_->weightVersions() > 1) HZ_RETURN_IF_ERROR(buildWeightVersions(schedule_->weightVersions()));
   if (!role_.checkpoint.empty()) {
     std::string dir = role_.checkpoint;
     if (shipsCheckpoints()) {
@@ -60,6 +61,15 @@ Status Worker::build() {
     std::error_code ec;
     if (shipsCheckpoints()) std::filesystem::remove_all(dir, ec);
     HZ_RETURN_IF_ERROR(loaded);
+  }
+  // The working copies but the one the first step runs on take the latest
+  // weights (that one has the checkpoint's previous weights, or the latest).
+  for (size_t v = 0; v < copies_.size(); ++v) {
+    if (!role_.checkpoint.empty() && versionFor(role_.start_step) == &copies_[v]) continue;
+    torch::NoGradGuard guard;
+    const std::vector<torch::Tensor> latest = stageParameters();
+    const std::vector<torch::Tensor> copy = versionParameters(v);
+    for (size_t i = 0; i < copy.size(); ++i) copy[i].copy_(latest[i]);
   }
 
   // Every worker follows the same sampler (microbatch sizes); only stage 0
@@ -129,27 +139,46 @@ Status Worker::build() {
   // Buckets as PyTorch DDP sizes them: 1 MB first, 25 MB after (plan/cost/allreduce.h).
   // One sync over every chunk's layers, in order: chunk c's layer i is
   // layer offset_c + i of it.
-  std::vector<std::vector<torch::Tensor>> layerParams;
-  std::vector<ChunkParts> parts;
-  for (int c = 0; c < numChunks(); ++c) {
-    const auto& layers = *chunks_[static_cast<size_t>(c)];
-    ChunkParts part;
-    part.layers = chunks_[static_cast<size_t>(c)].get();
-    part.syncOffset = static_cast<int>(layerParams.size());
-    parts.push_back(std::move(part));
-    for (auto& p : layers.layerParameters()) layerParams.push_back(std::move(p));
+  // Per weight version (NOTE [Weight versions]; one unless the schedule
+  // keeps more), its chunks and its gradient sync.
+  std::vector<std::vector<ChunkParts>> versions;
+  const size_t numVersions = std::max<size_t>(1, copies_.size());
+  for (size_t v = 0; v < numVersions; ++v) {
+    const auto& chunks = copies_.empty() ? chunks_ : copies_[v];
+    std::vector<std::vector<torch::Tensor>> layerParams;
+    std::vector<ChunkParts>& parts = versions.emplace_back();
+    for (const auto& chunk : chunks) {
+      ChunkParts part;
+      part.layers = chunk.get();
+      part.syncOffset = static_cast<int>(layerParams.size());
+      parts.push_back(std::move(part));
+      for (auto& p : chunk->layerParameters()) layerParams.push_back(std::move(p));
+    }
+    syncs_.push_back(std::make_unique<GradientSync>(transport_.get(), std::move(layerParams), plan::kFirstBucketBytes,
+                                                    plan::kBucketBytes, trace_));
   }
-  sync_ = std::make_unique<GradientSync>(transport_.get(), std::move(layerParams), plan::kFirstBucketBytes,
-                                         plan::kBucketBytes, trace_);
   channels_ = std::make_unique<Channels>(*transport_, trace_, [this](int stage) { return rankOf(stage); });
   HZ_RETURN_IF_ERROR(exchangeShapes());
-  for (int c = 0; c < numChunks(); ++c) {
-    parts[static_cast<size_t>(c)].sync = sync_.get();
-    parts[static_cast<size_t>(c)].in = inShapes_[static_cast<size_t>(c)];
-    parts[static_cast<size_t>(c)].out = outShapes_[static_cast<size_t>(c)];
+  for (size_t v = 0; v < versions.size(); ++v) {
+    for (int c = 0; c < numChunks(); ++c) {
+      ChunkParts& part = versions[v][static_cast<size_t>(c)];
+      part.sync = syncs_[v].get();
+      part.in = inShapes_[static_cast<size_t>(c)];
+      part.out = outShapes_[static_cast<size_t>(c)];
+    }
   }
-  executor_ = std::make_unique<StepExecutor>(*schedule_, shape, std::move(parts), *channels_, trainLoader_.get(),
-                                             device_, trace_, [this](std::int64_t step) { applyUpdate(step); });
+  // An asynchronous schedule's drain decision: stage 0's replicas agree.
+  std::function<bool(bool)> agree;
+  if (firstStage() && role_.replicas > 1) {
+    agree = [this](bool drain) {
+      torch::Tensor vote = torch::full({1}, drain ? 1.0F : 0.0F, torch::TensorOptions().device(device_));
+      transport_->allreduceStage(vote)->wait();
+      return vote.cpu().item<float>() > 0;
+    };
+  }
+  executor_ = std::make_unique<StepExecutor>(*schedule_, shape, std::move(versions), *channels_, trainLoader_.get(),
+                                             device_, trace_, [this](std::int64_t step) { applyUpdate(step); },
+                                             std::move(agree));
   // NOTE [Cores for compute threads]: with a core of its own, the compute
   // thread is never queued behind its neighbour's; the helper threads
   // (transfers, data, heartbeats) stay free to run on any of the process's
@@ -163,6 +192,29 @@ Status Worker::build() {
       spdlog::warn("could not pin the compute thread to cores {}: {}", fmt::join(role_.cpus, ","), std::strerror(errno));
     } else {
       spdlog::info("compute thread pinned to core{} {}", role_.cpus.size() == 1 ? "" : "s", fmt::join(role_.cpus, ","));
+    }
+  }
+  return Status();
+}
+
+Status Worker::buildWeightVersions(int versions) {
+  const cluster::JobSpec& job = role_.job;
+  const PipelineShape shape = pipelineShape();
+  for (int v = 0; v < versions; ++v) {
+    auto& copy = copies_.emplace_back();
+    for (int c = 0; c < numChunks(); ++c) {
+      const auto [first, last] = role_.layer_ranges[static_cast<size_t>(c)];
+      HZ_ASSIGN_OR_RETURN(model::Model m, model::buildModel({job.model, job.model_options}, {job.seed, first, last}));
+      if (device_.is_cuda()) m.to(device_);
+      // One set of buffers (BatchNorm's statistics): the latest weights'.
+      const model::Model& latest = chunks_[static_cast<size_t>(c)]->model();
+      for (size_t l = 0; l < m.layers.size(); ++l) {
+        const std::vector<torch::Tensor> shared = latest.layers[l].module->buffers();
+        std::vector<torch::Tensor> own = m.layers[l].module->buffers();
+        for (size_t b = 0; b < own.size(); ++b) own[b].set_data(shared.at(b));
+      }
+      copy.push_back(std::make_unique<StageExecutor>(std::move(m), shape.lastVirtual(c), job.seed, trace_));
+      copy.back()->setRecompute(role_.recompute);
     }
   }
   return Status();

@@ -28,7 +28,8 @@ void Worker::recordSamples(std::int64_t epoch, std::int64_t stepInEpoch, std::in
   sampleLog_->flush();
 }
 
-void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep) {
+void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep, bool nextStep,
+                       bool drain) {
   const auto t0 = Clock::now();
   if (sampleLog_) recordSamples(epoch, stepInEpoch, globalStep);
   const data::EpochSampler& sampler = *trainSampler_;
@@ -37,6 +38,11 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
   in.sizes = microbatchSizes(sampler, stepInEpoch);
   in.stepSamples = static_cast<double>(sampler.stepSamples(stepInEpoch));
   in.firstMicrobatch = role_.replica * role_.microbatches;
+  if (nextStep && schedule_->asynchronous()) {
+    in.nextSizes = microbatchSizes(sampler, stepInEpoch + 1);
+    in.nextStepSamples = static_cast<double>(sampler.stepSamples(stepInEpoch + 1));
+  }
+  in.drain = drain;
   // NOTE [Tensor memory per step]: the counting allocator's peak over the
   // step (the stage's parameters, gradients and optimizer state, what the
   // schedule stashes, transfers' buffers), so schedules compare by what they
@@ -71,8 +77,25 @@ void Worker::applyUpdate(std::int64_t globalStep) {
   std::lock_guard<std::mutex> lock(stateMu_);
   if (halted_) throw Halted();
   if (keepSnapshots_) snapshot();
-  optimizer_->step();
-  optimizer_->zero_grad();
+  if (copies_.empty()) {
+    optimizer_->step();
+    optimizer_->zero_grad();
+  } else {
+    // NOTE [Weight versions]: the step's gradients, of its working copy, to
+    // the latest weights; their update; the new weights to that copy.
+    const std::vector<torch::Tensor> latest = stageParameters();
+    const std::vector<torch::Tensor> work = versionParameters(static_cast<size_t>(globalStep % copies_.size()));
+    for (size_t i = 0; i < latest.size(); ++i) {
+      latest[i].mutable_grad() = work[i].grad();
+      work[i].mutable_grad() = torch::Tensor();
+    }
+    optimizer_->step();
+    torch::NoGradGuard guard;
+    for (size_t i = 0; i < latest.size(); ++i) {
+      latest[i].mutable_grad() = torch::Tensor();
+      work[i].copy_(latest[i]);
+    }
+  }
   completedStep_ = globalStep + 1;
 }
 
@@ -153,15 +176,23 @@ void Worker::train() {
     if (trainLoader_) trainLoader_->start(epoch, first);
     for (std::int64_t step = first; step < perEpoch && global < role_.stop_step; ++step) {
       currentStep_ = global;
-      if (!pollControl()) {
+      // An asynchronous pipeline that began this step runs it first (NOTE
+      // [Draining an asynchronous pipeline]): a stop or checkpoint then
+      // comes at the first step after which it drained, the same on all.
+      if (!pollControl() && executor_->drained()) {
         stopRequested_ = true;
         if (stopCheckpoint_ && global > role_.start_step) checkpoint(global);
         return;
       }
       trace_.setEnabled(step - first < job.trace_steps || step < job.trace_steps);
-      iteration(epoch, step, global);
+      const bool nextStep = step + 1 < perEpoch && global + 1 < role_.stop_step;
+      const std::int64_t stopAt = stopAt_.load(), checkpointAt = checkpointAt_.load();
+      const bool drain = (stopAt >= 0 && stopAt <= global + 1) || (checkpointAt >= 0 && checkpointAt <= global);
+      iteration(epoch, step, global, nextStep, drain);
       ++global;
-      if (checkpointAt_.load() >= 0 && global - 1 == checkpointAt_.load()) {
+      const bool due = schedule_->asynchronous() ? checkpointAt >= 0 && global - 1 >= checkpointAt
+                                                 : checkpointAt_.load() >= 0 && global - 1 == checkpointAt_.load();
+      if (due && executor_->drained()) {
         checkpoint(global);
         checkpointAt_ = -1;
       }

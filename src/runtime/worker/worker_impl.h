@@ -65,7 +65,10 @@ class Worker {
   Status exchangeShapes();
   void train();
   // One training step through the step executor, then its report.
-  void iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep);
+  // `nextStep`: whether the step after it (in the same epoch) is to run;
+  // `drain`: this worker wants the pipeline drained after it (asynchronous
+  // schedules, NOTE [Draining an asynchronous pipeline]).
+  void iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep, bool nextStep, bool drain);
   // The update of global step `globalStep` (kOptimizerStep), under stateMu_.
   void applyUpdate(std::int64_t globalStep);
   // The epoch global step `globalStep` belongs to.
@@ -110,6 +113,15 @@ class Worker {
   }
   // Every chunk's parameters, in order; saving and loading all chunks.
   std::vector<torch::Tensor> stageParameters() const;
+  // The same of weight version `version`'s working copy (NOTE [Weight versions]).
+  std::vector<torch::Tensor> versionParameters(size_t version) const;
+  // NOTE [Weight versions]: the working copies, from chunks_ (and the
+  // checkpoint's previous weights, when loading one).
+  Status buildWeightVersions(int versions);
+  // The working copy whose weights global step `step` runs on (null: chunks_).
+  const std::vector<std::unique_ptr<StageExecutor>>* versionFor(std::int64_t step) const {
+    return copies_.empty() ? nullptr : &copies_[static_cast<size_t>(step % static_cast<std::int64_t>(copies_.size()))];
+  }
   Status saveState(const std::string& dir);
   Status loadState(const std::string& dir);
   std::vector<std::int64_t> microbatchSizes(const data::EpochSampler& sampler, std::int64_t step) const;
@@ -120,7 +132,20 @@ class Worker {
   std::unique_ptr<Transport> transport_;
   std::vector<std::unique_ptr<StageExecutor>> chunks_;  // the stage's model chunks (one unless interleaved)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  std::unique_ptr<GradientSync> sync_;
+  // NOTE [Weight versions]
+  // Under a schedule with more than one weight version (2bw), the passes
+  // of global step t run on copies_[t % V], working copies of chunks_;
+  // chunks_ hold the latest weights, the optimizer's (updated in place,
+  // never in an autograd graph: the next step's forward passes, begun
+  // before this step's update, hold their version's weights in theirs).
+  // At step t's update the gradients move from copies_[t % V] to chunks_,
+  // the optimizer steps, and copies_[t % V] takes the new weights for step
+  // t + V. BatchNorm's statistics are one set, shared by all. A checkpoint
+  // saves copies_[t % V] of the step t it resumes at as the previous
+  // weights. One copy more than the thesis's two versions: the optimizer's
+  // state stays with one set of tensors.
+  std::vector<std::vector<std::unique_ptr<StageExecutor>>> copies_;
+  std::vector<std::unique_ptr<GradientSync>> syncs_;  // per weight version
   std::unique_ptr<Schedule> schedule_;
   std::optional<data::EpochSampler> trainSampler_, testSampler_;
   // NOTE [Recording sample ids]
