@@ -145,7 +145,7 @@ class Searcher {
     problem.stashed = stashedMicrobatches(o_.schedule, 0, B, M, v);
     // Replicated pipelines keep each stage's state from before its last
     // update for recovery: a copy in memory, and copying it each step.
-    // (Not under 2bw, whose recovery restarts from the last checkpoint.)
+    // (Not under 2bw: docs/schedules.md, "2bw".)
     const bool stepBefore = o_.recovery_copies && A > 1 && B > 1 && !asynchronous(o_.schedule);
     // 2bw's two weight versions are working copies besides the optimizer's
     // (runtime/worker/stage_setup.cc).
@@ -362,9 +362,11 @@ class Searcher {
   // M / B then.
   Candidate largestFitting(int A, int B, const profile::Measurement& meas) {
     const std::int64_t unit = chunksOf(o_.schedule, o_.chunks) > 1 ? B : 1;
-    Candidate lowest = evaluate(A, B, meas, unit);
+    // (2bw needs at least B microbatches.)
+    const std::int64_t least = asynchronous(o_.schedule) ? std::max<std::int64_t>(1, B / unit) : 1;
+    Candidate lowest = evaluate(A, B, meas, least * unit);
     if (!lowest.feasible) return lowest;
-    std::int64_t lo = 1, hi = std::max<std::int64_t>(1, o_.max_microbatches / unit);
+    std::int64_t lo = least, hi = std::max<std::int64_t>(least, o_.max_microbatches / unit);
     Candidate best = lowest;
     Candidate top = evaluate(A, B, meas, hi * unit);
     if (top.feasible) return top;

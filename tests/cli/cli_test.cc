@@ -237,6 +237,10 @@ TEST_F(Cli, TwoBwPlanner) {
   expectError(with({"--global-batch", "64", "--bandwidth", "1GB/s,1GB/s,1GB/s"}), "--bandwidth IN[,CROSS]");
   expectError(with({}), "--planner 2bw needs --global-batch");
   expectError(with({"--global-batch", "64", "--memory", "1MB"}), "1.00 MB");
+  // The schedule itself, pinned with fewer microbatches than stages.
+  expectError({"plan", "--model", "gpt", "--device", "k80", "--workers", "3", "--stages", "3", "--microbatches", "2",
+               "--global-batch", "16", "--schedule", "2bw"},
+              "the 2bw schedule needs at least as many microbatches (2) as stages (3)");
 }
 
 TEST_F(Cli, PipeDreamPlannerAsWritten) {

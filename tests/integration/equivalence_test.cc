@@ -77,6 +77,20 @@ std::string checkpointOf(const ScratchDir& dir, const std::string& run, int step
   return (dir.path() / run / "checkpoints" / name).string();
 }
 
+// The one-process reference of dir/job.yaml: `replicas` × microbatches of
+// `microbatchSize`, `steps` steps, with 2BW's stale weights or not.
+Result<runtime::ReferenceRun> referenceOf(const ScratchDir& dir, int replicas, std::int64_t microbatchSize,
+                                          std::int64_t steps, bool staleWeights) {
+  HZ_ASSIGN_OR_RETURN(cluster::JobSpec spec, cluster::loadJobSpec(dir / "job.yaml"));
+  runtime::ReferenceOptions ro;
+  ro.job = spec;
+  ro.replicas = replicas;
+  ro.microbatch_size = microbatchSize;
+  ro.steps = steps;
+  ro.stale_weights = staleWeights;
+  return runtime::trainReference(ro);
+}
+
 // Runs `plan`, then the reference with the same (replicas, microbatch size),
 // and compares losses step by step and the final parameters.
 void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& t = {}) {
@@ -118,15 +132,7 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
     EXPECT_NE(text.find("allreduce goes through shared memory"), std::string::npos) << text;
   }
 
-  auto spec = cluster::loadJobSpec(dir / "job.yaml");
-  ASSERT_TRUE(spec.ok());
-  runtime::ReferenceOptions ro;
-  ro.job = *spec;
-  ro.replicas = p.replicas;
-  ro.microbatch_size = 24 / (p.replicas * p.microbatches);
-  ro.steps = t.steps;
-  ro.stale_weights = t.schedule == "2bw";
-  auto ref = runtime::trainReference(ro);
+  auto ref = referenceOf(dir, p.replicas, 24 / (p.replicas * p.microbatches), t.steps, t.schedule == "2bw");
   ASSERT_TRUE(ref.ok()) << ref.status().message();
   for (int s = 0; s < t.steps; ++s) {
     EXPECT_NEAR(losses[s], ref->losses[s], t.loss * std::fabs(ref->losses[s])) << "step " << s + 1;
@@ -243,15 +249,7 @@ TEST(Equivalence, TwoBWStoppedAndResumedEndsTheSame) {
       << "the checkpoint holds the previous weights";
   r = runHydrozoa(dir.path().string(), {"train", "--resume", "run", "--max-steps", "6", "--no-progress"});
   ASSERT_EQ(r.code, 0) << r.err;
-  auto spec = cluster::loadJobSpec(dir / "job.yaml");
-  ASSERT_TRUE(spec.ok());
-  runtime::ReferenceOptions ro;
-  ro.job = *spec;
-  ro.replicas = 2;
-  ro.microbatch_size = 4;
-  ro.steps = 6;
-  ro.stale_weights = true;
-  auto ref = runtime::trainReference(ro);
+  auto ref = referenceOf(dir, 2, 4, 6, true);
   ASSERT_TRUE(ref.ok()) << ref.status().message();
   const std::vector<double> losses = testing::stepLosses(dir / "run");
   ASSERT_EQ(losses.size(), 6U);
@@ -267,13 +265,7 @@ TEST(Equivalence, TwoBWIsNotTheFlushedTraining) {
                                                    "--microbatches", "4", "--max-steps", "4", "--no-progress", "--out",
                                                    "run", "--schedule", "2bw"});
   ASSERT_EQ(r.code, 0) << r.err;
-  auto spec = cluster::loadJobSpec(dir / "job.yaml");
-  ASSERT_TRUE(spec.ok());
-  runtime::ReferenceOptions ro;
-  ro.job = *spec;
-  ro.microbatch_size = 6;
-  ro.steps = 4;
-  auto flushed = runtime::trainReference(ro);
+  auto flushed = referenceOf(dir, 1, 6, 4, false);
   ASSERT_TRUE(flushed.ok());
   const std::vector<double> losses = testing::stepLosses(dir / "run");
   ASSERT_EQ(losses.size(), 4U);

@@ -247,6 +247,19 @@ TEST(Train, ACheckpointDirectoryOnASharedFilesystemIsWrittenThereAndResumedFrom)
 
 // --- faults, caused ---------------------------------------------------------------
 
+// dir/run stopped with a checkpoint of its last step (every step's loss up
+// to it reported), and resumes from it for 3 more steps.
+void expectStoppedAtItsLatestCheckpointAndResumes(const ScratchDir& dir) {
+  auto latest = testing::slurp(dir / "run/checkpoints/latest");
+  ASSERT_FALSE(latest.empty());
+  const std::int64_t stopped = std::stoll(latest.substr(5));
+  EXPECT_EQ(static_cast<std::int64_t>(testing::stepLosses(dir / "run").size()), stopped);
+  Outcome resumed = runHydrozoa(dir.path().string(), {"train", "--resume", "run", "--no-progress", "--max-steps",
+                                                      std::to_string(stopped + 3)});
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_EQ(static_cast<std::int64_t>(testing::stepLosses(dir / "run").size()), stopped + 3);
+}
+
 TEST(Train, CtrlCStopsEveryWorkerAfterOneStepAndTheRunResumes) {
   ScratchDir dir;
   std::ofstream(dir / "job.yaml") << longJob();
@@ -260,14 +273,7 @@ TEST(Train, CtrlCStopsEveryWorkerAfterOneStepAndTheRunResumes) {
   auto summary = readJsonFile(dir / "run/summary.json");
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ((*summary)["status"], "interrupted");
-  auto latest = testing::slurp(dir / "run/checkpoints/latest");
-  ASSERT_FALSE(latest.empty());
-  const std::int64_t stopped = std::stoll(latest.substr(5));
-  EXPECT_EQ(static_cast<std::int64_t>(testing::stepLosses(dir / "run").size()), stopped);
-  Outcome resumed = runHydrozoa(dir.path().string(), {"train", "--resume", "run", "--no-progress", "--max-steps",
-                                                      std::to_string(stopped + 3)});
-  ASSERT_EQ(resumed.code, 0) << resumed.err;
-  EXPECT_EQ(static_cast<std::int64_t>(testing::stepLosses(dir / "run").size()), stopped + 3);
+  expectStoppedAtItsLatestCheckpointAndResumes(dir);
 }
 
 // Under 2bw a step begins the next, so a checkpoint request and a stop take
@@ -298,14 +304,7 @@ TEST(Train, AnAsynchronousPipelineCheckpointsAndStopsWhenAsked) {
   ::kill(pid, SIGINT);
   Outcome r = waitHydrozoa(dir.path().string(), pid);
   EXPECT_EQ(r.code, 130) << r.err;
-  auto latest = testing::slurp(dir / "run/checkpoints/latest");
-  ASSERT_FALSE(latest.empty());
-  const std::int64_t stopped = std::stoll(latest.substr(5));
-  EXPECT_EQ(static_cast<std::int64_t>(testing::stepLosses(dir / "run").size()), stopped);
-  Outcome resumed = runHydrozoa(dir.path().string(), {"train", "--resume", "run", "--no-progress", "--max-steps",
-                                                      std::to_string(stopped + 3)});
-  ASSERT_EQ(resumed.code, 0) << resumed.err;
-  EXPECT_EQ(static_cast<std::int64_t>(testing::stepLosses(dir / "run").size()), stopped + 3);
+  expectStoppedAtItsLatestCheckpointAndResumes(dir);
 }
 
 // Issue 4 §5: the coordinator and its workers listen only on the job's own
@@ -578,6 +577,37 @@ Interruptible runWholeThenStart(const ScratchDir& dir, size_t steps, int victim,
   run.victim = workerWithId(run.endpoint, victim);
   EXPECT_GT(run.victim, 0);
   return run;
+}
+
+// Under 2bw (NOTE [Weight versions]): the survivors' state, or a
+// checkpoint's, carries the previous weights too, so the run recovered from
+// a killed worker still equals one that never failed, step by step.
+TEST(Recovery, A2bwRunRecoversAsIfNeverFailed) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << recoveryJob("{data_parallel: 2, stages: 2, microbatches: 3, schedule: 2bw}");
+  const auto [pid, victim, endpoint] = runWholeThenStart(dir, 150, 1);
+  ASSERT_GT(victim, 0);
+  ::kill(victim, SIGKILL);
+  Outcome r = waitHydrozoa(dir.path().string(), pid);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["status"], "completed");
+  ASSERT_EQ((*summary)["recoveries"].size(), 1u);
+  std::cout << "restored from " << (*summary)["recoveries"][0]["restored_from"] << " at step "
+            << (*summary)["recoveries"][0]["restore_step"] << "\n";
+  std::set<std::int64_t> partial;
+  for (const Json& l : testing::metrics(dir / "run")) {
+    if (l.value("partial", false)) partial.insert(l["step"].get<std::int64_t>());
+  }
+  const auto a = testing::stepLosses(dir / "whole"), b = testing::stepLosses(dir / "run");
+  ASSERT_EQ(a.size(), 500u);
+  ASSERT_EQ(b.size(), 500u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!partial.count(static_cast<std::int64_t>(i) + 1)) {
+      ASSERT_EQ(a[i], b[i]) << "step " << i + 1;
+    }
+  }
 }
 
 // A worker killed with SIGKILL in the middle of a 2×2 run: its stage's other

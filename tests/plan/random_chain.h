@@ -4,10 +4,25 @@
 
 #include <cstdint>
 #include <random>
+#include <utility>
 
 #include "plan/partition/partitioner.h"
 
 namespace hydrozoa::plan::testing {
+
+// p balanced stages of one layer each (forward 1, backward 2, free cuts)
+// and the partition with one layer per stage.
+inline std::pair<ChainCosts, Partition> balancedChain(int p) {
+  ChainCosts c;
+  Partition part;
+  for (int s = 0; s < p; ++s) {
+    c.forward.push_back(1);
+    c.backward.push_back(2);
+    if (s + 1 < p) c.cut.push_back(0);
+    part.first.push_back(s);
+  }
+  return {c, part};
+}
 
 struct ChainShape {
   int layers = 12;

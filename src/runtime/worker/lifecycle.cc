@@ -63,8 +63,8 @@ int Worker::run() {
   {
     std::lock_guard<std::mutex> lock(stateMu_);
     completedStep_ = role_.start_step;
-    // (Not with 2bw: the step before needs the version before that too; its
-    // recovery restarts from the last checkpoint.)
+    // (Not with 2bw: the step before needs the version before that too; where
+    // stages are a step apart its recovery falls back to the last checkpoint.)
     keepSnapshots_ = role_.replicas > 1 && role_.stages > 1 && role_.job.max_recoveries > 0 && copies_.empty();
   }
   controlRunning_ = true;

@@ -31,14 +31,7 @@ TEST(OneFOneB, OrderAndStash) {
 TEST(OneFOneB, BalancedStagesTakeGPipesTime) {
   for (int p : {1, 2, 4}) {
     for (std::int64_t M : {1, 3, 8, 300}) {
-      ChainCosts c;
-      Partition part;
-      for (int s = 0; s < p; ++s) {
-        c.forward.push_back(1);
-        c.backward.push_back(2);
-        if (s + 1 < p) c.cut.push_back(0);
-        part.first.push_back(s);
-      }
+      const auto [c, part] = testing::balancedChain(p);
       const PipelineTime t = pipelineTime(c, part, M, {}, ScheduleKind::kOneFOneB);
       EXPECT_NEAR(t.total, static_cast<double>(M + p - 1) * 3, 1e-9) << p << " " << M;
       EXPECT_NEAR(t.total, pipelineTime(c, part, M).total, 1e-9);

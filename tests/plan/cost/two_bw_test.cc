@@ -12,6 +12,7 @@
 #include "plan/cost/pipeline.h"
 #include "plan/plan.h"
 #include "plan/search.h"
+#include "plan/random_chain.h"
 #include "plan/toy_profile.h"
 
 namespace hydrozoa::plan {
@@ -63,14 +64,7 @@ TEST(TwoBW, StepsJoinIntoOneLongPipeline) {
 TEST(TwoBW, ASteadyStepHasNoBubble) {
   for (int p : {1, 2, 4}) {
     for (std::int64_t M : {4, 8, 300}) {
-      ChainCosts c;
-      Partition part;
-      for (int s = 0; s < p; ++s) {
-        c.forward.push_back(1);
-        c.backward.push_back(2);
-        if (s + 1 < p) c.cut.push_back(0);
-        part.first.push_back(s);
-      }
+      const auto [c, part] = testing::balancedChain(p);
       const PipelineTime t = pipelineTime(c, part, M, {}, ScheduleKind::kTwoBW);
       EXPECT_NEAR(t.total, static_cast<double>(M) * 3, 1e-9) << p << " " << M;
       EXPECT_NEAR(bubbleFraction(t, p), 0, 1e-9);
@@ -100,6 +94,17 @@ TEST(TwoBW, ThePlannerChargesItsWeightCopiesAndNeedsMAtLeastP) {
     if (t.stages[s].first_layer == f.stages[s].first_layer && t.stages[s].last_layer == f.stages[s].last_layer) {
       EXPECT_EQ(t.stages[s].memory_bytes - f.stages[s].memory_bytes, 2 * params) << s;
     }
+  }
+  {  // Without a global batch the search for M starts at p.
+    SearchOptions free = testing::twoStagePipeline();
+    free.global_batch.reset();
+    free.stages = 4;
+    free.workers = 4;
+    free.schedule = ScheduleKind::kTwoBW;
+    free.max_microbatches = 6;
+    auto found = searchPlan(prof, *loadCatalog("aci"), free);
+    ASSERT_TRUE(found.ok()) << found.status().message();
+    EXPECT_GE(found->best().microbatches, 4);
   }
   o.microbatch_size = 8;  // M = 2 = p: still allowed
   EXPECT_TRUE(searchPlan(prof, *loadCatalog("aci"), o).ok());
