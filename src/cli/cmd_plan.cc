@@ -180,11 +180,18 @@ Result<plan::Plan> planSchedules(const PlanArgs& a, const profile::Profile& prof
     table.addRow({chosen ? "*" : "", name, fmt::format("{}×{}", c.data_parallel, c.stages),
                   fmt::format("{} × {}", c.microbatches, c.microbatch_size), formatSeconds(c.iteration),
                   fmt::format("{:.1f}", c.samples_per_second), formatBytes(memory),
-                  std::to_string(plan::staleness(kind)), ""});
+                  plan::staleness(kind) == plan::kPerStage ? "per-stage" : std::to_string(plan::staleness(kind)), ""});
   }
   if (!best) return rows.front().result.status();
-  if (!json) std::cout << "Schedules (the best plan of each; * chosen, " << plan::objectiveName(o.objective) << "):\n"
-                       << table.render() << "\n";
+  if (!json) {
+    std::cout << "Schedules (the best plan of each; * chosen, " << plan::objectiveName(o.objective) << "):\n"
+              << table.render() << "\n";
+    if (plan::staleness(best->schedule) != 0) {
+      std::cout << fmt::format("Note: {} trains on stale weights (docs/schedules.md): not the same training as one "
+                               "process; pin --schedule gpipe or 1f1b for that\n",
+                               plan::scheduleName(best->schedule));
+    }
+  }
   return *best;
 }
 
@@ -499,7 +506,7 @@ void addPlanCommand(CLI::App& app, Status* status) {
   cmd->add_option("--microbatches", args->microbatches, "Pin the number of microbatches per iteration");
   cmd->add_option("--partition", args->partition, "Pin the stages as layer ranges, e.g. 0-3,4-9,10-17");
   cmd->add_option("--schedule", args->schedule,
-                  "Pipeline schedule to plan for: gpipe, 1f1b, interleaved, 2bw, or auto (every schedule's best plan side "
+                  "Pipeline schedule to plan for: gpipe, 1f1b, interleaved, 2bw, pipedream, or auto (every schedule's best plan side "
                   "by side, the best chosen; docs/schedules.md)")
       ->capture_default_str();
   cmd->add_option("--chunks", args->chunks, "Model chunks per stage for the interleaved schedule")->capture_default_str();

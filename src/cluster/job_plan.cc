@@ -232,7 +232,7 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
                                            spec.plan_file, p.chunks > 1 ? "interleaved" : "gpipe or 1f1b"));
       }
     }
-    if (plan::asynchronous(p.schedule) && p.num_microbatches < p.pipeline_stages) {
+    if (p.schedule == plan::ScheduleKind::kTwoBW && p.num_microbatches < p.pipeline_stages) {
       return invalidArgument(fmt::format("{}: the {} schedule needs at least as many microbatches per step as stages "
                                          "({} < {}); plan for it (hydrozoa plan --schedule {}) or pin --microbatches {}",
                                          spec.plan_file, plan::scheduleName(p.schedule), p.num_microbatches, p.pipeline_stages,

@@ -149,7 +149,8 @@ class Searcher {
     const bool stepBefore = o_.recovery_copies && A > 1 && B > 1 && !asynchronous(o_.schedule);
     // 2bw's two weight versions are working copies besides the optimizer's
     // (runtime/worker/stage_setup.cc).
-    const int workingCopies = weightVersions(o_.schedule) > 1 ? weightVersions(o_.schedule) : 0;
+    // (pipedream: stage 0's p, every stage bounded by it.)
+    const int workingCopies = weightVersions(o_.schedule, 0, B) > 1 ? weightVersions(o_.schedule, 0, B) : 0;
     problem.memory = memoryCosts(profile_, meas, stepBefore, o_.data_bytes, o_.shared_memory && A > 1, workingCopies);
     problem.memory->recompute = o_.recompute;
     problem.memory_limit = limit_;
@@ -165,7 +166,7 @@ class Searcher {
                                      M, B);
       return c;
     }
-    if (asynchronous(o_.schedule) && M < B) {
+    if (o_.schedule == ScheduleKind::kTwoBW && M < B) {
       c.reason = fmt::format("the {} schedule needs at least as many microbatches ({}) as stages ({})",
                              scheduleName(o_.schedule), M, B);
       return c;
@@ -316,6 +317,8 @@ class Searcher {
       c.stage_details.push_back(std::move(d));
     }
     c.update = tail - c.allreduce;  // >= 0: each stage's tail holds its exposed allreduce
+    // pipedream: an allreduce and an update per microbatch, none hidden.
+    if (updatePerMicrobatch(o_.schedule)) tail *= static_cast<double>(M);
     c.iteration = c.pipeline.total + tail;
     c.samples_per_second = static_cast<double>(c.globalBatch()) / c.iteration;
     c.cost_per_hour = totalCostPerHour(catalog_, workers);
@@ -363,7 +366,7 @@ class Searcher {
   Candidate largestFitting(int A, int B, const profile::Measurement& meas) {
     const std::int64_t unit = chunksOf(o_.schedule, o_.chunks) > 1 ? B : 1;
     // (2bw needs at least B microbatches.)
-    const std::int64_t least = asynchronous(o_.schedule) ? std::max<std::int64_t>(1, B / unit) : 1;
+    const std::int64_t least = o_.schedule == ScheduleKind::kTwoBW ? std::max<std::int64_t>(1, B / unit) : 1;
     Candidate lowest = evaluate(A, B, meas, least * unit);
     if (!lowest.feasible) return lowest;
     std::int64_t lo = least, hi = std::max<std::int64_t>(least, o_.max_microbatches / unit);

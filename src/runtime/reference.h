@@ -29,6 +29,13 @@ struct ReferenceOptions {
   // is taken at the weights before the previous update,
   // W(t+1) = W(t) − ν·∇f(W(t−1)), W(−1) = W(0).
   bool stale_weights = false;
+  // PipeDream (runtime/schedule/pipedream.h): an update per microbatch, and
+  // each microbatch's passes on stage s (of the stages starting at these
+  // layers) at the weights of max(0, j − (p − s) + 1) updates since the
+  // pipeline last drained, j its microbatches since then. It drains after
+  // an epoch's last step, the run's last, and a step before one in which
+  // some replica has no microbatch.
+  std::vector<int> weight_stashing_stages;
 };
 
 struct ReferenceRun {

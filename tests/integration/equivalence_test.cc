@@ -79,8 +79,10 @@ std::string checkpointOf(const ScratchDir& dir, const std::string& run, int step
 
 // The one-process reference of dir/job.yaml: `replicas` × microbatches of
 // `microbatchSize`, `steps` steps, with 2BW's stale weights or not.
+// With `stashingStages` (the stages' first layers), PipeDream's updates.
 Result<runtime::ReferenceRun> referenceOf(const ScratchDir& dir, int replicas, std::int64_t microbatchSize,
-                                          std::int64_t steps, bool staleWeights) {
+                                          std::int64_t steps, bool staleWeights,
+                                          const std::vector<int>& stashingStages = {}) {
   HZ_ASSIGN_OR_RETURN(cluster::JobSpec spec, cluster::loadJobSpec(dir / "job.yaml"));
   runtime::ReferenceOptions ro;
   ro.job = spec;
@@ -88,7 +90,17 @@ Result<runtime::ReferenceRun> referenceOf(const ScratchDir& dir, int replicas, s
   ro.microbatch_size = microbatchSize;
   ro.steps = steps;
   ro.stale_weights = staleWeights;
+  ro.weight_stashing_stages = stashingStages;
   return runtime::trainReference(ro);
+}
+
+// The first layer of each stage of the run in dir/`run` (its plan.json).
+std::vector<int> stageFirstLayers(const ScratchDir& dir, const std::string& run) {
+  std::vector<int> first;
+  auto plan = readJsonFile(std::filesystem::path(dir / run) / "plan.json");
+  if (!plan.ok()) return first;
+  for (const Json& s : (*plan)["stages"]) first.push_back(s["first_layer"].get<int>());
+  return first;
 }
 
 // Runs `plan`, then the reference with the same (replicas, microbatch size),
@@ -132,7 +144,8 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
     EXPECT_NE(text.find("allreduce goes through shared memory"), std::string::npos) << text;
   }
 
-  auto ref = referenceOf(dir, p.replicas, 24 / (p.replicas * p.microbatches), t.steps, t.schedule == "2bw");
+  auto ref = referenceOf(dir, p.replicas, 24 / (p.replicas * p.microbatches), t.steps, t.schedule == "2bw",
+                         t.schedule == "pipedream" ? stageFirstLayers(dir, "run") : std::vector<int>{});
   ASSERT_TRUE(ref.ok()) << ref.status().message();
   for (int s = 0; s < t.steps; ++s) {
     EXPECT_NEAR(losses[s], ref->losses[s], t.loss * std::fabs(ref->losses[s])) << "step " << s + 1;
@@ -217,17 +230,36 @@ TEST(Equivalence, Recomputation) {
 // when to drain and dropout, and across an epoch's end (73 samples: a
 // short last step of 1 microbatch, then the pipeline drains, evaluates and
 // starts the next epoch afresh).
-TEST(Equivalence, TwoBWSchedule) {
-  Tolerance t;
-  t.schedule = "2bw";
+// An asynchronous schedule's cases: 3 stages, replicas with dropout, and an
+// epoch's end; `t` as left by the last.
+void expectAsynchronousEquivalent(Tolerance& t) {
   t.steps = 5;
   expectEquivalent(kMlp, {1, 3, 6}, t);
   expectEquivalent("{name: mlp, options: {hidden: 32, depth: 2, dropout: 0.3}}", {2, 2, 3}, t);
   t.data = "{dataset: synthetic, synthetic_train: 73, synthetic_test: 10}";
   t.steps = 7;
   expectEquivalent(kMlp, {1, 3, 4}, t);
+}
+
+TEST(Equivalence, TwoBWSchedule) {
+  Tolerance t;
+  t.schedule = "2bw";
+  expectAsynchronousEquivalent(t);
   t.recompute = true;
   expectEquivalent(kMlp, {1, 3, 4}, t);
+}
+
+// PipeDream (runtime/schedule/pipedream.h): an update per microbatch, each
+// stage's passes of a microbatch on the weights of p − s − 1 updates before
+// (weight stashing); the same training as one process doing exactly that,
+// step by step: on 3 stages, with replicas and dropout, across an epoch's
+// end, and with 3 replicas of which two have no microbatch in the epoch's
+// last step (they join the allreduces with nothing).
+TEST(Equivalence, PipeDreamSchedule) {
+  Tolerance t;
+  t.schedule = "pipedream";
+  expectAsynchronousEquivalent(t);
+  expectEquivalent(kMlp, {3, 1, 2}, t);
 }
 
 // Stopped and resumed: the checkpoint carries the previous weights (those

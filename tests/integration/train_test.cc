@@ -276,16 +276,19 @@ TEST(Train, CtrlCStopsEveryWorkerAfterOneStepAndTheRunResumes) {
   expectStoppedAtItsLatestCheckpointAndResumes(dir);
 }
 
-// Under 2bw a step begins the next, so a checkpoint request and a stop take
-// effect after the first step the pipeline drained after, one step for
-// every worker (NOTE [Draining an asynchronous pipeline],
+// Under 2bw and pipedream a step begins the next, so a checkpoint request
+// and a stop take effect after the first step the pipeline drained after,
+// one step for every worker (NOTE [Draining an asynchronous pipeline],
 // runtime/exec/step_executor.cc): the checkpoint is whole, the stop clean,
 // and the run resumes.
-TEST(Train, AnAsynchronousPipelineCheckpointsAndStopsWhenAsked) {
+class AsynchronousSchedules : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Train, AsynchronousSchedules, ::testing::Values("2bw", "pipedream"));
+
+TEST_P(AsynchronousSchedules, APipelineCheckpointsAndStopsWhenAsked) {
   ScratchDir dir;
   std::ofstream(dir / "job.yaml") << longJob();
-  const pid_t pid =
-      spawnHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run", "--schedule", "2bw"});
+  const pid_t pid = spawnHydrozoa(dir.path().string(),
+                                  {"train", "job.yaml", "--no-progress", "--out", "run", "--schedule", GetParam()});
   waitForSteps(dir / "run", 3);
   ::kill(pid, SIGUSR1);
   auto checkpoints = [&] {
@@ -579,12 +582,15 @@ Interruptible runWholeThenStart(const ScratchDir& dir, size_t steps, int victim,
   return run;
 }
 
-// Under 2bw (NOTE [Weight versions]): the survivors' state, or a
-// checkpoint's, carries the previous weights too, so the run recovered from
-// a killed worker still equals one that never failed, step by step.
-TEST(Recovery, A2bwRunRecoversAsIfNeverFailed) {
+// Under 2bw (NOTE [Weight versions]) the survivors' state, or a
+// checkpoint's, carries the previous weights too; under pipedream the
+// survivors offer theirs only at a drained step, else the checkpoint is
+// used. Either way the run recovered from a killed worker still equals one
+// that never failed, step by step.
+TEST_P(AsynchronousSchedules, ARunRecoversAsIfNeverFailed) {
   ScratchDir dir;
-  std::ofstream(dir / "job.yaml") << recoveryJob("{data_parallel: 2, stages: 2, microbatches: 3, schedule: 2bw}");
+  std::ofstream(dir / "job.yaml") << recoveryJob("{data_parallel: 2, stages: 2, microbatches: 3, schedule: " +
+                                                 GetParam() + "}");
   const auto [pid, victim, endpoint] = runWholeThenStart(dir, 150, 1);
   ASSERT_GT(victim, 0);
   ::kill(victim, SIGKILL);

@@ -6,6 +6,7 @@
 #include "runtime/schedule/gpipe.h"
 #include "runtime/schedule/interleaved.h"
 #include "runtime/schedule/one_f_one_b.h"
+#include "runtime/schedule/pipedream.h"
 #include "runtime/schedule/two_bw.h"
 
 namespace hydrozoa::runtime {
@@ -168,6 +169,27 @@ TEST(TwoBwSchedule, StepsOverlapWithoutDeadlock) {
         carried = k < 3 ? schedule.carriedInto(shape, p + 1) : 0;
       }
       EXPECT_EQ(peakStashed(all), p - stage) << p << " " << stage;
+    }
+  }
+}
+
+// PipeDream: the same stream, every backward pass followed by the sync and
+// the update of its microbatch (after its gradient has left); steps overlap
+// without deadlock as 2bw's do; p − s weight versions on stage s.
+TEST(PipeDreamSchedule, AnUpdatePerMicrobatch) {
+  const PipeDreamSchedule schedule;
+  std::vector<std::string> got;
+  for (const Action& a : schedule.actions({1, 2, 1, 2}, 0, 2)) got.push_back(toString(a));
+  EXPECT_EQ(got, (std::vector<std::string>{"recv act mb0 c0 from 0", "F0", "B0*", "send grad mb0 c0 to 0", "sync",
+                                           "step", "recv act mb1 c0 from 0", "F1", "B1*", "send grad mb1 c0 to 0",
+                                           "sync", "step"}))
+      << "the last stage: one in flight";
+  for (int p = 1; p <= 5; ++p) {
+    EXPECT_EQ(schedule.weightVersions({0, p, 1, p}), p);
+    EXPECT_EQ(schedule.weightVersions({p - 1, p, 1, p}), 1);
+    for (const std::vector<int>& steps : std::vector<std::vector<int>>{{p}, {p, p + 3, 1}, {1, 2 * p, p}}) {
+      const Status s = verifySteps(schedule, p, 1, steps);
+      EXPECT_TRUE(s.ok()) << s.message();
     }
   }
 }

@@ -12,7 +12,8 @@ namespace hydrozoa::plan {
 
 const std::vector<ScheduleKind>& allSchedules() {
   static const std::vector<ScheduleKind> all = {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,
-                                                ScheduleKind::kInterleaved, ScheduleKind::kTwoBW};
+                                                ScheduleKind::kInterleaved, ScheduleKind::kTwoBW,
+                                                ScheduleKind::kPipeDream};
   return all;
 }
 
@@ -26,13 +27,22 @@ const char* scheduleName(ScheduleKind kind) {
       return "interleaved";
     case ScheduleKind::kTwoBW:
       return "2bw";
+    case ScheduleKind::kPipeDream:
+      return "pipedream";
   }
   return "?";
 }
 
-bool asynchronous(ScheduleKind kind) { return kind == ScheduleKind::kTwoBW; }
-int weightVersions(ScheduleKind kind) { return kind == ScheduleKind::kTwoBW ? 2 : 1; }
-int staleness(ScheduleKind kind) { return kind == ScheduleKind::kTwoBW ? 1 : 0; }
+bool asynchronous(ScheduleKind kind) { return kind == ScheduleKind::kTwoBW || kind == ScheduleKind::kPipeDream; }
+bool updatePerMicrobatch(ScheduleKind kind) { return kind == ScheduleKind::kPipeDream; }
+int weightVersions(ScheduleKind kind, int stage, int stages) {
+  if (kind == ScheduleKind::kTwoBW) return 2;
+  if (kind == ScheduleKind::kPipeDream) return std::max(1, stages - stage);
+  return 1;
+}
+int staleness(ScheduleKind kind) {
+  return kind == ScheduleKind::kTwoBW ? 1 : kind == ScheduleKind::kPipeDream ? kPerStage : 0;
+}
 
 Result<ScheduleKind> parseSchedule(const std::string& name, const std::string& field) {
   std::string names;
@@ -62,6 +72,7 @@ std::vector<Pass> passOrder(ScheduleKind kind, int stage, int stages, std::int64
     case ScheduleKind::kInterleaved:
       return interleavedOrder(stage, stages, chunks, microbatches);
     case ScheduleKind::kTwoBW:
+    case ScheduleKind::kPipeDream:  // the same stream; its updates differ
       return twoBwOrder(stage, stages, microbatches);
   }
   return {};
@@ -86,6 +97,7 @@ std::int64_t stashedMicrobatches(ScheduleKind kind, int stage, int stages, std::
       return microbatches;
     case ScheduleKind::kOneFOneB:
     case ScheduleKind::kTwoBW:  // 1F1B's in flight, across steps
+    case ScheduleKind::kPipeDream:
       return oneFOneBStashed(stage, stages, microbatches);
     case ScheduleKind::kInterleaved: {
       const auto peaks = stashPeaks(interleavedOrder(stage, stages, chunks, microbatches), chunks);

@@ -68,7 +68,7 @@ void Channels::flush() {
 StepExecutor::StepExecutor(const Schedule& schedule, PipelineShape shape,
                            std::vector<std::vector<ChunkParts>> versions, Channels& channels,
                            data::PrefetchLoader* loader, torch::Device device, TraceRecorder& trace,
-                           std::function<void(std::int64_t)> update, std::function<bool(bool)> agree)
+                           Update update, std::function<bool(bool)> agree)
     : schedule_(schedule),
       shape_(shape),
       versions_(std::move(versions)),
@@ -81,6 +81,15 @@ StepExecutor::StepExecutor(const Schedule& schedule, PipelineShape shape,
       window_(schedule.receiveWindow()) {
   if (versions_.empty()) throw std::logic_error("a step executor needs the stage's chunks");
   if (const char* w = std::getenv("HYDROZOA_RECEIVE_WINDOW"); w && *w) window_ = std::max(0, std::atoi(w));
+}
+
+int StepExecutor::versionOf(const Action& a, std::int64_t step, const PassKey& key) {
+  const auto V = static_cast<std::int64_t>(versions_.size());
+  if (V == 1) return 0;
+  if (!schedule_.updatePerMicrobatch()) return static_cast<int>(step % V);
+  if (a.kind == ActionKind::kForward) return versionOf_[key] = static_cast<int>(updates_ % V);
+  auto it = versionOf_.find(key);
+  return it != versionOf_.end() ? it->second : static_cast<int>(updates_ % V);  // an empty update: the latest
 }
 
 // The receives of one step on one channel, in the order the schedule takes
@@ -155,7 +164,7 @@ StepStats StepExecutor::run(const StepInput& in) {
     if (a.kind != ActionKind::kRecv) continue;
     Pending& p = pending[{a.peer, a.payload}];
     p.channel = &channels_.in(a.peer, a.payload);
-    const ChunkParts& c = versionOf(in.step + a.step).at(a.chunk);
+    const ChunkParts& c = versions_.front().at(a.chunk);  // every version's shapes are the same
     const SampleShape& shape = a.payload == Payload::kActivation ? c.in : c.out;
     p.toPost.push_back({tagOf(a), &shape, sizeOf(a), label(a.payload == Payload::kActivation ? "act" : "grad", a),
                         a.step != 0});
@@ -215,14 +224,31 @@ StepStats StepExecutor::run(const StepInput& in) {
     return std::logic_error(fmt::format("schedule {}: \"{}\" {}", schedule_.name(), toString(a), what));
   };
 
-  for (const Action& a : actions) {
+  // A replica with fewer microbatches than the others (an epoch's short
+  // last step) joins their per-microbatch allreduces with nothing.
+  const bool perMicrobatch = schedule_.updatePerMicrobatch();
+  std::vector<Action> empty;
+  for (int mb = M; perMicrobatch && mb < in.updates; ++mb) {
+    empty.push_back({ActionKind::kSyncWait, mb});
+    empty.push_back({ActionKind::kOptimizerStep, mb});
+  }
+  if (!empty.empty()) {
+    for (Action& a : empty) a.final = false;
+    empty.back().final = true;
+  }
+  const size_t total = actions.size() + empty.size();
+  for (size_t i = 0; i < total; ++i) {
+    Action a = i < actions.size() ? actions[i] : empty[i - actions.size()];
+    if (!empty.empty() && i < actions.size() && a.kind == ActionKind::kOptimizerStep) a.final = false;
     if (a.step != 0) {
       decide();
       if (*drain) continue;
     }
     const std::int64_t step = in.step + a.step;
     const PassKey key{step, a.chunk, a.microbatch};
-    const ChunkParts& part = versionOf(step).at(static_cast<size_t>(a.chunk));
+    const bool pass = a.kind == ActionKind::kForward || a.kind == ActionKind::kBackward;
+    const ChunkParts& part = versions_[static_cast<size_t>(pass ? versionOf(a, step, key) : 0)].at(
+        static_cast<size_t>(a.chunk));
     switch (a.kind) {
       case ActionKind::kRecv: {
         Pending& p = pending.at({a.peer, a.payload});
@@ -255,7 +281,11 @@ StepStats StepExecutor::run(const StepInput& in) {
           inputs_.erase(it);
         }
         const std::int64_t n = sizeOf(a);
-        const double samples = a.step ? in.nextStepSamples : in.stepSamples;
+        // The loss weights' N: the step's samples, or with an update per
+        // microbatch, the microbatch's over all replicas.
+        const double samples = perMicrobatch ? (a.step ? in.nextMicrobatchSamples : in.microbatchSamples).at(a.microbatch)
+                               : a.step    ? in.nextStepSamples
+                                           : in.stepSamples;
         const auto c0 = std::chrono::steady_clock::now();
         double loss = 0;
         torch::Tensor out;
@@ -300,9 +330,10 @@ StepStats StepExecutor::run(const StepInput& in) {
         break;
       }
       case ActionKind::kSyncWait: {
-        decide();  // every stage takes the word, and passes it on, before its flush
+        // Every stage takes the word, and passes it on, before its flush.
+        if (!perMicrobatch) decide();
         std::set<GradientSync*> finished;
-        for (const ChunkParts& c : versionOf(in.step)) {
+        for (const ChunkParts& c : versions_[static_cast<size_t>(versionOf(a, step, key))]) {
           if (!c.sync || !finished.insert(c.sync).second) continue;
           double waited = 0;
           c.sync->finish(&waited);
@@ -310,9 +341,14 @@ StepStats StepExecutor::run(const StepInput& in) {
         }
         break;
       }
-      case ActionKind::kOptimizerStep:
-        update_(step);
+      case ActionKind::kOptimizerStep: {
+        const int from = versionOf(a, step, key);
+        versionOf_.erase(key);
+        ++updates_;
+        const int to = perMicrobatch ? static_cast<int>(updates_ % static_cast<std::int64_t>(versions_.size())) : from;
+        update_(step, from, to, a.final);
         break;
+      }
     }
   }
   decide();

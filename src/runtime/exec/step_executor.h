@@ -95,6 +95,12 @@ struct StepInput {
   std::vector<std::int64_t> nextSizes;
   double nextStepSamples = 1;
   bool drain = false;
+  // An update per microbatch (pipedream): microbatch mb's samples over all
+  // replicas (its loss weights' N), this step's and the next's, and the
+  // updates the step has on every replica (the most microbatches any
+  // replica has: one with fewer joins the rest's allreduces with nothing).
+  std::vector<double> microbatchSamples, nextMicrobatchSamples;
+  int updates = 0;
 };
 
 struct StepStats {
@@ -106,14 +112,18 @@ class StepExecutor {
  public:
 
   // `versions[v]`: the chunks of weight version v (one version unless the
-  // schedule keeps more; global step t's passes run on version t % V).
-  // `loader` is null on stages that read no data; `update(step)` applies
-  // the gradients of global step `step` (kOptimizerStep). `agree(drain)`:
+  // schedule keeps more; global step t's passes run on version t % V, or
+  // under an update per microbatch, NOTE [Weight versions]). `loader` is
+  // null on stages that read no data; `update` applies the gradients of
+  // global step `step` (kOptimizerStep), found in version `from`, then
+  // copies the new weights into version `to` (`last`: the step's last
+  // update). `agree(drain)`:
   // on stage 0 of a replicated pipeline, the replicas' common decision
   // (drain if any of them would).
+  using Update = std::function<void(std::int64_t step, int from, int to, bool last)>;
   StepExecutor(const Schedule& schedule, PipelineShape shape, std::vector<std::vector<ChunkParts>> versions,
                Channels& channels, data::PrefetchLoader* loader, torch::Device device, TraceRecorder& trace,
-               std::function<void(std::int64_t)> update, std::function<bool(bool)> agree = nullptr);
+               Update update, std::function<bool(bool)> agree = nullptr);
 
   StepStats run(const StepInput& in);
   // False while the last step began the next (an asynchronous schedule
@@ -124,9 +134,10 @@ class StepExecutor {
  private:
   struct Pending;  // the step's receives, per channel
   using PassKey = std::tuple<std::int64_t, int, int>;  // (global step, chunk, microbatch)
-  const std::vector<ChunkParts>& versionOf(std::int64_t step) const {
-    return versions_[static_cast<size_t>(step % static_cast<std::int64_t>(versions_.size()))];
-  }
+  // The weight version a pass of global step `step` runs on; a forward pass
+  // under an update per microbatch takes the latest and keeps it for the
+  // rest of its microbatch's actions (under `key`).
+  int versionOf(const Action& a, std::int64_t step, const PassKey& key);
   const Schedule& schedule_;
   PipelineShape shape_;
   std::vector<std::vector<ChunkParts>> versions_;
@@ -134,7 +145,7 @@ class StepExecutor {
   data::PrefetchLoader* loader_;
   torch::Device device_;
   TraceRecorder& trace_;
-  std::function<void(std::int64_t)> update_;
+  Update update_;
   std::function<bool(bool)> agree_;
   std::map<std::tuple<int, int, int>, std::vector<Action>> actions_;  // by (microbatches, carried, next)
   int window_ = 0;                                                     // receives posted ahead per channel (0: all)
@@ -142,6 +153,8 @@ class StepExecutor {
   // already run, what they produced and received, their data.
   int carried_ = 0;
   bool drained_ = true;
+  std::int64_t updates_ = 0;          // applied since the start (an update per microbatch)
+  std::map<PassKey, int> versionOf_;  // a microbatch's stashed version, from its forward pass to its update
   std::map<PassKey, torch::Tensor> inputs_, gradOutputs_, outputs_, gradInputs_;
   std::map<std::int64_t, std::vector<data::Batch>> batches_;  // by global step
 };

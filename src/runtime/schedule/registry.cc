@@ -7,6 +7,7 @@
 #include "runtime/schedule/gpipe.h"
 #include "runtime/schedule/interleaved.h"
 #include "runtime/schedule/one_f_one_b.h"
+#include "runtime/schedule/pipedream.h"
 #include "runtime/schedule/two_bw.h"
 
 namespace hydrozoa::runtime {
@@ -23,6 +24,7 @@ const std::vector<Entry>& registry() {
       {"1f1b", [] { return std::make_unique<OneFOneBSchedule>(); }},
       {"interleaved", [] { return std::make_unique<InterleavedSchedule>(); }},
       {"2bw", [] { return std::make_unique<TwoBwSchedule>(); }},
+      {"pipedream", [] { return std::make_unique<PipeDreamSchedule>(); }},
   };
   return entries;
 }

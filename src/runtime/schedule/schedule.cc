@@ -110,7 +110,38 @@ std::vector<Action> lowerFlushed(const std::vector<Action>& compute, const Pipel
     }
   }
   out.push_back({ActionKind::kSyncWait});
-  out.push_back({ActionKind::kOptimizerStep});
+  Action step{ActionKind::kOptimizerStep};
+  step.final = true;
+  out.push_back(step);
+  return out;
+}
+
+std::vector<Action> lowerPerMicrobatch(const std::vector<Action>& compute, const PipelineShape& shape) {
+  std::vector<Action> flushed = lowerFlushed(compute, shape);
+  flushed.resize(flushed.size() - 2);  // the flush
+  std::vector<Action> out;
+  out.reserve(flushed.size() + 2 * compute.size());
+  for (size_t i = 0; i < flushed.size(); ++i) {
+    Action a = flushed[i];
+    if (a.kind != ActionKind::kBackward) {
+      out.push_back(a);
+      continue;
+    }
+    a.final = true;
+    out.push_back(a);
+    if (i + 1 < flushed.size() && flushed[i + 1].kind == ActionKind::kSend &&
+        flushed[i + 1].payload == Payload::kGradient) {
+      out.push_back(flushed[++i]);
+    }
+    out.push_back({ActionKind::kSyncWait, a.microbatch, a.chunk, a.step});
+    out.push_back({ActionKind::kOptimizerStep, a.microbatch, a.chunk, a.step});
+  }
+  for (auto it = out.rbegin(); it != out.rend(); ++it) {
+    if (it->kind == ActionKind::kOptimizerStep) {
+      it->final = true;
+      break;
+    }
+  }
   return out;
 }
 

@@ -49,8 +49,9 @@ struct Action {
   // travels; the peer's chunk follows from the virtual stage order.
   int peer = -1;
   Payload payload = Payload::kActivation;
-  // kBackward: the last backward pass of its chunk in the step, during which
-  // the chunk's gradients become final and their allreduce starts.
+  // kBackward: the last backward pass of its chunk before the update, during
+  // which the chunk's gradients become final and their allreduce starts;
+  // kOptimizerStep: the step's last update.
   bool final = false;
 
   bool operator==(const Action& o) const {
@@ -92,7 +93,7 @@ class Schedule {
   virtual int receiveWindow() const { return 2; }
 
   // NOTE [Asynchronous schedules]
-  // An asynchronous schedule (2bw) has no flush between steps: a step's
+  // An asynchronous schedule (2bw, pipedream) has no flush between steps: a step's
   // actions begin some of the next step's microbatches (Action::step = 1),
   // and the next step's actions skip what was begun (`carried` forward
   // passes). Where the pipeline must drain (an epoch's end, a checkpoint, a
@@ -100,9 +101,13 @@ class Schedule {
   // step ends with its own flush of the gradients (kSyncWait,
   // kOptimizerStep), so the actions of one step are lowerFlushed's as for
   // the others; the passes of global step t run on weight version
-  // t % weightVersions().
+  // t % weightVersions(). Under updatePerMicrobatch() (pipedream) every
+  // backward pass is followed by its own sync and update instead
+  // (lowerPerMicrobatch), and a forward pass runs on the latest weights,
+  // kept for its backward pass (weight stashing): NOTE [Weight versions].
   virtual bool asynchronous() const { return false; }
-  virtual int weightVersions() const { return 1; }
+  virtual bool updatePerMicrobatch() const { return false; }
+  virtual int weightVersions(const PipelineShape& /*shape*/) const { return 1; }
   // One step of an asynchronous schedule (the others: actions(shape)).
   virtual std::vector<Action> actions(const PipelineShape& shape, int carried, int next) const;
   // The forwards that a step which begins `next` microbatches of the step
@@ -117,6 +122,10 @@ std::vector<Action> fromPasses(const std::vector<plan::Pass>& passes);
 // computeOrder with its transfers, the final backward of each chunk marked,
 // and the flush at the end: kSyncWait, kOptimizerStep.
 std::vector<Action> lowerFlushed(const std::vector<Action>& compute, const PipelineShape& shape);
+// The same with an update per microbatch: every backward pass final, and
+// after it (and the send of its gradient) kSyncWait, kOptimizerStep of its
+// microbatch.
+std::vector<Action> lowerPerMicrobatch(const std::vector<Action>& compute, const PipelineShape& shape);
 
 // The registered schedules (registry.cc), by name.
 Result<std::unique_ptr<Schedule>> makeSchedule(const std::string& name);

@@ -20,7 +20,7 @@ class TwoBwSchedule final : public Schedule {
   // A step on its own (carried in nothing, draining).
   std::vector<Action> computeOrder(const PipelineShape& shape) const override;
   bool asynchronous() const override { return true; }
-  int weightVersions() const override { return 2; }
+  int weightVersions(const PipelineShape& /*shape*/) const override { return 2; }
   std::vector<Action> actions(const PipelineShape& shape, int carried, int next) const override;
   int carriedInto(const PipelineShape& shape, int next) const override;
 };

@@ -56,7 +56,7 @@ void Worker::onControl(const Json& m) {
       std::lock_guard<std::mutex> lock(stateMu_);
       halted_ = true;
       completed = completedStep_;
-      steps.push_back(completed);
+      if (!midStep_) steps.push_back(completed);  // NOTE [Weight versions]
       if (before_.step >= 0 && before_.step == completed - 1) steps.push_back(before_.step);
     }
     haltSeen_ = true;

@@ -64,8 +64,10 @@ int Worker::run() {
     std::lock_guard<std::mutex> lock(stateMu_);
     completedStep_ = role_.start_step;
     // (Not with 2bw: the step before needs the version before that too; where
-    // stages are a step apart its recovery falls back to the last checkpoint.)
-    keepSnapshots_ = role_.replicas > 1 && role_.stages > 1 && role_.job.max_recoveries > 0 && copies_.empty();
+    // stages are a step apart its recovery falls back to the last checkpoint.
+    // Nor with pipedream, whose state mid-step is no step's.)
+    keepSnapshots_ =
+        role_.replicas > 1 && role_.stages > 1 && role_.job.max_recoveries > 0 && !schedule_->asynchronous();
   }
   controlRunning_ = true;
   controlThread_ = std::thread([this] {

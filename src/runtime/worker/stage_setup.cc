@@ -51,7 +51,7 @@ Status Worker::build() {
     outShapes_.emplace_back().device = device_;
   }
   optimizer_ = makeOptimizer(job.optimizer, stageParameters());
-  if (schedule_->weightVersions() > 1) HZ_RETURN_IF_ERROR(buildWeightVersions(schedule_->weightVersions()));
+  if (schedule_->weightVersions(shape) > 1) HZ_RETURN_IF_ERROR(buildWeightVersions(schedule_->weightVersions(shape)));
   if (!role_.checkpoint.empty()) {
     std::string dir = role_.checkpoint;
     if (shipsCheckpoints()) {
@@ -177,7 +177,10 @@ Status Worker::build() {
     };
   }
   executor_ = std::make_unique<StepExecutor>(*schedule_, shape, std::move(versions), *channels_, trainLoader_.get(),
-                                             device_, trace_, [this](std::int64_t step) { applyUpdate(step); },
+                                             device_, trace_,
+                                             [this](std::int64_t step, int from, int to, bool last) {
+                                               applyUpdate(step, from, to, last);
+                                             },
                                              std::move(agree));
   // NOTE [Cores for compute threads]: with a core of its own, the compute
   // thread is never queued behind its neighbour's; the helper threads

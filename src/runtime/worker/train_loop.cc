@@ -14,6 +14,17 @@ std::vector<std::int64_t> Worker::microbatchSizes(const data::EpochSampler& samp
   return sizes;
 }
 
+std::vector<double> Worker::microbatchSamples(const data::EpochSampler& sampler, std::int64_t step, int* rounds) const {
+  std::vector<double> samples;
+  for (int r = 0; r < role_.replicas; ++r) {
+    const int n = sampler.microbatches(step, r);
+    if (static_cast<int>(samples.size()) < n) samples.resize(static_cast<size_t>(n), 0);
+    for (int mb = 0; mb < n; ++mb) samples[static_cast<size_t>(mb)] += static_cast<double>(sampler.microbatchSize(step, r, mb));
+  }
+  if (rounds) *rounds = static_cast<int>(samples.size());
+  return samples;
+}
+
 void Worker::recordSamples(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep) {
   const data::EpochSampler& sampler = *trainSampler_;
   if (sampleEpoch_ != epoch) {
@@ -43,6 +54,10 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
     in.nextStepSamples = static_cast<double>(sampler.stepSamples(stepInEpoch + 1));
   }
   in.drain = drain;
+  if (schedule_->updatePerMicrobatch()) {
+    in.microbatchSamples = microbatchSamples(sampler, stepInEpoch, &in.updates);
+    if (nextStep) in.nextMicrobatchSamples = microbatchSamples(sampler, stepInEpoch + 1, nullptr);
+  }
   // NOTE [Tensor memory per step]: the counting allocator's peak over the
   // step (the stage's parameters, gradients and optimizer state, what the
   // schedule stashes, transfers' buffers), so schedules compare by what they
@@ -50,6 +65,10 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
   profile::MemoryTracker& tensors = profile::MemoryTracker::instance();
   tensors.resetPeak();
   const StepStats stats = executor_->run(in);
+  if (schedule_->updatePerMicrobatch() && !executor_->drained()) {
+    std::lock_guard<std::mutex> lock(stateMu_);
+    midStep_ = true;  // the next step is begun: no step's state
+  }
   Json report = {{"type", "step"},
                  {"step", globalStep},
                  {"epoch", epoch},
@@ -69,7 +88,7 @@ std::int64_t Worker::epochOf(std::int64_t globalStep) const {
   return role_.first_epoch + (globalStep - role_.epoch_start_step) / trainSampler_->stepsPerEpoch();
 }
 
-void Worker::applyUpdate(std::int64_t globalStep) {
+void Worker::applyUpdate(std::int64_t globalStep, int from, int to, bool last) {
   TraceSpan span(trace_, "optimizer step", "compute", TraceThread::kCompute, {{"step", globalStep}});
   const double lr = role_.lr_factor * scheduledLearningRate(role_.job.optimizer, role_.job.lr_schedule, globalStep,
                                                             epochOf(globalStep), role_.total_steps);
@@ -84,19 +103,21 @@ void Worker::applyUpdate(std::int64_t globalStep) {
     // NOTE [Weight versions]: the step's gradients, of its working copy, to
     // the latest weights; their update; the new weights to that copy.
     const std::vector<torch::Tensor> latest = stageParameters();
-    const std::vector<torch::Tensor> work = versionParameters(static_cast<size_t>(globalStep % copies_.size()));
+    const std::vector<torch::Tensor> work = versionParameters(static_cast<size_t>(from));
     for (size_t i = 0; i < latest.size(); ++i) {
       latest[i].mutable_grad() = work[i].grad();
       work[i].mutable_grad() = torch::Tensor();
     }
     optimizer_->step();
     torch::NoGradGuard guard;
+    const std::vector<torch::Tensor> next = versionParameters(static_cast<size_t>(to));
     for (size_t i = 0; i < latest.size(); ++i) {
       latest[i].mutable_grad() = torch::Tensor();
-      work[i].copy_(latest[i]);
+      next[i].copy_(latest[i]);
     }
   }
-  completedStep_ = globalStep + 1;
+  if (last) completedStep_ = globalStep + 1;
+  midStep_ = schedule_->updatePerMicrobatch() && !last;
 }
 
 // The test set through the pipeline, chunk by chunk (every microbatch of a

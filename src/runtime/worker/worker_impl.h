@@ -69,8 +69,11 @@ class Worker {
   // `drain`: this worker wants the pipeline drained after it (asynchronous
   // schedules, NOTE [Draining an asynchronous pipeline]).
   void iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep, bool nextStep, bool drain);
-  // The update of global step `globalStep` (kOptimizerStep), under stateMu_.
-  void applyUpdate(std::int64_t globalStep);
+  // An update of global step `globalStep` (kOptimizerStep), under stateMu_:
+  // with weight versions, the gradients of version `from`, the new weights
+  // then copied into version `to` (NOTE [Weight versions]); `last`: the
+  // step's last update (one per step, unless an update per microbatch).
+  void applyUpdate(std::int64_t globalStep, int from, int to, bool last);
   // The epoch global step `globalStep` belongs to.
   std::int64_t epochOf(std::int64_t globalStep) const;
   void evaluate(std::int64_t epoch);
@@ -118,13 +121,18 @@ class Worker {
   // NOTE [Weight versions]: the working copies, from chunks_ (and the
   // checkpoint's previous weights, when loading one).
   Status buildWeightVersions(int versions);
-  // The working copy whose weights global step `step` runs on (null: chunks_).
+  // The working copy whose weights global step `step` runs on under a
+  // version per step (2bw; null otherwise: all copies start as chunks_).
   const std::vector<std::unique_ptr<StageExecutor>>* versionFor(std::int64_t step) const {
-    return copies_.empty() ? nullptr : &copies_[static_cast<size_t>(step % static_cast<std::int64_t>(copies_.size()))];
+    if (copies_.empty() || schedule_->updatePerMicrobatch()) return nullptr;
+    return &copies_[static_cast<size_t>(step % static_cast<std::int64_t>(copies_.size()))];
   }
   Status saveState(const std::string& dir);
   Status loadState(const std::string& dir);
   std::vector<std::int64_t> microbatchSizes(const data::EpochSampler& sampler, std::int64_t step) const;
+  // Per microbatch index, its samples over all replicas; *rounds: how many
+  // microbatches the replica with the most has.
+  std::vector<double> microbatchSamples(const data::EpochSampler& sampler, std::int64_t step, int* rounds) const;
 
   WorkerArgs args_;
   Role role_;
@@ -144,6 +152,13 @@ class Worker {
   // saves copies_[t % V] of the step t it resumes at as the previous
   // weights. One copy more than the thesis's two versions: the optimizer's
   // state stays with one set of tensors.
+  // With an update per microbatch (pipedream), V = p − s: a forward pass
+  // runs on copies_[u % V] after u updates (the latest), and its backward
+  // pass on the same; update u+1 (its gradients from that microbatch's
+  // copy) goes into copies_[(u+1) % V], whose weights only the microbatch
+  // just finished (or, after a drain, the warm-up group it ended) ran on.
+  // Mid-step, or with the next step begun, the state is no step's: a halted
+  // worker then offers none to save (recovery uses the last checkpoint).
   std::vector<std::vector<std::unique_ptr<StageExecutor>>> copies_;
   std::vector<std::unique_ptr<GradientSync>> syncs_;  // per weight version
   std::unique_ptr<Schedule> schedule_;
@@ -174,6 +189,7 @@ class Worker {
   std::mutex stateMu_;
   std::int64_t completedStep_ = 0;
   bool halted_ = false;
+  bool midStep_ = false;  // an update per microbatch: some of a step's updates applied, or the next step begun
   // NOTE [The step before]
   // Replicas of a stage update in lockstep, but stages do not: when a worker
   // is lost, a stage whose allreduce did not involve it may complete one
