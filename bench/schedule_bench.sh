@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pipeline schedules side by side (issue 11 §4): for each model and
-# microbatch count, GPipe, 1F1B, interleaved 1F1B (2 chunks per stage) and
-# PipeDream-2BW on
+# microbatch count, GPipe, 1F1B, interleaved 1F1B (2 chunks per stage),
+# PipeDream-2BW and PipeDream on
 # the same 2-stage pipeline, as a user runs them (`hydrozoa train --schedule`,
 # plain processes, one profile per model shared by its cells). Per cell: the
 # measured median step and samples/s, the planner's predicted step, and each
@@ -13,7 +13,7 @@
 #   bench/schedule_bench.sh [rounds=2] [steps=30] [models="cnn gpt"]
 #   SCHEDULES="gpipe 2bw" bench/schedule_bench.sh   # some of them
 #
-# About 11 minutes on 2 cores with the defaults.
+# About 14 minutes on 2 cores with the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-2}"
@@ -47,7 +47,7 @@ YAML
   export HYDROZOA_CACHE_DIR="$work/cache-$model"  # one profile per model, shared by its cells
   for M in $((4 * stages)) $((8 * stages)); do
     for round in $(seq "$rounds"); do
-      for schedule in ${SCHEDULES:-gpipe 1f1b interleaved 2bw}; do
+      for schedule in ${SCHEDULES:-gpipe 1f1b interleaved 2bw pipedream}; do
         out="$work/run-$model-$M-$schedule-$round"
         extra=(); [ "$schedule" = interleaved ] && extra=(--chunks 2)
         echo "$model M=$M $schedule (round $round)..." >&2
@@ -78,6 +78,7 @@ done
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 p = int(sys.argv[2])
+ORDER = ["gpipe", "1f1b", "interleaved", "2bw", "pipedream"]
 cells = {}
 for r in rows:
     cells.setdefault((r["model"], r["M"], r["schedule"]), []).append(r)
@@ -86,7 +87,7 @@ def medmem(rs, s): return statistics.median(r["memory"][s] for r in rs)
 print(f"\nSchedules on a {p}-stage pipeline, global batch 64, plain processes (median of rounds)\n")
 print(f"  {'model':5} {'M':>3} {'schedule':12} {'measured':>9} {'predicted':>9} {'error':>6} {'samples/s':>9} "
       f"{'vs gpipe':>8}   " + "  ".join(f"{'stage ' + str(s) + ' tensors':>16}" for s in range(p)))
-for (model, M, schedule), rs in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], ["gpipe", "1f1b", "interleaved", "2bw"].index(kv[0][2]))):
+for (model, M, schedule), rs in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], ORDER.index(kv[0][2]) if kv[0][2] in ORDER else len(ORDER))):
     base = cells.get((model, M, "gpipe"))
     meas, pred, sps = med(rs, "measured"), med(rs, "predicted"), med(rs, "samples_per_s")
     ratio = sps / med(base, "samples_per_s") if base else float("nan")
