@@ -175,6 +175,17 @@ TEST(Equivalence, HybridWithDropout) {
   expectEquivalent("{name: mlp, options: {hidden: 32, depth: 2, dropout: 0.3}}", {2, 2, 3});
 }
 
+// A schedule's usual cases: 3 stages, replicas with dropout, and an epoch's
+// end (73 samples: a last step of one microbatch); `t` as left by the last.
+void expectScheduleEquivalent(Tolerance& t) {
+  t.steps = 5;
+  expectEquivalent(kMlp, {1, 3, 6}, t);
+  expectEquivalent("{name: mlp, options: {hidden: 32, depth: 2, dropout: 0.3}}", {2, 2, 3}, t);
+  t.data = "{dataset: synthetic, synthetic_train: 73, synthetic_test: 10}";
+  t.steps = 7;
+  expectEquivalent(kMlp, {1, 3, 4}, t);
+}
+
 // 1F1B with a flush (PipeDream-Flush) is the same training as GPipe, only
 // in another order: warm-up, steady state and cool-down all run (M = 6 on 3
 // stages), with replicas and dropout too, and in a short last step with
@@ -182,11 +193,7 @@ TEST(Equivalence, HybridWithDropout) {
 TEST(Equivalence, OneFOneBSchedule) {
   Tolerance t;
   t.schedule = "1f1b";
-  expectEquivalent(kMlp, {1, 3, 6}, t);
-  expectEquivalent("{name: mlp, options: {hidden: 32, depth: 2, dropout: 0.3}}", {2, 2, 3}, t);
-  t.data = "{dataset: synthetic, synthetic_train: 73, synthetic_test: 10}";
-  t.steps = 4;
-  expectEquivalent(kMlp, {1, 3, 4}, t);
+  expectScheduleEquivalent(t);
 }
 
 // Interleaved 1F1B (PTD-P): each stage holds 2 or 3 chunks of the model
@@ -230,21 +237,10 @@ TEST(Equivalence, Recomputation) {
 // when to drain and dropout, and across an epoch's end (73 samples: a
 // short last step of 1 microbatch, then the pipeline drains, evaluates and
 // starts the next epoch afresh).
-// An asynchronous schedule's cases: 3 stages, replicas with dropout, and an
-// epoch's end; `t` as left by the last.
-void expectAsynchronousEquivalent(Tolerance& t) {
-  t.steps = 5;
-  expectEquivalent(kMlp, {1, 3, 6}, t);
-  expectEquivalent("{name: mlp, options: {hidden: 32, depth: 2, dropout: 0.3}}", {2, 2, 3}, t);
-  t.data = "{dataset: synthetic, synthetic_train: 73, synthetic_test: 10}";
-  t.steps = 7;
-  expectEquivalent(kMlp, {1, 3, 4}, t);
-}
-
 TEST(Equivalence, TwoBWSchedule) {
   Tolerance t;
   t.schedule = "2bw";
-  expectAsynchronousEquivalent(t);
+  expectScheduleEquivalent(t);
   t.recompute = true;
   expectEquivalent(kMlp, {1, 3, 4}, t);
 }
@@ -258,7 +254,7 @@ TEST(Equivalence, TwoBWSchedule) {
 TEST(Equivalence, PipeDreamSchedule) {
   Tolerance t;
   t.schedule = "pipedream";
-  expectAsynchronousEquivalent(t);
+  expectScheduleEquivalent(t);
   expectEquivalent(kMlp, {3, 1, 2}, t);
 }
 

@@ -225,21 +225,22 @@ StepStats StepExecutor::run(const StepInput& in) {
   };
 
   // A replica with fewer microbatches than the others (an epoch's short
-  // last step) joins their per-microbatch allreduces with nothing.
+  // last step) joins their per-microbatch allreduces with nothing: empty
+  // updates after its own, the last of them the step's last.
   const bool perMicrobatch = schedule_.updatePerMicrobatch();
-  std::vector<Action> empty;
-  for (int mb = M; perMicrobatch && mb < in.updates; ++mb) {
-    empty.push_back({ActionKind::kSyncWait, mb});
-    empty.push_back({ActionKind::kOptimizerStep, mb});
+  const std::vector<Action>* steps = &actions;
+  std::vector<Action> padded;
+  if (perMicrobatch && M < in.updates) {
+    padded = actions;
+    for (Action& a : padded) a.final = a.final && a.kind != ActionKind::kOptimizerStep;
+    for (int mb = M; mb < in.updates; ++mb) {
+      padded.push_back({ActionKind::kSyncWait, mb});
+      padded.push_back({ActionKind::kOptimizerStep, mb});
+    }
+    padded.back().final = true;
+    steps = &padded;
   }
-  if (!empty.empty()) {
-    for (Action& a : empty) a.final = false;
-    empty.back().final = true;
-  }
-  const size_t total = actions.size() + empty.size();
-  for (size_t i = 0; i < total; ++i) {
-    Action a = i < actions.size() ? actions[i] : empty[i - actions.size()];
-    if (!empty.empty() && i < actions.size() && a.kind == ActionKind::kOptimizerStep) a.final = false;
+  for (const Action& a : *steps) {
     if (a.step != 0) {
       decide();
       if (*drain) continue;

@@ -1,0 +1,57 @@
+// The planner's costs from a profile (declared in plan/search.h): the
+// chain's times and cuts, each layer's memory, and the transport's measured
+// figures. The search itself is in search.cc.
+#include <algorithm>
+
+#include "plan/search.h"
+
+namespace hydrozoa::plan {
+
+ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth,
+                      Seconds latency) {
+  HZ_CHECK(bandwidth > 0);
+  ChainCosts c;
+  const size_t L = profile.numLayers();
+  for (size_t i = 0; i < L; ++i) {
+    c.forward.push_back(m.layers[i].forward_ms / 1e3);
+    c.backward.push_back(m.layers[i].backward_ms / 1e3);
+    if (i + 1 < L) c.cut.push_back(latency + static_cast<double>(m.layers[i].output_bytes) / bandwidth);
+  }
+  return c;
+}
+
+MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore, Bytes data,
+                        bool sharedSlot, int workingCopies) {
+  MemoryCosts mem;
+  mem.runtime = saturatingAdd(profile.runtime_bytes, m.heap_bytes);
+  mem.data = data;
+  for (size_t i = 0; i < profile.numLayers(); ++i) {
+    const auto& info = profile.layers[i];
+    // Weights, their gradients and the optimizer's state; with recovery's
+    // copy, the weights and state once more; with a slot of shared memory,
+    // the gradients once more (the slot's pages are the worker's own; its
+    // resident size also counts what it reads of its peers' slots, which
+    // the host holds once).
+    const Bytes state = info.parameter_bytes + info.optimizer_state_bytes;
+    mem.fixed.push_back(2 * info.parameter_bytes + info.optimizer_state_bytes + (stepBefore ? state : 0) +
+                        (sharedSlot ? info.parameter_bytes : 0) + workingCopies * info.parameter_bytes);
+    mem.stashed.push_back(m.layers[i].stashed_bytes);
+    mem.workspace.push_back(m.layers[i].workspace_bytes);
+    mem.input.push_back(i == 0 ? m.input_bytes : m.layers[i - 1].output_bytes);
+  }
+  return mem;
+}
+
+std::optional<SharedMemoryCost> sharedMemoryCost(const profile::NetworkProfile& network) {
+  if (!network.shared_memory) return std::nullopt;
+  return SharedMemoryCost{network.shared_memory->seconds_per_byte, network.shared_memory->seconds_per_allreduce,
+                          std::max(2, network.allreduce_workers)};
+}
+
+void useMeasuredTransport(SearchOptions& o, const profile::NetworkProfile& network) {
+  o.allreduce_alpha = std::max(0.0, network.alpha);
+  o.allreduce_beta = network.beta;
+  o.transfer_latency = network.latency;
+}
+
+}  // namespace hydrozoa::plan
