@@ -14,6 +14,7 @@
 #include "model/zoo.h"
 #include "plan/plan.h"
 #include "plan/planners/pipedream_dp.h"
+#include "plan/planners/pipedream_plan.h"
 #include "plan/planners/two_bw_planner.h"
 #include "plan/search.h"
 #include "profile/predict.h"
@@ -237,10 +238,6 @@ Status runPipeDream(const PlanArgs& a, bool json) {
     if (r <= 0) return invalidArgument("--activation-compression must be a positive ratio, e.g. 1 (uncompressed)");
     o.activation_compression = r;
   }
-  if (a.output_given && a.output != "-") {
-    return invalidArgument("--planner pipedream prints its plan (or --json); writing it as plan.json for training "
-                           "comes with the pipedream schedule: drop -o");
-  }
   // A graph.txt is cut where PipeDream cuts it (its antichains); any other
   // profile at the boundaries of its chain of layers.
   plan::PipeDreamStates states;
@@ -248,15 +245,33 @@ Status runPipeDream(const PlanArgs& a, bool json) {
   if (!a.profile.empty()) {
     HZ_ASSIGN_OR_RETURN(text, readTextFile(a.profile));
   }
+  // What plan.json says of the model (-o): a graph.txt's is its file.
+  std::string model = a.profile, device, source = "pipedream";
+  std::vector<std::pair<std::string, std::string>> modelOptions;
+  std::int64_t microbatchSize = 1;
   if (profile::looksLikePipeDreamGraph(text)) {
     HZ_ASSIGN_OR_RETURN(const profile::PipeDreamGraph graph, profile::parsePipeDreamGraph(text, a.profile));
     HZ_ASSIGN_OR_RETURN(states, plan::pipeDreamStates(graph));
+    HZ_ASSIGN_OR_RETURN(microbatchSize, parseCount(a.graph_batch_size, "--graph-batch-size", kSamplesRange));
   } else {
     HZ_ASSIGN_OR_RETURN(const auto globalBatch, optionalCount(a.global_batch, "--global-batch", kSamplesRange));
     HZ_ASSIGN_OR_RETURN(profile::Profile prof, obtainProfile(a, globalBatch));
     states = plan::pipeDreamChain(prof);
+    model = prof.model;
+    modelOptions = prof.options;
+    device = prof.device;
+    source = prof.source;
+    microbatchSize = prof.measurements.front().microbatch_size;
   }
   HZ_ASSIGN_OR_RETURN(const plan::PipeDreamResult r, plan::planPipeDream(states, o));
+  if (a.output_given && a.output != "-") {
+    plan::Plan p = plan::pipeDreamPlan(r, states, o, microbatchSize);
+    p.model = model;
+    p.model_options = modelOptions;
+    p.device = device;
+    p.profile_source = source;
+    HZ_RETURN_IF_ERROR(plan::savePlan(p, a.output));
+  }
   if (json) {
     Json levels = Json::array();
     for (const auto& level : r.levels) {
@@ -277,6 +292,7 @@ Status runPipeDream(const PlanArgs& a, bool json) {
     return Status();
   }
   std::cout << plan::renderPipeDream(r, o, states);
+  if (a.output_given && a.output != "-") std::cout << "Wrote " << a.output << " (schedule pipedream)\n";
   return Status();
 }
 

@@ -54,6 +54,11 @@ Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spe
       }
     }
   }
+  if (!p.evenlyReplicated()) {
+    return invalidArgument(fmt::format("{} replicates its stages unevenly; hydrozoa train runs each stage with the "
+                                       "same copies for now",
+                                       origin));
+  }
   if (p.data_parallel * p.pipeline_stages > spec.workers) {
     return invalidArgument(fmt::format("{} needs {}×{} = {} workers but cluster.workers is {}", origin, p.data_parallel,
                                        p.pipeline_stages, p.data_parallel * p.pipeline_stages, spec.workers));

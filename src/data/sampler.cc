@@ -38,12 +38,26 @@ void EpochSampler::share(std::int64_t step, int replica, std::int64_t* begin, st
 }
 
 int EpochSampler::microbatches(std::int64_t step, int replica) const {
+  if (o_.round_robin) {
+    const std::int64_t K = (stepSamples(step) + o_.microbatch_size - 1) / o_.microbatch_size;
+    return K > replica ? static_cast<int>((K - replica - 1) / o_.replicas + 1) : 0;
+  }
   std::int64_t begin = 0, size = 0;
   share(step, replica, &begin, &size);
   return static_cast<int>((size + o_.microbatch_size - 1) / o_.microbatch_size);
 }
 
+int EpochSampler::stepMicrobatches(std::int64_t step) const {
+  int n = 0;
+  for (int r = 0; r < o_.replicas; ++r) n += microbatches(step, r);
+  return n;
+}
+
 std::int64_t EpochSampler::microbatchSize(std::int64_t step, int replica, int mb) const {
+  if (o_.round_robin) {
+    const std::int64_t k = static_cast<std::int64_t>(mb) * o_.replicas + replica;
+    return std::clamp<std::int64_t>(stepSamples(step) - k * o_.microbatch_size, 0, o_.microbatch_size);
+  }
   std::int64_t begin = 0, size = 0;
   share(step, replica, &begin, &size);
   return std::clamp<std::int64_t>(size - mb * o_.microbatch_size, 0, o_.microbatch_size);
@@ -71,6 +85,12 @@ std::vector<std::int64_t> EpochSampler::indices(std::int64_t epoch, std::int64_t
 std::vector<std::int64_t> EpochSampler::indicesIn(const std::vector<std::int64_t>& perm, std::int64_t step,
                                                   int replica, int mb) const {
   HZ_CHECK(static_cast<std::int64_t>(perm.size()) == o_.dataset_size);
+  if (o_.round_robin) {
+    const std::int64_t k = static_cast<std::int64_t>(mb) * o_.replicas + replica;
+    const std::int64_t first = step * o_.global_batch + k * o_.microbatch_size;
+    const std::int64_t n = microbatchSize(step, replica, mb);
+    return std::vector<std::int64_t>(perm.begin() + first, perm.begin() + first + n);
+  }
   std::int64_t begin = 0, size = 0;
   share(step, replica, &begin, &size);
   const std::int64_t n = microbatchSize(step, replica, mb);

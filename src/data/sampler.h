@@ -11,6 +11,12 @@
 // disjoint shards, and a short last step has fewer or smaller microbatches
 // (never more than M). With drop_last the short last step is skipped.
 //
+// Round-robin (stages replicated unevenly, NOTE [Unevenly replicated stages]
+// in plan/plan.cc): the step's samples are cut in order into microbatches of
+// m (a short step's last one smaller) and microbatch k goes to replica
+// k mod A, as its microbatch k div A. Each stage of such a pipeline has
+// its own A, and microbatch k holds the same samples on all of them.
+//
 // Thread-safety: immutable after construction.
 #pragma once
 
@@ -27,6 +33,7 @@ struct SamplerOptions {
   std::uint64_t seed = 0;
   bool shuffle = true;
   bool drop_last = false;
+  bool round_robin = false;
 };
 
 class EpochSampler {
@@ -46,6 +53,8 @@ class EpochSampler {
 
   // Number of non-empty microbatches replica `replica` has at `step` (<= M).
   int microbatches(std::int64_t step, int replica) const;
+  // ... and all replicas together.
+  int stepMicrobatches(std::int64_t step) const;
 
   // Samples in microbatch `mb` of `replica` at `step` (0 when it does not
   // exist); cheap, no permutation (for stages that read no data).

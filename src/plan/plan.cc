@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/limits.h"
 #include "core/table.h"
@@ -119,15 +120,72 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
   return p;
 }
 
+namespace {
+
+// NOTE [Unevenly replicated stages]
+// PipeDream's planner may give stage s its own number of copies r_s
+// (1F1B-RR, seed 003 §2.3): the step's K = data_parallel · num_microbatches
+// microbatches go round-robin over each stage's copies, microbatch k to
+// copy k mod r_s, so the input stage's copies are the plan's
+// data_parallel and every r_s must divide K (else the copies of a stage
+// would not each take the same share).
+Status checkReplicas(Plan& p, const std::string& origin) {
+  if (p.stages.front().replicas != p.data_parallel) {
+    return parseError(fmt::format("{}: stages[0].replicas is {} but strategy.data_parallel is {}: the input stage's "
+                                  "copies are the plan's data-parallel degree",
+                                  origin, p.stages.front().replicas, p.data_parallel));
+  }
+  const std::int64_t K = std::int64_t{p.data_parallel} * p.num_microbatches;
+  std::int64_t workers = 0;
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    workers += p.replicasOf(s);
+    if (K % p.replicasOf(s) != 0) {
+      return parseError(fmt::format("{}: stages[{}].replicas is {}, which does not divide the {} microbatches of a step "
+                                    "(data_parallel {} × num_microbatches {}): microbatches go round-robin over a "
+                                    "stage's copies; make num_microbatches a multiple of {}",
+                                    origin, s, p.replicasOf(s), K, p.data_parallel, p.num_microbatches,
+                                    std::lcm(p.replicasOf(s), p.data_parallel) / p.data_parallel));
+    }
+  }
+  if (workers > kWorkersRange.max) {
+    return parseError(fmt::format("{}: the stages' replicas add up to {} workers, out of range; expected {}", origin,
+                                  workers, describeRange(kWorkersRange)));
+  }
+  if (!p.evenlyReplicated() && p.chunks > 1) {
+    return parseError(fmt::format("{}: the interleaved schedule needs every stage replicated alike "
+                                  "(strategy.data_parallel copies each)",
+                                  origin));
+  }
+  p.workers = static_cast<int>(workers);  // unless inputs.workers says more
+  return Status();
+}
+
+}  // namespace
+
+bool Plan::evenlyReplicated() const {
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (replicasOf(s) != data_parallel) return false;
+  }
+  return true;
+}
+
+int Plan::workersUsed() const {
+  int n = 0;
+  for (size_t s = 0; s < stages.size(); ++s) n += replicasOf(s);
+  return n;
+}
+
 Json planToJson(const Plan& p) {
   Json options = Json::object();
   for (const auto& [k, v] : p.model_options) options[k] = v;
   Json stages = Json::array();
-  for (const auto& s : p.stages) {
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    const PlanStage& s = p.stages[i];
     Json chunks = Json::array();
     for (const LayerRange& r : s.chunks) chunks.push_back({r.first, r.last});
     stages.push_back({{"first_layer", s.first_layer},
                       {"last_layer", s.last_layer},
+                      {"replicas", p.replicasOf(i)},
                       {"memory_bytes", s.memory_bytes},
                       {"parameter_bytes", s.parameter_bytes},
                       {"forward_seconds", s.forward_seconds},
@@ -267,12 +325,12 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
                                   "expected {}",
                                   origin, p.data_parallel, p.pipeline_stages, workers, describeRange(kWorkersRange)));
   }
-  p.workers = p.data_parallel * p.pipeline_stages;  // unless inputs.workers says more
   for (size_t i = 0; i < stages.size(); ++i) {
     ObjectReader r(stages[i], top.element("stages", i));
     PlanStage s;
     s.first_layer = static_cast<int>(r.integer("first_layer", 0, kLayersRange.max - 1));
     s.last_layer = static_cast<int>(r.integer("last_layer", 0, kLayersRange.max - 1));
+    s.replicas = static_cast<int>(r.optCount("replicas", kWorkersRange).value_or(p.data_parallel));
     s.memory_bytes = bytesIn(r, "memory_bytes");
     s.parameter_bytes = optBytesIn(r, "parameter_bytes").value_or(0);
     s.forward_seconds = optSeconds(r, "forward_seconds");
@@ -315,6 +373,7 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     return parseError(fmt::format("{}: strategy.pipeline_stages is {} but stages lists {}", origin, p.pipeline_stages,
                                   p.stages.size()));
   }
+  HZ_RETURN_IF_ERROR(checkReplicas(p, origin));
   // The pieces (stages, or interleaved their chunks in model order) tile the model.
   const std::vector<LayerRange> pieces = p.pieces();
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -440,16 +499,22 @@ std::string renderPlanTable(const Plan& p) {
     }
   }
   out += alts.render();
-  out += fmt::format("\nChosen: {}×{} ({} data-parallel {} of a pipeline of {} stage{}), {} microbatch{} of {} = {} "
-                     "samples per iteration, schedule {}{}{}\n",
-                     p.data_parallel, p.pipeline_stages, p.data_parallel, p.data_parallel == 1 ? "copy" : "copies",
-                     p.pipeline_stages, p.pipeline_stages == 1 ? "" : "s", p.num_microbatches,
-                     p.num_microbatches == 1 ? "" : "es", p.microbatch_size, p.globalBatch(), scheduleName(p.schedule),
+  std::string strategy = fmt::format("{}×{} ({} data-parallel {} of a pipeline of {} stage{})", p.data_parallel,
+                                     p.pipeline_stages, p.data_parallel, p.data_parallel == 1 ? "copy" : "copies",
+                                     p.pipeline_stages, p.pipeline_stages == 1 ? "" : "s");
+  if (!p.evenlyReplicated()) {
+    strategy = fmt::format("{} stages on {} workers, each stage's copies taking microbatches round-robin",
+                           p.pipeline_stages, p.workersUsed());
+  }
+  // Per copy of the pipeline; unevenly replicated, the step's.
+  const std::int64_t microbatches = p.num_microbatches * (p.evenlyReplicated() ? 1 : p.data_parallel);
+  out += fmt::format("\nChosen: {}, {} microbatch{} of {} = {} samples per iteration, schedule {}{}{}\n", strategy,
+                     microbatches, microbatches == 1 ? "" : "es", p.microbatch_size, p.globalBatch(), scheduleName(p.schedule),
                      p.chunks > 1 ? fmt::format(" with {} chunks per stage", p.chunks) : "",
                      p.recompute ? ", activations recomputed" : "");
-  TextTable stages(
-      {"stage", "layers", "fwd/mb", "bwd/mb", "params", "memory", "allreduce", "update", "worker", "$/h each"},
-      {true, false, true, true, true, true, true, true, false, true});
+  TextTable stages({"stage", "layers", "replicas", "fwd/mb", "bwd/mb", "params", "memory", "allreduce", "update",
+                    "worker", "$/h each"},
+                   {true, false, true, true, true, true, true, true, true, false, true});
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const PlanStage& st = p.stages[s];
     std::string layers = fmt::format("{}-{}", st.first_layer, st.last_layer);
@@ -467,7 +532,7 @@ std::string renderPlanTable(const Plan& p) {
                     : fmt::format(" ({}..{})", shortName(p.layer_names[st.first_layer]),
                                   shortName(p.layer_names[st.last_layer]));
     }
-    stages.addRow({std::to_string(s), layers, formatSeconds(st.forward_seconds), formatSeconds(st.backward_seconds),
+    stages.addRow({std::to_string(s), layers, std::to_string(p.replicasOf(s)), formatSeconds(st.forward_seconds), formatSeconds(st.backward_seconds),
                    formatBytes(st.parameter_bytes), formatBytes(st.memory_bytes), formatSeconds(st.allreduce_seconds),
                    formatSeconds(st.update_seconds), st.worker, formatUsd(st.cost_per_hour)});
   }

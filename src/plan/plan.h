@@ -31,6 +31,10 @@ struct PlanStage {
   std::vector<LayerRange> layerRanges() const {
     return chunks.empty() ? std::vector<LayerRange>{{first_layer, last_layer}} : chunks;
   }
+  // Its copies (plan.json "replicas"); 0: the plan's data_parallel. Stages
+  // replicated unevenly (PipeDream's 1F1B-RR) take the step's microbatches
+  // round-robin: NOTE [Unevenly replicated stages] in plan.cc.
+  int replicas = 0;
   Bytes memory_bytes = 0;
   Bytes parameter_bytes = 0;
   Seconds forward_seconds = 0, backward_seconds = 0;
@@ -95,6 +99,11 @@ struct Plan {
   std::vector<PlanAlternative> alternatives;
 
   std::int64_t globalBatch() const { return data_parallel * microbatch_size * num_microbatches; }
+  // Stage s's copies; whether every stage has data_parallel of them; the
+  // workers all stages take.
+  int replicasOf(size_t s) const { return stages[s].replicas > 0 ? stages[s].replicas : data_parallel; }
+  bool evenlyReplicated() const;
+  int workersUsed() const;
   // The model's pieces in order: the stages' layer ranges, or interleaved,
   // chunk 0 of every stage, then chunk 1, ...
   std::vector<LayerRange> pieces() const;

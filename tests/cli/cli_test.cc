@@ -15,6 +15,7 @@
 
 #include "core/files.h"
 #include "plan/cost/pipeline.h"
+#include "plan/plan.h"
 
 namespace hydrozoa {
 namespace {
@@ -262,6 +263,16 @@ TEST_F(Cli, PipeDreamPlannerAsWritten) {
   expectError({"plan", "--profile", vgg, "--planner", "pipedream", "--machines", "0", "--bandwidth", "1GB/s"},
               "--machines");
   expectError({"plan", "--profile", vgg, "--planner", "gavel", "--workers", "2"}, "unknown planner \"gavel\"");
+  // -o: the partition as a plan.json, its stages replicated unevenly.
+  r = run({"plan", "--profile", vgg, "--planner", "pipedream", "--machines", "4", "--bandwidth", "1GB/s", "-o",
+           "plan.json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Wrote plan.json (schedule pipedream)"), std::string::npos) << r.out;
+  auto p = plan::loadPlan(path("plan.json"));
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->schedule, plan::ScheduleKind::kPipeDream);
+  EXPECT_EQ(p->replicasOf(0), 3);
+  EXPECT_EQ(p->replicasOf(1), 1);
 }
 
 // Issue 9 §2: `--device cpu` calibrates this CPU per layer kind, says so,

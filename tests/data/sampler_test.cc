@@ -13,13 +13,14 @@ struct Shape {
   std::int64_t n, G;
   int A;
   std::int64_t m;
+  bool roundRobin = false;
 };
 
 class EverySampleOnce : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(EverySampleOnce, AcrossStepsReplicasAndMicrobatches) {
   const Shape c = GetParam();
-  SamplerOptions o{c.n, c.G, c.A, c.m, 11, true, false};
+  SamplerOptions o{c.n, c.G, c.A, c.m, 11, true, false, c.roundRobin};
   EpochSampler s(o);
   const std::int64_t M = c.G / (c.A * c.m);
   EXPECT_EQ(s.microbatchesPerStep(), M);
@@ -40,6 +41,9 @@ TEST_P(EverySampleOnce, AcrossStepsReplicasAndMicrobatches) {
         EXPECT_EQ(s.microbatchSize(step, r, s.microbatches(step, r)), 0);
       }
       EXPECT_EQ(stepTotal, s.stepSamples(step));
+      int microbatches = 0;
+      for (int r = 0; r < c.A; ++r) microbatches += s.microbatches(step, r);
+      EXPECT_EQ(s.stepMicrobatches(step), microbatches);
     }
     ASSERT_EQ(static_cast<std::int64_t>(seen.size()), c.n) << "epoch " << epoch;
     for (std::int64_t i = 0; i < c.n; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
@@ -50,6 +54,32 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EverySampleOnce,
                          ::testing::Values(Shape{100, 20, 2, 5}, Shape{101, 20, 2, 5}, Shape{7, 24, 3, 4},
                                            Shape{60, 24, 4, 2}, Shape{1, 8, 2, 4}, Shape{1000, 64, 1, 64},
                                            Shape{997, 36, 3, 3}, Shape{50, 6, 3, 1}));
+INSTANTIATE_TEST_SUITE_P(RoundRobin, EverySampleOnce,
+                         ::testing::Values(Shape{100, 20, 2, 5, true}, Shape{101, 20, 2, 5, true},
+                                           Shape{7, 24, 3, 4, true}, Shape{60, 24, 4, 2, true},
+                                           Shape{1, 8, 2, 4, true}, Shape{997, 36, 3, 3, true},
+                                           Shape{50, 6, 3, 1, true}));
+
+// Round-robin: microbatch k of a step holds the same samples whatever the
+// replicas it is dealt over (each stage of an unevenly replicated pipeline
+// has its own), as replica k mod A's microbatch k div A; a short step's
+// microbatches are full but its last.
+TEST(EpochSampler, RoundRobinDealsTheSameMicrobatchesOverAnyReplicas) {
+  const EpochSampler one({50, 12, 1, 2, 5, true, false, true});
+  for (int A : {2, 3, 6}) {
+    const EpochSampler s({50, 12, A, 2, 5, true, false, true});
+    ASSERT_EQ(s.stepsPerEpoch(), 5);
+    for (std::int64_t step = 0; step < s.stepsPerEpoch(); ++step) {
+      const int K = one.stepMicrobatches(step);
+      EXPECT_EQ(s.stepMicrobatches(step), K);
+      for (int k = 0; k < K; ++k) {
+        EXPECT_EQ(s.indices(1, step, k % A, k / A), one.indices(1, step, 0, k)) << A << " " << step << " " << k;
+        EXPECT_EQ(s.microbatchSize(step, k % A, k / A), k + 1 < K ? 2 : one.microbatchSize(step, 0, k));
+      }
+    }
+  }
+  EXPECT_EQ(one.stepMicrobatches(4), 1);  // 50 = 4·12 + 2
+}
 
 TEST(EpochSampler, ReplicasHoldDisjointShards) {
   EpochSampler s({200, 40, 4, 5, 1, true, false});

@@ -1,6 +1,7 @@
 // PipeDream's optimizer (plan/planners/pipedream_dp.h) against brute force
 // on small chains, and by hand.
 #include "plan/planners/pipedream_dp.h"
+#include "plan/planners/pipedream_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -227,6 +228,45 @@ TEST(PipeDreamDp, ReproducesThePublishedOptimizerOnItsProfiles) {
     for (const PipeDreamStage& s : r->levels.front()) top.emplace_back(s.first_layer, s.last_layer + 1, s.replicas);
     EXPECT_EQ(top, c.top);
   }
+}
+
+// The partition as plan.json: the lowest level's stages with the replicas
+// of the levels above multiplied in, NOAM microbatches per input-stage copy
+// (raised until every stage's copies divide a step's), the slowest stage's
+// time per microbatch.
+TEST(PipeDreamPlan, FlattensTheLevelsIntoAPlan) {
+  const PipeDreamStates states = publishedStates("vgg16");
+  PipeDreamOptions o;
+  o.levels = {{4, 1e9}};
+  auto r = planPipeDream(states, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Plan p = pipeDreamPlan(*r, states, o, 64);
+  EXPECT_EQ(p.schedule, ScheduleKind::kPipeDream);
+  ASSERT_EQ(p.stages.size(), 2u);
+  EXPECT_EQ(p.stages[0].last_layer, 14);
+  EXPECT_EQ(p.replicasOf(0), 3);
+  EXPECT_EQ(p.replicasOf(1), 1);
+  EXPECT_EQ(p.data_parallel, 3);
+  EXPECT_EQ(p.num_microbatches, 2);  // ⌈4 / 3⌉
+  EXPECT_EQ(p.workersUsed(), 4);
+  EXPECT_NEAR(p.iteration_seconds, 6 * r->time_per_stage, 1e-12);
+  EXPECT_NEAR(p.samples_per_second, 64 / r->time_per_stage, 1e-9);
+  EXPECT_NEAR(p.stages[0].forward_seconds + p.stages[0].backward_seconds, r->levels[0][0].compute, 1e-12);
+  EXPECT_GT(p.stages[0].forward_seconds, 0);
+  auto back = planFromJson(planToJson(p), "plan.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->replicasOf(0), 3);
+
+  o.levels = {{4, 1e10}, {4, 1e9}};
+  r = planPipeDream(states, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  p = pipeDreamPlan(*r, states, o, 1);
+  EXPECT_EQ(p.workersUsed(), 16);
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    EXPECT_EQ(p.data_parallel * p.num_microbatches % p.replicasOf(s), 0) << s;
+  }
+  back = planFromJson(planToJson(p), "plan.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
 }
 
 TEST(PipeDreamDp, BadOptionsAreErrors) {

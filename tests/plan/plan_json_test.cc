@@ -21,6 +21,21 @@ Plan samplePlan() {
   return makePlan(*r, prof, o, "aci");
 }
 
+// 1 copy of a 2-stage pipeline, 4 microbatches of 8.
+Plan pipelinePlan() {
+  const auto prof = testing::toyProfile(10);
+  SearchOptions o;
+  o.workers = 4;
+  o.bandwidth = 1e9;
+  o.global_batch = 32;
+  o.data_parallel = 1;
+  o.stages = 2;
+  o.microbatches = 4;
+  auto r = searchPlan(prof, *loadCatalog("aci"), o);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return makePlan(*r, prof, o, "aci");
+}
+
 TEST(PlanJson, HasTheContractFields) {
   const Json j = planToJson(samplePlan());
   EXPECT_TRUE(j["strategy"]["data_parallel"].is_number_integer());
@@ -108,6 +123,9 @@ TEST(PlanJson, RejectsInconsistentPlans) {
       {[](Json& j) { j["stages"].push_back(j["stages"].back()); }, "but stages lists"},
       {[](Json& j) { j["stages"].back()["last_layer"] = 5; j["stages"].back()["first_layer"] = 0; j["stages"] = Json::array({j["stages"].back()}); j["strategy"]["pipeline_stages"] = 1; }, "the model has 10 layers"},
       {[](Json& j) { j.erase("stages"); }, "plan.json.stages: missing"},
+      {[](Json& j) { j["stages"][0]["replicas"] = 3; },
+       "stages[0].replicas is 3 but strategy.data_parallel is 4: the input stage's copies"},
+      {[](Json& j) { j["stages"][0]["replicas"] = 0; }, "plan.json.stages[0].replicas: 0 is out of range"},
       {[](Json& j) { j["schedule"] = "pipedream-9"; },
        "plan.json.schedule: unknown pipeline schedule \"pipedream-9\"; available: gpipe, 1f1b, interleaved"},
   };
@@ -118,6 +136,37 @@ TEST(PlanJson, RejectsInconsistentPlans) {
     ASSERT_FALSE(r.ok()) << c.expect;
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
   }
+}
+
+// Stages with their own copies (1F1B-RR): written per stage, read back,
+// the workers their sum; absent, every stage has data_parallel.
+TEST(PlanJson, StagesReplicatedUnevenly) {
+  Json j = planToJson(pipelinePlan());
+  ASSERT_EQ(j["strategy"]["data_parallel"], 1);
+  ASSERT_EQ(j["num_microbatches"], 4);
+  ASSERT_GE(j["stages"].size(), 2u);
+  for (const auto& s : j["stages"]) EXPECT_EQ(s["replicas"], 1);
+  j["stages"][1]["replicas"] = 2;
+  auto p = planFromJson(j, "plan.json");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_FALSE(p->evenlyReplicated());
+  EXPECT_EQ(p->replicasOf(1), 2);
+  EXPECT_EQ(p->workersUsed(), static_cast<int>(j["stages"].size()) + 1);
+  EXPECT_EQ(planToJson(*p)["stages"][1]["replicas"], 2);
+  EXPECT_NE(renderPlanTable(*p).find("each stage's copies taking microbatches round-robin"), std::string::npos);
+  for (auto& s : j["stages"]) s.erase("replicas");
+  p = planFromJson(j, "plan.json");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_TRUE(p->evenlyReplicated());
+  // A stage's copies must share a step's microbatches evenly.
+  j["stages"][1]["replicas"] = 3;
+  p = planFromJson(j, "plan.json");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("plan.json: stages[1].replicas is 3, which does not divide the 4 microbatches of "
+                                      "a step (data_parallel 1 × num_microbatches 4): microbatches go round-robin over "
+                                      "a stage's copies; make num_microbatches a multiple of 3"),
+            std::string::npos)
+      << p.status().message();
 }
 
 TEST(PlanJson, TruncatedFile) {

@@ -34,11 +34,12 @@ using Bits = std::vector<bool>;
 
 PipeDreamStates chainStates(const std::vector<double>& compute, const std::vector<double>& activation,
                             const std::vector<double>& parameters, const std::vector<double>& boundary,
-                            std::vector<std::string> names) {
+                            std::vector<std::string> names, const std::vector<double>& forward) {
   PipeDreamStates s;
-  double c = 0, a = 0, p = 0;
+  double c = 0, a = 0, p = 0, f = 0;
   for (size_t i = 0; i < compute.size(); ++i) {
     s.compute.push_back(c += compute[i]);
+    if (i < forward.size()) s.forward.push_back(f += forward[i]);
     s.activation.push_back(a += activation[i]);
     s.parameters.push_back(p += parameters[i]);
   }
@@ -49,16 +50,17 @@ PipeDreamStates chainStates(const std::vector<double>& compute, const std::vecto
 
 PipeDreamStates pipeDreamChain(const profile::Profile& profile) {
   const profile::Measurement& m = profile.measurements.front();
-  std::vector<double> compute, activation, parameters, boundary;
+  std::vector<double> compute, activation, parameters, boundary, forward;
   std::vector<std::string> names;
   for (size_t i = 0; i < profile.numLayers(); ++i) {
     compute.push_back((m.layers[i].forward_ms + m.layers[i].backward_ms) / 1e3);
+    forward.push_back(m.layers[i].forward_ms / 1e3);
     activation.push_back(static_cast<double>(m.layers[i].stashed_bytes));
     parameters.push_back(static_cast<double>(profile.layers[i].parameter_bytes));
     boundary.push_back(static_cast<double>(m.layers[i].output_bytes));
     names.push_back(profile.layers[i].name);
   }
-  return chainStates(compute, activation, parameters, boundary, std::move(names));
+  return chainStates(compute, activation, parameters, boundary, std::move(names), forward);
 }
 
 Result<PipeDreamStates> pipeDreamStates(const profile::PipeDreamGraph& g) {
@@ -226,14 +228,16 @@ Result<PipeDreamStates> pipeDreamStates(const profile::PipeDreamGraph& g) {
       boundary += g.nodes[x].activation_bytes;
       name += (name.empty() ? "" : ",") + g.nodes[x].id;
     }
-    double compute = 0, activation = 0, parameters = 0;
+    double compute = 0, activation = 0, parameters = 0, forward = 0;
     for (size_t v = 0; v < n; ++v) {
       if (!all[v] || !alive[v]) continue;
       compute += (g.nodes[v].forward_ms + g.nodes[v].backward_ms) / 1e3;
+      forward += g.nodes[v].forward_ms / 1e3;
       activation += g.nodes[v].activation_bytes;
       parameters += g.nodes[v].parameter_bytes;
     }
     s.compute.push_back(compute);
+    s.forward.push_back(forward);
     s.activation.push_back(activation);
     s.parameters.push_back(parameters);
     s.boundary.push_back(boundary);

@@ -58,6 +58,7 @@ struct PipeDreamOptions {
 // A stage from after state i−1 through state j holds the differences.
 struct PipeDreamStates {
   std::vector<double> compute, activation, parameters;  // up to and including the state
+  std::vector<double> forward;  // the forward part of compute (empty: not known)
   std::vector<double> boundary;
   // Per state, the states before it (transitively, ascending); empty for a
   // chain, where they are all earlier states.
@@ -70,7 +71,7 @@ struct PipeDreamStates {
 // crossing a boundary after it.
 PipeDreamStates chainStates(const std::vector<double>& compute, const std::vector<double>& activation,
                             const std::vector<double>& parameters, const std::vector<double>& boundary,
-                            std::vector<std::string> names = {});
+                            std::vector<std::string> names = {}, const std::vector<double>& forward = {});
 
 // A profile's first measurement as a chain of its layers.
 PipeDreamStates pipeDreamChain(const profile::Profile& profile);

@@ -1,0 +1,81 @@
+#include "plan/planners/pipedream_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hydrozoa::plan {
+
+Plan pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates& states, const PipeDreamOptions& options,
+                   std::int64_t microbatch_size) {
+  auto range = [](const std::vector<double>& cumulative, int i, int j) {
+    if (cumulative.empty()) return 0.0;
+    return cumulative[static_cast<size_t>(j)] - (i > 0 ? cumulative[static_cast<size_t>(i - 1)] : 0.0);
+  };
+  // The lowest level's stages; each lies within one stage of every level
+  // above, whose replicas multiply its own.
+  std::vector<PipeDreamStage> flat = result.levels.back();
+  for (PipeDreamStage& s : flat) {
+    for (size_t k = 0; k + 1 < result.levels.size(); ++k) {
+      for (const PipeDreamStage& above : result.levels[k]) {
+        if (above.first_layer <= s.first_layer && s.last_layer <= above.last_layer) s.replicas *= above.replicas;
+      }
+    }
+  }
+  Plan p;
+  p.layer_names = states.names;
+  p.schedule = ScheduleKind::kPipeDream;
+  p.pipeline_stages = static_cast<int>(flat.size());
+  p.data_parallel = flat.front().replicas;
+  p.microbatch_size = microbatch_size;
+  int workers = 0;
+  for (const PipeDreamStage& s : flat) workers += s.replicas;
+  // NOAM, then the first count every stage's copies divide.
+  std::int64_t M = (workers + p.data_parallel - 1) / p.data_parallel;
+  auto divides = [&](std::int64_t m) {
+    return std::all_of(flat.begin(), flat.end(),
+                       [&](const PipeDreamStage& s) { return (p.data_parallel * m) % s.replicas == 0; });
+  };
+  while (!divides(M)) ++M;
+  p.num_microbatches = M;
+  int downstream = workers;  // the machines of this stage and the ones after it
+  for (const PipeDreamStage& s : flat) {
+    PlanStage st;
+    st.first_layer = s.first_layer;
+    st.last_layer = s.last_layer;
+    st.replicas = s.replicas;
+    const double forward = range(states.forward, s.first_layer, s.last_layer);
+    st.forward_seconds = states.forward.empty() ? 0 : forward;
+    st.backward_seconds = s.compute - st.forward_seconds;
+    st.parameter_bytes = static_cast<Bytes>(range(states.parameters, s.first_layer, s.last_layer));
+    // PipeDream's memory per machine: a weight version and the activations
+    // of each microbatch in flight on it.
+    const double inFlight = std::ceil(static_cast<double>(downstream) / s.replicas);
+    st.memory_bytes = static_cast<Bytes>(
+        inFlight * (range(states.activation, s.first_layer, s.last_layer) + range(states.parameters, s.first_layer,
+                                                                                   s.last_layer)));
+    downstream -= s.replicas;
+    p.stages.push_back(st);
+  }
+  p.workers = workers;
+  p.bandwidth = options.levels.front().bandwidth;
+  if (options.memory_limit) p.memory_limit = *options.memory_limit;
+  p.iteration_seconds = p.pipeline_seconds = result.time_per_stage * static_cast<double>(p.data_parallel * M);
+  p.samples_per_second =
+      result.time_per_stage > 0 ? static_cast<double>(microbatch_size) / result.time_per_stage : 0;
+  p.objective = "time";
+  p.platform = "pipedream";
+  PlanAlternative chosen;
+  chosen.data_parallel = p.data_parallel;
+  chosen.pipeline_stages = p.pipeline_stages;
+  chosen.microbatch_size = p.microbatch_size;
+  chosen.num_microbatches = p.num_microbatches;
+  chosen.feasible = chosen.chosen = true;
+  chosen.note = "PipeDream's optimizer";
+  chosen.iteration_seconds = p.iteration_seconds;
+  chosen.samples_per_second = p.samples_per_second;
+  for (const PlanStage& s : p.stages) chosen.max_worker_memory = std::max(chosen.max_worker_memory, s.memory_bytes);
+  p.alternatives.push_back(chosen);
+  return p;
+}
+
+}  // namespace hydrozoa::plan
