@@ -1,5 +1,6 @@
 // `hydrozoa plan`: the best hybrid-parallel plan for a worker budget.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -181,7 +182,9 @@ Result<plan::Plan> planSchedules(const PlanArgs& a, const profile::Profile& prof
     table.addRow({chosen ? "*" : "", name, fmt::format("{}×{}", c.data_parallel, c.stages),
                   fmt::format("{} × {}", c.microbatches, c.microbatch_size), formatSeconds(c.iteration),
                   fmt::format("{:.1f}", c.samples_per_second), formatBytes(memory),
-                  plan::staleness(kind) == plan::kPerStage ? "per-stage" : std::to_string(plan::staleness(kind)), ""});
+                  plan::staleness(kind) == plan::kPerStage      ? "per-stage"
+                  : plan::staleness(kind) == plan::kStagesLess1 ? "p - 1"
+                                                                : std::to_string(plan::staleness(kind)), ""});
   }
   if (!best) return rows.front().result.status();
   if (!json) {
@@ -249,27 +252,40 @@ Status runPipeDream(const PlanArgs& a, bool json) {
   std::string model = a.profile, device, source = "pipedream";
   std::vector<std::pair<std::string, std::string>> modelOptions;
   std::int64_t microbatchSize = 1;
+  HZ_ASSIGN_OR_RETURN(const auto globalBatch, optionalCount(a.global_batch, "--global-batch", kSamplesRange));
+  HZ_ASSIGN_OR_RETURN(const auto pinnedSize, optionalCount(a.microbatch_size, "--microbatch-size", kSamplesRange));
   if (profile::looksLikePipeDreamGraph(text)) {
     HZ_ASSIGN_OR_RETURN(const profile::PipeDreamGraph graph, profile::parsePipeDreamGraph(text, a.profile));
     HZ_ASSIGN_OR_RETURN(states, plan::pipeDreamStates(graph));
     HZ_ASSIGN_OR_RETURN(microbatchSize, parseCount(a.graph_batch_size, "--graph-batch-size", kSamplesRange));
   } else {
-    HZ_ASSIGN_OR_RETURN(const auto globalBatch, optionalCount(a.global_batch, "--global-batch", kSamplesRange));
     HZ_ASSIGN_OR_RETURN(profile::Profile prof, obtainProfile(a, globalBatch));
-    states = plan::pipeDreamChain(prof);
+    // The microbatch: the pinned size (measured in the profile), else its first.
+    microbatchSize = prof.measurements.front().microbatch_size;
+    if (pinnedSize) {
+      std::vector<std::int64_t> sizes;
+      for (const auto& m : prof.measurements) sizes.push_back(m.microbatch_size);
+      if (std::find(sizes.begin(), sizes.end(), *pinnedSize) == sizes.end()) {
+        return invalidArgument(fmt::format("--microbatch-size {}: the profile has microbatches of {} only; profile "
+                                           "that size too (--microbatch-sizes)",
+                                           *pinnedSize, fmt::join(sizes, ", ")));
+      }
+      microbatchSize = *pinnedSize;
+    }
+    states = plan::pipeDreamChain(prof, microbatchSize);
     model = prof.model;
     modelOptions = prof.options;
     device = prof.device;
     source = prof.source;
-    microbatchSize = prof.measurements.front().microbatch_size;
   }
   HZ_ASSIGN_OR_RETURN(const plan::PipeDreamResult r, plan::planPipeDream(states, o));
   if (a.output_given && a.output != "-") {
-    plan::Plan p = plan::pipeDreamPlan(r, states, o, microbatchSize);
+    HZ_ASSIGN_OR_RETURN(plan::Plan p, plan::pipeDreamPlan(r, states, o, microbatchSize, globalBatch));
     p.model = model;
     p.model_options = modelOptions;
     p.device = device;
     p.profile_source = source;
+    if (globalBatch) p.global_batch_requested = *globalBatch;
     HZ_RETURN_IF_ERROR(plan::savePlan(p, a.output));
   }
   if (json) {
@@ -522,8 +538,8 @@ void addPlanCommand(CLI::App& app, Status* status) {
   cmd->add_option("--microbatches", args->microbatches, "Pin the number of microbatches per iteration");
   cmd->add_option("--partition", args->partition, "Pin the stages as layer ranges, e.g. 0-3,4-9,10-17");
   cmd->add_option("--schedule", args->schedule,
-                  "Pipeline schedule to plan for: gpipe, 1f1b, interleaved, 2bw, pipedream, or auto (every schedule's best plan side "
-                  "by side, the best chosen; docs/schedules.md)")
+                  "Pipeline schedule to plan for: gpipe, 1f1b, interleaved, 2bw, pipedream, pipedream-vs, or auto "
+                  "(every schedule's best plan side by side, the best chosen; docs/schedules.md)")
       ->capture_default_str();
   cmd->add_option("--chunks", args->chunks, "Model chunks per stage for the interleaved schedule")->capture_default_str();
   cmd->add_flag("--recompute", args->recompute, "Plan with activations recomputed in the backward pass");

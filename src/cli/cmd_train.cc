@@ -229,7 +229,8 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_option("--schedule", a->schedule,
                   "Pipeline schedule: gpipe (default), 1f1b (the same training, fewer activations held), "
                   "interleaved (with --chunks, a smaller bubble), 2bw (no flush between steps, weights one update "
-                  "stale) or pipedream (an update per microbatch, weight stashing; docs/schedules.md)");
+                  "stale), pipedream (an update per microbatch, weight stashing) or pipedream-vs (the same with "
+                  "vertical sync; docs/schedules.md)");
   cmd->add_option("--chunks", a->chunks, "Model chunks per stage with --schedule interleaved (default 2)");
   cmd->add_flag("--recompute", a->recompute,
                 "Recompute activations in the backward pass: each stage keeps only its microbatches' inputs "

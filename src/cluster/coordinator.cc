@@ -2,6 +2,7 @@
 #include "cluster/coordinator_job.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/cuda.h>
 #include <unistd.h>
@@ -146,8 +147,7 @@ WorkerState* Job::current(int id) {
 Status Job::start() {
   HZ_RETURN_IF_ERROR(scalingSchedule());
   HZ_RETURN_IF_ERROR(useGenerationPlan(startStep_));
-  A_ = epochs_.atStep(startStep_).replicas;
-  W_ = A_ * B_;
+  setReplicas(epochs_.atStep(startStep_).replicas);
   makeSampler();
   if (startStep_ >= stopStep_) {
     return invalidArgument(fmt::format("nothing to train: the run has done {} steps and this invocation stops at {} "
@@ -173,21 +173,39 @@ Status Job::start() {
   return launchWorkers();
 }
 
-std::vector<WorkerState> Job::layout(int replicas, int stages) const {
+void Job::setReplicas(int replicas) {
+  A_ = replicas;
+  stageReplicas_.clear();
+  W_ = A_ * B_;
+  if (!gen_.evenlyReplicated()) {
+    for (size_t s = 0; s < gen_.stages.size(); ++s) stageReplicas_.push_back(gen_.replicasOf(s));
+    W_ = gen_.workersUsed();
+  }
+}
+
+std::vector<WorkerState> Job::layout(int replicas, int stages, const std::vector<int>& stageReplicas) const {
   std::set<int> taken;
   for (const auto& w : workers_) {
     if (launcher_->alive(w.id)) taken.insert(w.id);
   }
   for (const auto& w : next_) taken.insert(w.id);
+  // Replica-major ranks (plan::workerRank).
+  std::vector<std::pair<int, int>> places;  // (replica, stage)
+  const int most = stageReplicas.empty() ? replicas : *std::max_element(stageReplicas.begin(), stageReplicas.end());
+  for (int r = 0; r < most; ++r) {
+    for (int s = 0; s < stages; ++s) {
+      if (r < (stageReplicas.empty() ? replicas : stageReplicas[static_cast<size_t>(s)])) places.emplace_back(r, s);
+    }
+  }
   std::vector<WorkerState> ws;
   int id = 0;
-  for (int rank = 0; rank < replicas * stages; ++rank) {
+  for (size_t rank = 0; rank < places.size(); ++rank) {
     while (taken.count(id)) ++id;
     WorkerState w;
     w.id = id++;
-    w.rank = rank;
-    w.replica = rank / stages;
-    w.stage = rank % stages;
+    w.rank = static_cast<int>(rank);
+    w.replica = places[rank].first;
+    w.stage = places[rank].second;
     w.last_seen = Clock::now();
     ws.push_back(w);
   }
@@ -216,7 +234,7 @@ Status Job::launch(WorkerState& w, const std::string& token, int generation, con
 }
 
 Status Job::launchWorkers() {
-  workers_ = layout(A_, B_);
+  workers_ = layout(A_, B_, stageReplicas_);
   for (auto& w : workers_) {
     if (Status s = launch(w, token_, generation_, gen_.stages[w.stage], stageMemory_[w.stage]); !s.ok()) {
       return failure(s.message());
@@ -356,14 +374,16 @@ void Job::sendAssign(const WorkerState& w) {
                  {"rank", w.rank},
                  {"world_size", W_},
                  {"replica", w.replica},
-                 {"replicas", A_},
+                 {"replicas", stageReplicas_.empty() ? A_ : stageReplicas_[static_cast<size_t>(w.stage)]},
                  {"stage", w.stage},
                  {"stages", B_},
                  {"first_layer", gen_.stages[w.stage].first_layer},
                  {"layer_ranges", layerRangesJson(gen_.stages[w.stage])},
                  {"last_layer", gen_.stages[w.stage].last_layer},
                  {"microbatch_size", gen_.microbatch_size},
-                 {"microbatches", gen_.num_microbatches},
+                 {"microbatches", stageReplicas_.empty() ? gen_.num_microbatches
+                                                         : A_ * gen_.num_microbatches /
+                                                               stageReplicas_[static_cast<size_t>(w.stage)]},
                  {"train_size", trainSize_},
                  {"test_size", spec_.eval ? testSize_ : 0},
                  {"start_step", resumeStep_},
@@ -384,6 +404,7 @@ void Job::sendAssign(const WorkerState& w) {
                  {"cpus", cpusOf(w)},
                  {"cpus_shared", coresShared()},
                  {"job", jobSpecToJson(spec_)}};
+  if (!stageReplicas_.empty()) assign["stage_replicas"] = stageReplicas_;
   control_->send(from(w.id), assign);
 }
 
@@ -473,7 +494,7 @@ void Job::handle(int rank, const Json& m) {
     e.loss_sum += m.value("loss_sum", 0.0);
     e.correct += m.value("correct", 0.0);
     e.count += m.value("count", 0.0);
-    if (e.reports == A_ && e.count > 0) {
+    if (e.reports == (stageReplicas_.empty() ? A_ : stageReplicas_.back()) && e.count > 0) {
       finalTestLoss_ = e.loss_sum / e.count;
       finalAccuracy_ = e.correct / e.count;
       (void)run_.appendMetrics({{"t", priorSeconds_ + since(trainingStart_)},
@@ -728,10 +749,16 @@ Status Job::train() {
       spec_.dataset == "synthetic"
           ? fmt::format("synthetic data ({} random samples; data.dataset names a real one)", formatCount(trainSize_))
           : fmt::format("{} ({} samples)", spec_.dataset, formatCount(trainSize_));
-  progress_.note(fmt::format("Training {} on {} with {}×{} on {} {} workers (layers {}; {} of {}; predicted "
+  // Stages replicated unevenly: each stage's copies, and the step's microbatches dealt over them.
+  const std::string strategy = stageReplicas_.empty()
+                                   ? fmt::format("{}×{}", A_, B_)
+                                   : fmt::format("stages replicated {}", fmt::join(stageReplicas_, ", "));
+  const std::int64_t microbatches = gen_.num_microbatches * (stageReplicas_.empty() ? 1 : A_);
+  progress_.note(fmt::format("Training {} on {} with {} on {} {} workers (layers {}; {}{} of {}; predicted "
                              "{} per step): steps {}..{} of {}; run directory {}",
-                             model_.name, data, A_, B_, W_, launcher_->name(), split,
-                             countOf(gen_.num_microbatches, "microbatch", "microbatches"),
+                             model_.name, data, strategy, W_, launcher_->name(), split,
+                             countOf(microbatches, "microbatch", "microbatches"),
+                             stageReplicas_.empty() ? "" : " a step, round-robin",
                              gen_.microbatch_size, formatSeconds(gen_.iteration_seconds), resumeStep_ + 1, stopStep_,
                              totalSteps_, run_.root()));
   return watch();

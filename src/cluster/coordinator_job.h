@@ -90,8 +90,11 @@ class Job {
  private:
   Status start();
   Status train();  // announces the generation, then watch()
-  // The workers of a generation of A_ replicas, with ids not in use.
-  std::vector<WorkerState> layout(int replicas, int stages) const;
+  // The workers of a generation of A_ replicas, with ids not in use
+  // (`stageReplicas`: each stage's, when they differ).
+  std::vector<WorkerState> layout(int replicas, int stages, const std::vector<int>& stageReplicas = {}) const;
+  // A_ = `replicas`, and W_ and stageReplicas_ for it and gen_.
+  void setReplicas(int replicas);
   Status launch(WorkerState& w, const std::string& token, int generation, const plan::PlanStage& stage, Bytes memory);
   void makeSampler();   // sampler_ and perEpoch_ for A_ replicas
   void countSteps();    // totalSteps_ and stopStep_ from epochs_
@@ -164,6 +167,9 @@ class Job {
   Progress progress_;
 
   int A_ = 1, B_ = 1, W_ = 1;
+  // gen_'s stages replicated unevenly (NOTE [Unevenly replicated stages],
+  // plan/plan.cc): each stage's replicas (A_ is stage 0's); else empty.
+  std::vector<int> stageReplicas_;
   std::int64_t perEpoch_ = 1, totalSteps_ = 0, stopStep_ = 0;
   std::optional<data::EpochSampler> sampler_;
   std::string token_;

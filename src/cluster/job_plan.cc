@@ -54,12 +54,16 @@ Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spe
       }
     }
   }
-  if (!p.evenlyReplicated()) {
-    return invalidArgument(fmt::format("{} replicates its stages unevenly; hydrozoa train runs each stage with the "
-                                       "same copies for now",
-                                       origin));
+  if (!p.evenlyReplicated() && spec.scaling.policy != "fixed") {
+    return invalidArgument(fmt::format("{} replicates its stages unevenly (round-robin); scaling.policy {} changes "
+                                       "every stage's replicas alike: use policy fixed with this plan",
+                                       origin, spec.scaling.policy));
   }
-  if (p.data_parallel * p.pipeline_stages > spec.workers) {
+  if (!p.evenlyReplicated() && p.workersUsed() > spec.workers) {
+    return invalidArgument(fmt::format("{} needs {} workers (its stages' replicas) but cluster.workers is {}", origin,
+                                       p.workersUsed(), spec.workers));
+  }
+  if (p.data_parallel * p.pipeline_stages > spec.workers && p.evenlyReplicated()) {
     return invalidArgument(fmt::format("{} needs {}×{} = {} workers but cluster.workers is {}", origin, p.data_parallel,
                                        p.pipeline_stages, p.data_parallel * p.pipeline_stages, spec.workers));
   }
@@ -237,7 +241,18 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
                                            spec.plan_file, p.chunks > 1 ? "interleaved" : "gpipe or 1f1b"));
       }
     }
-    if (p.schedule == plan::ScheduleKind::kTwoBW && p.num_microbatches < p.pipeline_stages) {
+    // Round-robin, stage 0 keeps the workers after it plus one microbatch in
+    // flight, and a step must hold them (runtime/schedule/two_bw.cc).
+    const std::int64_t inFlight = p.workersUsed() - p.data_parallel + 1;
+    if (p.schedule == plan::ScheduleKind::kTwoBW && !p.evenlyReplicated() &&
+        p.data_parallel * p.num_microbatches < inFlight) {
+      return invalidArgument(fmt::format("{}: the 2bw schedule needs at least as many microbatches per step as the "
+                                         "workers after the first stage, plus one ({} < {}); raise num_microbatches "
+                                         "to {}",
+                                         spec.plan_file, p.data_parallel * p.num_microbatches, inFlight,
+                                         (inFlight + p.data_parallel - 1) / p.data_parallel));
+    }
+    if (p.schedule == plan::ScheduleKind::kTwoBW && p.evenlyReplicated() && p.num_microbatches < p.pipeline_stages) {
       return invalidArgument(fmt::format("{}: the {} schedule needs at least as many microbatches per step as stages "
                                          "({} < {}); plan for it (hydrozoa plan --schedule {}) or pin --microbatches {}",
                                          spec.plan_file, plan::scheduleName(p.schedule), p.num_microbatches, p.pipeline_stages,

@@ -211,8 +211,7 @@ Status Job::recover() {
   reached_ = resumeStep_ = maxStarted_ = restore;
   if (Status s = useGenerationPlan(restore); !s.ok()) return failure(s.message());
   decided_.reset();  // a rule decides again at the next epoch end
-  A_ = epochs_.atStep(restore).replicas;
-  W_ = A_ * B_;
+  setReplicas(epochs_.atStep(restore).replicas);
   makeSampler();
   genStop_ = generationStop();
   steps_.clear();

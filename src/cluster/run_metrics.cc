@@ -20,8 +20,9 @@ void Job::recordStageTimes(const StepAccount& a) {
     stageSteps_.assign(a.compute.size(), {});
   }
   for (size_t s = 0; s < a.compute.size(); ++s) {
-    stageSteps_[s].compute.push_back(a.compute[s] / A_);
-    stageSteps_[s].allreduce.push_back(a.allreduce[s] / A_);
+    const double replicas = stageReplicas_.empty() ? A_ : stageReplicas_.at(s);
+    stageSteps_[s].compute.push_back(a.compute[s] / replicas);
+    stageSteps_[s].allreduce.push_back(a.allreduce[s] / replicas);
   }
 }
 
@@ -160,7 +161,8 @@ void Job::finish(const std::string& status, const std::string& reason) {
         {"pipeline_stages", B_},
         {"microbatch_size", gen_.microbatch_size},
         {"num_microbatches", gen_.num_microbatches},
-        {"global_batch", spec_.global_batch}}},
+        {"global_batch", spec_.global_batch},
+        {"stage_replicas", stageReplicas_}}},
       {"steps", {{"done", reached_}, {"total", totalSteps_}, {"this_run", stepsDone_}}},
       {"epochs_completed", epochs_.segments().empty() ? 0 : epochs_.epochOf(reached_)},
       {"generations", generation_ + 1},

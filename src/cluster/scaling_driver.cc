@@ -231,8 +231,7 @@ Status Job::rescale() {
   checkpoint_ = (*latest)->dir;
   const Segment seg = epochs_.atEpoch(epoch);
   if (Status s = useGenerationPlan(reached_); !s.ok()) return failure(s.message());
-  A_ = seg.replicas;
-  W_ = A_ * B_;
+  setReplicas(seg.replicas);
   makeSampler();
   resumeStep_ = maxStarted_ = reached_;
   genStop_ = generationStop();
@@ -254,7 +253,7 @@ Status Job::rescale() {
     retire(next_, 0.5);
     control_->admit("");
     token_ = wire::newToken();
-    workers_ = layout(A_, B_);
+    workers_ = layout(A_, B_, stageReplicas_);
   }
   next_.clear();
   control_->newGeneration(token_);

@@ -162,6 +162,14 @@ Status checkReplicas(Plan& p, const std::string& origin) {
 
 }  // namespace
 
+int workerRank(const std::vector<int>& replicas, int stage, int replica) {
+  int rank = 0;
+  for (size_t s = 0; s < replicas.size(); ++s) {
+    rank += std::min(replicas[s], replica) + (static_cast<int>(s) < stage && replicas[s] > replica ? 1 : 0);
+  }
+  return rank;
+}
+
 bool Plan::evenlyReplicated() const {
   for (size_t s = 0; s < stages.size(); ++s) {
     if (replicasOf(s) != data_parallel) return false;

@@ -109,6 +109,12 @@ struct Plan {
   std::vector<LayerRange> pieces() const;
 };
 
+// The rank of replica `replica` of stage `stage` when stage s has
+// `replicas[s]` of them: replica-major, (replica 0 of every stage, then
+// replica 1 of the stages that have one, ...); with every stage alike,
+// replica · stages + stage.
+int workerRank(const std::vector<int>& replicas, int stage, int replica);
+
 // Builds the plan from a search result.
 Plan makePlan(const SearchResult& result, const profile::Profile& profile, const SearchOptions& options,
               const std::string& platform);

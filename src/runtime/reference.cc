@@ -7,6 +7,7 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "runtime/optimizer.h"
+#include "runtime/schedule/pipedream.h"
 #include "runtime/stage.h"
 
 namespace hydrozoa::runtime {
@@ -29,6 +30,158 @@ std::vector<torch::Tensor> cloneAll(const std::vector<torch::Tensor>& params) {
   std::vector<torch::Tensor> out;
   for (const torch::Tensor& p : params) out.push_back(p.detach().clone());
   return out;
+}
+
+// The stage each layer of `m` is on, its stages starting at `firsts`.
+std::vector<int> stageOfLayers(const model::Model& m, const std::vector<int>& firsts) {
+  std::vector<int> stage;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    int s = 0;
+    while (s + 1 < static_cast<int>(firsts.size()) && firsts[static_cast<size_t>(s + 1)] <= static_cast<int>(i)) ++s;
+    stage.push_back(s);
+  }
+  return stage;
+}
+
+// ReferenceOptions::stage_replicas. First the weights each microbatch's
+// passes see on each stage, from the schedule's order on each replica (as
+// the step executor runs it); then the microbatches, each as soon as the
+// versions it needs exist, and each stage's updates as their groups fill.
+Result<ReferenceRun> trainRoundRobin(const ReferenceOptions& o, model::Model m, const data::Dataset& train,
+                                     const data::SamplerOptions& so) {
+  const cluster::JobSpec& job = o.job;
+  const std::vector<int>& r = o.stage_replicas;
+  const size_t P = r.size();
+  const data::EpochSampler sampler(so);
+  const std::int64_t perEpoch = sampler.stepsPerEpoch();
+  auto microbatchesAt = [&](std::int64_t g) { return sampler.stepMicrobatches(g % perEpoch); };
+  auto drainsAfter = [&](std::int64_t g) { return (g + 1) % perEpoch == 0 || g + 1 == o.steps; };
+
+  // version[(g, k)][s]: stage s's updates before microbatch k of step g;
+  // first[g][s]: stage s's updates before step g.
+  std::map<std::pair<std::int64_t, int>, std::vector<std::int64_t>> version;
+  std::vector<std::vector<std::int64_t>> first;
+  std::vector<std::int64_t> updates(P, 0);
+  const PipeDreamSchedule schedule;
+  std::vector<std::vector<int>> carried(P);
+  for (size_t s = 0; s < P; ++s) carried[s].assign(static_cast<size_t>(r[s]), 0);
+  for (std::int64_t g = 0; g < o.steps; ++g) {
+    const int K = microbatchesAt(g), next = drainsAfter(g) ? 0 : microbatchesAt(g + 1);
+    first.push_back(updates);
+    for (size_t s = 0; s < P; ++s) {
+      for (int j = 0; j < r[s]; ++j) {
+        PipelineShape shape{static_cast<int>(s), static_cast<int>(P), 1, 0, r, j, K};
+        shape.microbatches = shape.dealt(K);
+        int& c = carried[s][static_cast<size_t>(j)];
+        std::int64_t done = updates[s];
+        for (const Action& a : schedule.actions(shape, c, next)) {
+          if (a.kind == ActionKind::kOptimizerStep) ++done;
+          if (a.kind != ActionKind::kForward) continue;
+          std::vector<std::int64_t>& v = version[{g + a.step, a.microbatch * r[s] + j}];
+          v.resize(P, 0);
+          v[s] = done;
+        }
+        c = next > 0 ? schedule.carriedInto(shape, next) : 0;
+      }
+      updates[s] += (K + r[s] - 1) / r[s];
+    }
+  }
+
+  // Each stage's parameters (in the model's order), optimizer and versions,
+  // and the copy of the model the passes run on.
+  const std::vector<int> stageOf = stageOfLayers(m, o.weight_stashing_stages);
+  HZ_ASSIGN_OR_RETURN(model::Model passes, model::buildModel({job.model, job.model_options}, {job.seed, 0, -1}));
+  passes.train(true);
+  std::vector<std::vector<torch::Tensor>> params(P), passParams(P);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const auto s = static_cast<size_t>(stageOf[i]);
+    for (const torch::Tensor& t : m.layers[i].module->parameters()) params[s].push_back(t);
+    for (const torch::Tensor& t : passes.layers[i].module->parameters()) passParams[s].push_back(t);
+  }
+  std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizers;
+  std::vector<std::map<std::int64_t, std::vector<torch::Tensor>>> history(P);
+  for (size_t s = 0; s < P; ++s) {
+    optimizers.push_back(makeOptimizer(job.optimizer, params[s]));
+    history[s][0] = cloneAll(params[s]);
+  }
+  std::vector<std::int64_t> applied(P, 0);
+  ReferenceRun run;
+  for (std::int64_t g = 0; g < o.steps; ++g) {
+    const std::int64_t epoch = g / perEpoch, step = g % perEpoch;
+    const int K = microbatchesAt(g);
+    const double stepSamples = static_cast<double>(sampler.stepSamples(step));
+    // Per stage and update of the step: the gradients summed (each
+    // microbatch's weighted by its samples), the samples, the microbatches in.
+    struct Group {
+      std::vector<torch::Tensor> grad;
+      double samples = 0;
+      int in = 0;
+    };
+    std::vector<std::map<int, Group>> groups(P);
+    std::vector<bool> done(static_cast<size_t>(K), false);
+    double loss = 0;
+    for (int left = K; left > 0; --left) {
+      // The first microbatch whose versions exist on every stage.
+      int k = 0;
+      const std::vector<std::int64_t>* needs = nullptr;
+      for (; k < K; ++k) {
+        if (done[static_cast<size_t>(k)]) continue;
+        needs = &version.at({g, k});
+        bool ready = true;
+        for (size_t s = 0; s < P; ++s) ready = ready && (*needs)[s] <= applied[s];
+        if (ready) break;
+      }
+      if (k == K) return internalError("round-robin reference: no microbatch can run (a schedule deadlock)");
+      done[static_cast<size_t>(k)] = true;
+      {
+        torch::NoGradGuard guard;
+        for (size_t s = 0; s < P; ++s) {
+          const std::vector<torch::Tensor>& v = history[s].at((*needs)[s]);
+          for (size_t i = 0; i < v.size(); ++i) passParams[s][i].copy_(v[i]);
+        }
+      }
+      const data::Batch b = train.get(sampler.indices(epoch, step, 0, k));
+      const double n = static_cast<double>(b.labels.size(0));
+      const torch::Tensor mean = meanLoss(passes, b, job.seed, g, k, m.task);
+      (mean * n).backward();
+      loss += mean.item<double>() * n / stepSamples;
+      for (size_t s = 0; s < P; ++s) {
+        Group& group = groups[s][k / r[s]];
+        for (size_t i = 0; i < passParams[s].size(); ++i) {
+          torch::Tensor& grad = passParams[s][i].mutable_grad();
+          torch::Tensor mine = grad.defined() ? grad.detach().clone() : torch::zeros_like(passParams[s][i]);
+          if (group.grad.size() <= i) {
+            group.grad.push_back(mine);
+          } else {
+            group.grad[i] += mine;
+          }
+          grad = torch::Tensor();
+        }
+        group.samples += n;
+        ++group.in;
+        // The stage's next updates whose groups are full, in order.
+        for (;;) {
+          const int u = static_cast<int>(applied[s] - first[static_cast<size_t>(g)][s]);
+          auto it = groups[s].find(u);
+          if (it == groups[s].end() || it->second.in < std::min(r[s], K - u * r[s])) break;
+          {
+            torch::NoGradGuard guard;
+            for (size_t i = 0; i < params[s].size(); ++i) {
+              params[s][i].mutable_grad() = it->second.grad[i] / it->second.samples;
+            }
+          }
+          setLearningRate(*optimizers[s], scheduledLearningRate(job.optimizer, job.lr_schedule, g, epoch, o.steps));
+          optimizers[s]->step();
+          optimizers[s]->zero_grad();
+          history[s][++applied[s]] = cloneAll(params[s]);
+          groups[s].erase(it);
+        }
+      }
+    }
+    run.losses.push_back(loss);
+  }
+  run.model = std::move(m);
+  return run;
 }
 
 }  // namespace
@@ -65,6 +218,13 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
   }
   model::Model& work = previous ? *previous : m;
   ReferenceRun run;
+  if (!o.stage_replicas.empty()) {
+    if (o.stage_replicas.size() != o.weight_stashing_stages.size()) {
+      return invalidArgument("the reference needs each stage's first layer and replicas");
+    }
+    so.replicas = 1;
+    return trainRoundRobin(o, std::move(m), *train, so);
+  }
   if (!o.weight_stashing_stages.empty()) {
     // PipeDream: `work` holds, layer by layer, the version each stage's
     // passes see; `history` every version still needed, by update count.
@@ -75,7 +235,7 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
     for (size_t i = 0; i < m.layers.size(); ++i) {
       int s = 0;
       while (s + 1 < p && o.weight_stashing_stages[static_cast<size_t>(s + 1)] <= static_cast<int>(i)) ++s;
-      inFlight.push_back(p - s);
+      inFlight.push_back(o.vertical_sync ? p : p - s);
     }
     std::map<std::int64_t, std::vector<torch::Tensor>> history;
     std::int64_t updates = 0, base = 0, sinceDrain = 0;

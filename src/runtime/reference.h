@@ -36,6 +36,18 @@ struct ReferenceOptions {
   // an epoch's last step, the run's last, and a step before one in which
   // some replica has no microbatch.
   std::vector<int> weight_stashing_stages;
+  // ... with vertical sync (pipedream-vs): every stage at the weights of
+  // max(0, j − p + 1) updates since the drain, stage 0's.
+  bool vertical_sync = false;
+  // ... its stages replicated unevenly, stage s `stage_replicas[s]` times
+  // (NOTE [Round-robin over a stage's replicas], runtime/schedule/schedule.h):
+  // the step's microbatches of `microbatch_size` (`replicas` unused) dealt
+  // round-robin; update u of stage s the samples' mean gradient of
+  // microbatches u·r_s to u·r_s + r_s − 1 of its step; each microbatch's
+  // passes on stage s at the weights of as many of the stage's updates as
+  // its replica had applied at its forward pass in the schedule's order.
+  // The pipeline drains after an epoch's last step and the run's last.
+  std::vector<int> stage_replicas;
 };
 
 struct ReferenceRun {

@@ -178,10 +178,11 @@ TEST_F(Cli, PlanEverySchedule) {
       rows[m[2].str()] = m[1].str() == "*";
     }
   }
-  ASSERT_EQ(rows.size(), 10u) << r.out;
+  ASSERT_EQ(rows.size(), 12u) << r.out;
   // 2bw's weights are one update stale; the others' are not.
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n  [* ]  2bw .* 1 *\n)"))) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n  [* ]  pipedream .* per-stage *\n)"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n  [* ]  pipedream-vs .* p - 1 *\n)"))) << r.out;
   for (const auto& [name, marked] : rows) EXPECT_EQ(marked, name == chosen) << name << "\n" << r.out;
   EXPECT_NE(r.out.find("schedule " + (*plan)["schedule"].get<std::string>()), std::string::npos);
   // Pinned: the plan says so.

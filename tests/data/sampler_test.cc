@@ -16,6 +16,10 @@ struct Shape {
   bool roundRobin = false;
 };
 
+void PrintTo(const Shape& c, std::ostream* os) {
+  *os << "n" << c.n << "_G" << c.G << "_A" << c.A << "_m" << c.m << (c.roundRobin ? "_rr" : "");
+}
+
 class EverySampleOnce : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(EverySampleOnce, AcrossStepsReplicasAndMicrobatches) {

@@ -14,12 +14,15 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "integration/harness.h"
 #include "plan/cost/schedules.h"
 #include "plan/cost/two_bw.h"
+#include "plan/plan.h"
 #include "runtime/checkpoint.h"
 #include "runtime/reference.h"
+#include "runtime/schedule/schedule.h"
 
 namespace hydrozoa {
 namespace {
@@ -82,7 +85,8 @@ std::string checkpointOf(const ScratchDir& dir, const std::string& run, int step
 // With `stashingStages` (the stages' first layers), PipeDream's updates.
 Result<runtime::ReferenceRun> referenceOf(const ScratchDir& dir, int replicas, std::int64_t microbatchSize,
                                           std::int64_t steps, bool staleWeights,
-                                          const std::vector<int>& stashingStages = {}) {
+                                          const std::vector<int>& stashingStages = {},
+                                          const std::vector<int>& stageReplicas = {}, bool verticalSync = false) {
   HZ_ASSIGN_OR_RETURN(cluster::JobSpec spec, cluster::loadJobSpec(dir / "job.yaml"));
   runtime::ReferenceOptions ro;
   ro.job = spec;
@@ -91,6 +95,8 @@ Result<runtime::ReferenceRun> referenceOf(const ScratchDir& dir, int replicas, s
   ro.steps = steps;
   ro.stale_weights = staleWeights;
   ro.weight_stashing_stages = stashingStages;
+  ro.stage_replicas = stageReplicas;
+  ro.vertical_sync = verticalSync;
   return runtime::trainReference(ro);
 }
 
@@ -144,8 +150,10 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
     EXPECT_NE(text.find("allreduce goes through shared memory"), std::string::npos) << text;
   }
 
+  const bool pipedream = t.schedule == "pipedream" || t.schedule == "pipedream-vs";
   auto ref = referenceOf(dir, p.replicas, 24 / (p.replicas * p.microbatches), t.steps, t.schedule == "2bw",
-                         t.schedule == "pipedream" ? stageFirstLayers(dir, "run") : std::vector<int>{});
+                         pipedream ? stageFirstLayers(dir, "run") : std::vector<int>{}, {},
+                         t.schedule == "pipedream-vs");
   ASSERT_TRUE(ref.ok()) << ref.status().message();
   for (int s = 0; s < t.steps; ++s) {
     EXPECT_NEAR(losses[s], ref->losses[s], t.loss * std::fabs(ref->losses[s])) << "step " << s + 1;
@@ -256,6 +264,78 @@ TEST(Equivalence, PipeDreamSchedule) {
   t.schedule = "pipedream";
   expectScheduleEquivalent(t);
   expectEquivalent(kMlp, {3, 1, 2}, t);
+}
+
+// PipeDream with vertical sync (NOTE [Vertical sync]): every stage runs a
+// microbatch on the version stage 0 ran it on, p − 1 updates stale; the same
+// training as one process doing exactly that, as pipedream's cases.
+TEST(Equivalence, PipeDreamVerticalSync) {
+  Tolerance t;
+  t.schedule = "pipedream-vs";
+  expectScheduleEquivalent(t);
+}
+
+// Stages replicated unevenly (1F1B-RR; NOTE [Round-robin over a stage's
+// replicas]): the MLP's 3 layers on 3 stages with `replicas` copies each,
+// from a plan.json, the step's 4 microbatches of 6 dealt round-robin; the
+// same training as one process over those microbatches (PipeDream: each
+// stage's updates over its own replicas' microbatches, at the weights each
+// replica had at the forward pass).
+void expectRoundRobinEquivalent(const std::string& schedule, const std::vector<int>& replicas,
+                                const std::string& data = "{dataset: fashion_mnist}", int steps = 5) {
+  SCOPED_TRACE(::testing::Message() << schedule << " replicas " << fmt::format("{}", fmt::join(replicas, ",")));
+  ScratchDir dir;
+  int workers = 0;
+  for (int r : replicas) workers += r;
+  std::string yaml = jobYaml(kMlp, 0.1, data) + "plan: {file: plan.json}\n";
+  yaml.replace(yaml.find("workers: 4"), 10, "workers: " + std::to_string(workers));
+  std::ofstream(dir / "job.yaml") << yaml;
+  const int K = 4;
+  ASSERT_EQ(testing::writeRoundRobinPlan(dir.path().string(), replicas, K, schedule), "");
+  const auto r = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--max-steps", std::to_string(steps),
+                                                  "--no-progress", "--out", "run"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<double> losses = testing::stepLosses(dir / "run");
+  ASSERT_EQ(losses.size(), static_cast<size_t>(steps));
+  if (schedule == "1f1b") {  // every worker ran the passes dealt to it, in its order
+    auto order = runtime::makeSchedule(schedule);
+    ASSERT_TRUE(order.ok());
+    const int p = static_cast<int>(replicas.size());
+    for (int s = 0; s < p; ++s) {
+      for (int j = 0; j < replicas[static_cast<size_t>(s)]; ++j) {
+        runtime::PipelineShape shape{s, p, 1, 0, replicas, j, K};
+        shape.microbatches = shape.dealt(K);
+        std::vector<std::string> want;
+        for (const runtime::Action& a : (*order)->computeOrder(shape)) {
+          want.push_back(fmt::format("{}{}", a.kind == runtime::ActionKind::kBackward ? 'B' : 'F', a.microbatch));
+        }
+        EXPECT_EQ(testing::tracedPasses(dir / "run", plan::workerRank(replicas, s, j), 0), want)
+            << "stage " << s << " replica " << j;
+      }
+    }
+  }
+  auto ref = referenceOf(dir, 1, 6, steps, schedule == "2bw",
+                         schedule == "pipedream" ? stageFirstLayers(dir, "run") : std::vector<int>{},
+                         schedule == "pipedream" ? replicas : std::vector<int>{});
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  for (int s = 0; s < steps; ++s) {
+    EXPECT_NEAR(losses[s], ref->losses[s], 1e-5 * std::fabs(ref->losses[s])) << "step " << s + 1;
+  }
+  expectSameWeights(checkpointOf(dir, "run", steps), ref->model, Tolerance{});
+}
+
+TEST(Equivalence, StagesReplicatedUnevenly) {
+  for (const std::string schedule : {"gpipe", "1f1b", "2bw", "pipedream"}) {
+    expectRoundRobinEquivalent(schedule, {2, 1, 1});
+  }
+}
+
+// The same across an epoch's end whose short step has one microbatch (73
+// samples), replicas of a middle and a last stage with none in it.
+TEST(Equivalence, StagesReplicatedUnevenlyAcrossAnEpochsEnd) {
+  for (const std::string schedule : {"1f1b", "pipedream"}) {
+    expectRoundRobinEquivalent(schedule, {1, 2, 2}, "{dataset: synthetic, synthetic_train: 73, synthetic_test: 10}", 6);
+  }
 }
 
 // Stopped and resumed: the checkpoint carries the previous weights (those

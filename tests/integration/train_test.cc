@@ -276,6 +276,32 @@ TEST(Train, CtrlCStopsEveryWorkerAfterOneStepAndTheRunResumes) {
   expectStoppedAtItsLatestCheckpointAndResumes(dir);
 }
 
+// Issue 11 §6: PipeDream's partition of the CNN as plan.json (its first
+// stage replicated twice, from the K80 profile on 5 machines), trained with
+// the pipedream schedule, stopped and resumed.
+TEST(Train, PipeDreamsPartitionTrainsAndResumes) {
+  ScratchDir dir;
+  const std::string source = HYDROZOA_SOURCE_DIR;
+  Outcome r = runHydrozoa(dir.path().string(),
+                          {"plan", "--profile", source + "/tests/fixtures/profile_cnn_k80.json", "--planner",
+                           "pipedream", "--machines", "5", "--bandwidth", "1GB/s", "--microbatch-size", "4",
+                           "--global-batch", "128", "-o", "plan.json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto plan = readJsonFile(dir / "plan.json");
+  ASSERT_TRUE(plan.ok());
+  std::vector<int> replicas;
+  for (const Json& s : (*plan)["stages"]) replicas.push_back(s["replicas"].get<int>());
+  ASSERT_EQ(replicas, (std::vector<int>{2, 1, 1, 1}));
+  EXPECT_EQ((*plan)["schedule"], "pipedream");
+  EXPECT_EQ((*plan)["num_microbatches"], 16);  // 128 / 4 a step, over 2 copies of stage 0
+  r = runHydrozoa(dir.path().string(), {"train", source + "/examples/fashion_mnist_cnn.yaml", "--plan", "plan.json",
+                                        "--workers", "5", "--max-steps", "4", "--no-progress", "--out", "run"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("with stages replicated 2, 1, 1, 1 on 5"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("32 microbatches a step, round-robin"), std::string::npos) << r.err;
+  expectStoppedAtItsLatestCheckpointAndResumes(dir);
+}
+
 // Under 2bw and pipedream a step begins the next, so a checkpoint request
 // and a stop take effect after the first step the pipeline drained after,
 // one step for every worker (NOTE [Draining an asynchronous pipeline],
@@ -612,6 +638,40 @@ TEST_P(AsynchronousSchedules, ARunRecoversAsIfNeverFailed) {
   for (size_t i = 0; i < a.size(); ++i) {
     if (!partial.count(static_cast<std::int64_t>(i) + 1)) {
       ASSERT_EQ(a[i], b[i]) << "step " << i + 1;
+    }
+  }
+}
+
+// Stages replicated unevenly (plan.json "replicas" 2, 1, 1; pipedream):
+// a killed copy of the first stage, then of the last (which has no other),
+// and the run still equals one that never failed, step by step.
+TEST(Recovery, StagesReplicatedUnevenlyRecoverAsIfNeverFailed) {
+  for (int victim : {3, 2}) {  // ranks: replica 0 of stages 0, 1, 2, then replica 1 of stage 0
+    ScratchDir dir;
+    ASSERT_EQ(testing::writeRoundRobinPlan(dir.path().string(), {2, 1, 1}, 4, "pipedream"), "");
+    std::ofstream(dir / "job.yaml") << recoveryJob("{file: plan.json}");
+    const auto [pid, worker, endpoint] = runWholeThenStart(dir, 150, victim);
+    ASSERT_GT(worker, 0);
+    ::kill(worker, SIGKILL);
+    Outcome r = waitHydrozoa(dir.path().string(), pid);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("with stages replicated 2, 1, 1 on 4"), std::string::npos) << r.err;
+    auto summary = readJsonFile(dir / "run/summary.json");
+    ASSERT_TRUE(summary.ok());
+    EXPECT_EQ((*summary)["status"], "completed");
+    EXPECT_EQ((*summary)["plan"]["stage_replicas"], Json({2, 1, 1}));
+    ASSERT_EQ((*summary)["recoveries"].size(), 1u);
+    std::set<std::int64_t> partial;
+    for (const Json& l : testing::metrics(dir / "run")) {
+      if (l.value("partial", false)) partial.insert(l["step"].get<std::int64_t>());
+    }
+    const auto a = testing::stepLosses(dir / "whole"), b = testing::stepLosses(dir / "run");
+    ASSERT_EQ(a.size(), 500u);
+    ASSERT_EQ(b.size(), 500u);
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!partial.count(static_cast<std::int64_t>(i) + 1)) {
+        ASSERT_EQ(a[i], b[i]) << "victim " << victim << " step " << i + 1;
+      }
     }
   }
 }

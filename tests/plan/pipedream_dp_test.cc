@@ -240,7 +240,9 @@ TEST(PipeDreamPlan, FlattensTheLevelsIntoAPlan) {
   o.levels = {{4, 1e9}};
   auto r = planPipeDream(states, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  Plan p = pipeDreamPlan(*r, states, o, 64);
+  auto planned = pipeDreamPlan(*r, states, o, 64);
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  Plan p = *planned;
   EXPECT_EQ(p.schedule, ScheduleKind::kPipeDream);
   ASSERT_EQ(p.stages.size(), 2u);
   EXPECT_EQ(p.stages[0].last_layer, 14);
@@ -256,11 +258,24 @@ TEST(PipeDreamPlan, FlattensTheLevelsIntoAPlan) {
   auto back = planFromJson(planToJson(p), "plan.json");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->replicasOf(0), 3);
+  // A global batch: a whole number of steps' microbatches, which 3 and 1 divide.
+  planned = pipeDreamPlan(*r, states, o, 64, 64 * 12);
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  EXPECT_EQ(planned->num_microbatches, 4);
+  EXPECT_EQ(planned->globalBatch(), 64 * 12);
+  planned = pipeDreamPlan(*r, states, o, 64, 64 * 10);
+  ASSERT_FALSE(planned.ok());
+  EXPECT_EQ(planned.status().message(),
+            "--global-batch 640 is not a whole number of steps' microbatches: microbatches of 64 go round-robin over "
+            "stages replicated 3, 1, so a step holds a multiple of 3 microbatches (192 samples); use --global-batch "
+            "576 or 768");
 
   o.levels = {{4, 1e10}, {4, 1e9}};
   r = planPipeDream(states, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  p = pipeDreamPlan(*r, states, o, 1);
+  planned = pipeDreamPlan(*r, states, o, 1);
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  p = *planned;
   EXPECT_EQ(p.workersUsed(), 16);
   for (size_t s = 0; s < p.stages.size(); ++s) {
     EXPECT_EQ(p.data_parallel * p.num_microbatches % p.replicasOf(s), 0) << s;

@@ -3,6 +3,11 @@
 // (verifySchedule plays every stage's receives against its peers' sends).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <numeric>
+
 #include "runtime/schedule/gpipe.h"
 #include "runtime/schedule/interleaved.h"
 #include "runtime/schedule/one_f_one_b.h"
@@ -192,6 +197,89 @@ TEST(PipeDreamSchedule, AnUpdatePerMicrobatch) {
       EXPECT_TRUE(s.ok()) << s.message();
     }
   }
+}
+
+// NOTE [Round-robin over a stage's replicas]: every replica of every stage
+// runs against the others without deadlock, every microbatch once each way
+// per stage, over consecutive steps (a short last one too).
+TEST(RoundRobin, EveryScheduleRunsOverStagesReplicatedUnevenly) {
+  const std::vector<std::vector<int>> layouts = {{2, 1}, {3, 1}, {1, 2}, {2, 1, 1}, {1, 3, 2}, {3, 1, 2}, {12, 3, 1},
+                                                 {2, 2, 2}};
+  for (const std::string& name : {"gpipe", "1f1b", "2bw", "pipedream"}) {
+    auto schedule = makeSchedule(name);
+    ASSERT_TRUE(schedule.ok());
+    for (const std::vector<int>& r : layouts) {
+      int K = 1, workers = 0;
+      for (int x : r) K = std::lcm(K, x), workers += x;
+      while (K < workers) K *= 2;  // 2bw: a step holds stage 0's microbatches in flight
+      const std::vector<std::vector<int>> runs = {{K}, {K, 2 * K}, {K, K, K - 1}, {K, 2 * K, 1}};
+      for (const std::vector<int>& steps : runs) {
+        const Status st = verifySteps(**schedule, static_cast<int>(r.size()), 1, steps, r);
+        EXPECT_TRUE(st.ok()) << name << " " << fmt::format("{}", fmt::join(r, ",")) << ": " << st.message();
+      }
+    }
+  }
+}
+
+// Every stage replicated alike, the dealt order of replica j is the order
+// each copy of the pipeline runs on its own: round-robin generalises it.
+TEST(RoundRobin, EvenReplicasDealTheOrderOfEachCopy) {
+  for (const std::string& name : {"gpipe", "1f1b", "2bw", "pipedream"}) {
+    auto schedule = makeSchedule(name);
+    ASSERT_TRUE(schedule.ok());
+    for (int p = 1; p <= 4; ++p) {
+      for (int d : {2, 3}) {
+        for (int stage = 0; stage < p; ++stage) {
+          for (int j = 0; j < d; ++j) {
+            const int M = p + 2;
+            const PipelineShape copy{stage, p, 1, M};
+            PipelineShape dealt{stage, p, 1, M, std::vector<int>(static_cast<size_t>(p), d), j, M * d};
+            EXPECT_EQ((*schedule)->actions(copy, 0, M), (*schedule)->actions(dealt, 0, M * d))
+                << name << " p " << p << " d " << d << " stage " << stage << " replica " << j;
+            EXPECT_EQ((*schedule)->carriedInto(copy, M) * d, (*schedule)->carriedInto(dealt, M * d));
+            EXPECT_EQ((*schedule)->weightVersions(copy), (*schedule)->weightVersions(dealt));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RoundRobin, RoutesEachMicrobatchToTheReplicaItIsDealtTo) {
+  const PipelineShape shape{0, 2, 1, 2, {3, 2}, 1, 6};  // replica 1 of 3: microbatches 1 and 4
+  EXPECT_EQ(shape.stepMicrobatch(0), 1);
+  EXPECT_EQ(shape.stepMicrobatch(1), 4);
+  EXPECT_EQ(shape.onPeer(1, 0), std::make_pair(1, 0));  // 1 on stage 1: replica 1, its 0
+  EXPECT_EQ(shape.onPeer(1, 1), std::make_pair(0, 2));  // 4: replica 0, its 2
+  EXPECT_EQ(shape.dealt(6), 2);
+  EXPECT_EQ(shape.dealt(5), 2);
+  EXPECT_EQ(shape.dealt(4), 1);
+  EXPECT_EQ(shape.downstreamWorkers(), 2);
+  const PipelineShape copy{0, 2, 1, 2, {}, 1};
+  EXPECT_EQ(copy.onPeer(1, 1), std::make_pair(1, 1));
+  EXPECT_FALSE(InterleavedSchedule().check({0, 2, 2, 4, {2, 1}, 0, 4}).ok());
+}
+
+// Vertical sync: the same stream as pipedream, p weight versions on every
+// stage (a microbatch's version is stage 0's, up to p − 1 updates behind
+// the stage's latest); not over stages replicated unevenly.
+TEST(PipeDreamSchedule, VerticalSyncKeepsAVersionPerStage) {
+  auto vs = makeSchedule("pipedream-vs");
+  ASSERT_TRUE(vs.ok());
+  EXPECT_STREQ((*vs)->name(), "pipedream-vs");
+  EXPECT_TRUE((*vs)->verticalSync());
+  EXPECT_FALSE(PipeDreamSchedule().verticalSync());
+  for (int p = 1; p <= 4; ++p) {
+    for (int s = 0; s < p; ++s) {
+      const PipelineShape shape{s, p, 1, p + 1};
+      EXPECT_EQ((*vs)->weightVersions(shape), p);
+      EXPECT_EQ((*vs)->actions(shape, 0, p + 1), PipeDreamSchedule().actions(shape, 0, p + 1));
+    }
+    EXPECT_TRUE(verifySteps(**vs, p, 1, {p, p + 3, 1}).ok());
+  }
+  const Status s = (*vs)->check({0, 2, 1, 2, {2, 1}, 0, 4});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("needs every stage replicated alike"), std::string::npos) << s.message();
 }
 
 TEST(TwoBwSchedule, NeedsAtLeastAsManyMicrobatchesAsStages) {

@@ -5,8 +5,12 @@
 namespace hydrozoa::plan {
 
 std::vector<Pass> oneFOneBOrder(int stage, int stages, std::int64_t microbatches) {
+  return oneFOneBOrderWithWarmup(stages - stage - 1, microbatches);
+}
+
+std::vector<Pass> oneFOneBOrderWithWarmup(int forwardsFirst, std::int64_t microbatches) {
   const int M = static_cast<int>(microbatches);
-  const int warmup = std::min(stages - stage - 1, M);
+  const int warmup = std::min(forwardsFirst, M);
   std::vector<Pass> order;
   order.reserve(2 * static_cast<size_t>(M));
   for (int mb = 0; mb < warmup; ++mb) order.push_back({false, mb});

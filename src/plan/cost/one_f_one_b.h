@@ -26,6 +26,8 @@
 namespace hydrozoa::plan {
 
 std::vector<Pass> oneFOneBOrder(int stage, int stages, std::int64_t microbatches);
+// The same with `warmup` forwards before the first backward (1F1B: p − s − 1).
+std::vector<Pass> oneFOneBOrderWithWarmup(int warmup, std::int64_t microbatches);
 
 // min(stages − stage, microbatches).
 std::int64_t oneFOneBStashed(int stage, int stages, std::int64_t microbatches);

@@ -13,7 +13,7 @@ namespace hydrozoa::plan {
 const std::vector<ScheduleKind>& allSchedules() {
   static const std::vector<ScheduleKind> all = {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,
                                                 ScheduleKind::kInterleaved, ScheduleKind::kTwoBW,
-                                                ScheduleKind::kPipeDream};
+                                                ScheduleKind::kPipeDream, ScheduleKind::kPipeDreamVerticalSync};
   return all;
 }
 
@@ -29,19 +29,33 @@ const char* scheduleName(ScheduleKind kind) {
       return "2bw";
     case ScheduleKind::kPipeDream:
       return "pipedream";
+    case ScheduleKind::kPipeDreamVerticalSync:
+      return "pipedream-vs";
   }
   return "?";
 }
 
-bool asynchronous(ScheduleKind kind) { return kind == ScheduleKind::kTwoBW || kind == ScheduleKind::kPipeDream; }
-bool updatePerMicrobatch(ScheduleKind kind) { return kind == ScheduleKind::kPipeDream; }
+bool asynchronous(ScheduleKind kind) { return kind == ScheduleKind::kTwoBW || updatePerMicrobatch(kind); }
+bool updatePerMicrobatch(ScheduleKind kind) {
+  return kind == ScheduleKind::kPipeDream || kind == ScheduleKind::kPipeDreamVerticalSync;
+}
 int weightVersions(ScheduleKind kind, int stage, int stages) {
   if (kind == ScheduleKind::kTwoBW) return 2;
   if (kind == ScheduleKind::kPipeDream) return std::max(1, stages - stage);
+  if (kind == ScheduleKind::kPipeDreamVerticalSync) return std::max(1, stages);
   return 1;
 }
 int staleness(ScheduleKind kind) {
-  return kind == ScheduleKind::kTwoBW ? 1 : kind == ScheduleKind::kPipeDream ? kPerStage : 0;
+  switch (kind) {
+    case ScheduleKind::kTwoBW:
+      return 1;
+    case ScheduleKind::kPipeDream:
+      return kPerStage;
+    case ScheduleKind::kPipeDreamVerticalSync:
+      return kStagesLess1;
+    default:
+      return 0;
+  }
 }
 
 Result<ScheduleKind> parseSchedule(const std::string& name, const std::string& field) {
@@ -73,6 +87,7 @@ std::vector<Pass> passOrder(ScheduleKind kind, int stage, int stages, std::int64
       return interleavedOrder(stage, stages, chunks, microbatches);
     case ScheduleKind::kTwoBW:
     case ScheduleKind::kPipeDream:  // the same stream; its updates differ
+    case ScheduleKind::kPipeDreamVerticalSync:
       return twoBwOrder(stage, stages, microbatches);
   }
   return {};
@@ -98,6 +113,7 @@ std::int64_t stashedMicrobatches(ScheduleKind kind, int stage, int stages, std::
     case ScheduleKind::kOneFOneB:
     case ScheduleKind::kTwoBW:  // 1F1B's in flight, across steps
     case ScheduleKind::kPipeDream:
+    case ScheduleKind::kPipeDreamVerticalSync:
       return oneFOneBStashed(stage, stages, microbatches);
     case ScheduleKind::kInterleaved: {
       const auto peaks = stashPeaks(interleavedOrder(stage, stages, chunks, microbatches), chunks);

@@ -16,7 +16,8 @@
 
 namespace hydrozoa::plan {
 
-enum class ScheduleKind { kGPipe, kOneFOneB, kInterleaved, kTwoBW, kPipeDream };
+// kPipeDreamVerticalSync: PipeDream with vertical sync ("pipedream-vs").
+enum class ScheduleKind { kGPipe, kOneFOneB, kInterleaved, kTwoBW, kPipeDream, kPipeDreamVerticalSync };
 
 // One pass of one microbatch through one stage (of one model chunk).
 struct Pass {
@@ -33,22 +34,24 @@ struct Pass {
 
 const std::vector<ScheduleKind>& allSchedules();
 const char* scheduleName(ScheduleKind kind);
-// "gpipe", "1f1b", "interleaved", "2bw", "pipedream"; anything else is an error naming `field`, the value and
-// the schedules there are.
+// "gpipe", "1f1b", "interleaved", "2bw", "pipedream", "pipedream-vs"; anything else is an error naming
+// `field`, the value and the schedules there are.
 Result<ScheduleKind> parseSchedule(const std::string& name, const std::string& field);
 
-// Whether consecutive steps overlap (no flush between them): 2bw, pipedream.
+// Whether consecutive steps overlap (no flush between them): 2bw, pipedream(-vs).
 bool asynchronous(ScheduleKind kind);
 
-// Whether every microbatch's gradient is an update of its own (pipedream).
+// Whether every microbatch's gradient is an update of its own (pipedream(-vs)).
 bool updatePerMicrobatch(ScheduleKind kind);
 
 // Weight versions stage `stage` of `stages` keeps live (1; 2bw: 2;
-// pipedream: stages − stage), and how many updates stale the weights a
-// microbatch's gradient is computed on are (0; 2bw: 1; pipedream:
-// stages − stage − 1, kPerStage).
+// pipedream: stages − stage; with vertical sync: stages), and how many
+// updates stale the weights a microbatch's gradient is computed on are (0;
+// 2bw: 1; pipedream: stages − stage − 1, kPerStage; with vertical sync:
+// stages − 1 on every stage, kStagesLess1).
 int weightVersions(ScheduleKind kind, int stage = 0, int stages = 1);
 inline constexpr int kPerStage = -1;
+inline constexpr int kStagesLess1 = -2;
 int staleness(ScheduleKind kind);
 
 // Model chunks per stage: `chunks` for the interleaved schedule, else 1.

@@ -9,8 +9,11 @@ int carriedForwards(int stage, int stages, std::int64_t microbatches) {
 }
 
 std::vector<Pass> asyncOneFOneBOrder(int stage, int stages, std::int64_t microbatches, int carried, int next) {
+  return asyncOneFOneBOrderInFlight(stages - stage, microbatches, carried, next);
+}
+
+std::vector<Pass> asyncOneFOneBOrderInFlight(int inFlight, std::int64_t microbatches, int carried, int next) {
   const int M = static_cast<int>(microbatches);
-  const int inFlight = stages - stage;  // w
   // Forward passes over this step's microbatches and then the next's (j ≥ M),
   // those not run yet: [carried, end).
   const int end = std::min(M + inFlight - 1, M + next);

@@ -39,6 +39,9 @@ int carriedForwards(int stage, int stages, std::int64_t microbatches);
 // ran in the step before; `next` microbatches of the step after may begin
 // (Pass::step = 1; 0: the pipeline drains after this step).
 std::vector<Pass> asyncOneFOneBOrder(int stage, int stages, std::int64_t microbatches, int carried, int next);
+// The same with `inFlight` microbatches in flight (1F1B: w = p − s); its
+// carried forwards are then min(inFlight − 1, M).
+std::vector<Pass> asyncOneFOneBOrderInFlight(int inFlight, std::int64_t microbatches, int carried, int next);
 
 // A step in the steady state (carried over and carrying into a next step of
 // the same size).

@@ -48,8 +48,12 @@ PipeDreamStates chainStates(const std::vector<double>& compute, const std::vecto
   return s;
 }
 
-PipeDreamStates pipeDreamChain(const profile::Profile& profile) {
-  const profile::Measurement& m = profile.measurements.front();
+PipeDreamStates pipeDreamChain(const profile::Profile& profile, std::int64_t microbatch_size) {
+  const profile::Measurement* at = &profile.measurements.front();
+  for (const profile::Measurement& m : profile.measurements) {
+    if (m.microbatch_size == microbatch_size) at = &m;
+  }
+  const profile::Measurement& m = *at;
   std::vector<double> compute, activation, parameters, boundary, forward;
   std::vector<std::string> names;
   for (size_t i = 0; i < profile.numLayers(); ++i) {

@@ -74,7 +74,9 @@ PipeDreamStates chainStates(const std::vector<double>& compute, const std::vecto
                             std::vector<std::string> names = {}, const std::vector<double>& forward = {});
 
 // A profile's first measurement as a chain of its layers.
-PipeDreamStates pipeDreamChain(const profile::Profile& profile);
+// At the profile's measurement of `microbatch_size` (0: its first).
+// REQUIRES: the profile has that measurement.
+PipeDreamStates pipeDreamChain(const profile::Profile& profile, std::int64_t microbatch_size = 0);
 
 // graph.txt's cuts as PipeDream's optimizer has them: inputs ("Input..."
 // sources) and "__getitem__" sinks removed, the antichain DAG from the first

@@ -1,12 +1,26 @@
 #include "plan/planners/pipedream_plan.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 namespace hydrozoa::plan {
+namespace {
 
-Plan pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates& states, const PipeDreamOptions& options,
-                   std::int64_t microbatch_size) {
+std::vector<int> stageReplicas(const std::vector<PipeDreamStage>& stages) {
+  std::vector<int> out;
+  for (const PipeDreamStage& s : stages) out.push_back(s.replicas);
+  return out;
+}
+
+}  // namespace
+
+Result<Plan> pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates& states,
+                           const PipeDreamOptions& options, std::int64_t microbatch_size,
+                           std::optional<std::int64_t> global_batch) {
   auto range = [](const std::vector<double>& cumulative, int i, int j) {
     if (cumulative.empty()) return 0.0;
     return cumulative[static_cast<size_t>(j)] - (i > 0 ? cumulative[static_cast<size_t>(i - 1)] : 0.0);
@@ -29,13 +43,26 @@ Plan pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates& states,
   p.microbatch_size = microbatch_size;
   int workers = 0;
   for (const PipeDreamStage& s : flat) workers += s.replicas;
-  // NOAM, then the first count every stage's copies divide.
-  std::int64_t M = (workers + p.data_parallel - 1) / p.data_parallel;
-  auto divides = [&](std::int64_t m) {
-    return std::all_of(flat.begin(), flat.end(),
-                       [&](const PipeDreamStage& s) { return (p.data_parallel * m) % s.replicas == 0; });
-  };
-  while (!divides(M)) ++M;
+  // A step's microbatches must be a multiple of every stage's copies.
+  std::int64_t unit = 1;
+  for (const PipeDreamStage& s : flat) unit = std::lcm(unit, std::int64_t{s.replicas});
+  std::int64_t M = 0;
+  if (global_batch) {
+    const std::int64_t samples = unit * microbatch_size;
+    if (*global_batch % samples != 0) {
+      const std::int64_t below = *global_batch / samples * samples;
+      return invalidArgument(fmt::format(
+          "--global-batch {} is not a whole number of steps' microbatches: microbatches of {} go round-robin over "
+          "stages replicated {}, so a step holds a multiple of {} microbatches ({} samples); use --global-batch {}{}",
+          *global_batch, microbatch_size, fmt::join(stageReplicas(flat), ", "), unit, samples,
+          below > 0 ? fmt::format("{} or ", below) : "", below + samples));
+    }
+    M = *global_batch / microbatch_size / p.data_parallel;
+  } else {
+    // NOAM, then the first count every stage's copies divide.
+    M = (workers + p.data_parallel - 1) / p.data_parallel;
+    while ((p.data_parallel * M) % unit != 0) ++M;
+  }
   p.num_microbatches = M;
   int downstream = workers;  // the machines of this stage and the ones after it
   for (const PipeDreamStage& s : flat) {

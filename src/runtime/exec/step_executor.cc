@@ -40,23 +40,34 @@ torch::Tensor SampleShape::buffer(std::int64_t n) const {
 
 // ------------------------------------------------------------------ Channels
 
-Channels::Channels(Transport& transport, TraceRecorder& trace, std::function<int(int)> rankOf)
+Channels::Channels(Transport& transport, TraceRecorder& trace, std::function<int(int, int)> rankOf)
     : transport_(transport), trace_(trace), rankOf_(std::move(rankOf)) {}
 
-Inbound& Channels::in(int peerStage, Payload payload) {
-  auto& slot = in_[{peerStage, payload}];
+Inbound& Channels::in(int peerStage, int peerReplica, Payload payload) {
+  auto& slot = in_[{peerStage, peerReplica, payload}];
   if (!slot) {
-    slot = std::make_unique<Inbound>(transport_, rankOf_(peerStage), trace_, payloadName(payload));
+    slot = std::make_unique<Inbound>(transport_, rankOf_(peerStage, peerReplica), trace_, payloadName(payload));
   }
   return *slot;
 }
 
-Outbound& Channels::out(int peerStage, Payload payload) {
-  auto& slot = out_[{peerStage, payload}];
+Outbound& Channels::out(int peerStage, int peerReplica, Payload payload) {
+  auto& slot = out_[{peerStage, peerReplica, payload}];
   if (!slot) {
-    slot = std::make_unique<Outbound>(transport_, rankOf_(peerStage), trace_, payloadName(payload));
+    slot = std::make_unique<Outbound>(transport_, rankOf_(peerStage, peerReplica), trace_, payloadName(payload));
   }
   return *slot;
+}
+
+std::vector<int> listeners(const PipelineShape& shape, int to) {
+  if (!shape.roundRobin()) return {shape.replica};
+  std::vector<int> out;
+  for (int j = shape.replica; j < shape.replicasOf(to); j += shape.replicasOf(shape.stage)) out.push_back(j);
+  return out;
+}
+
+int speaker(const PipelineShape& shape, int from) {
+  return shape.roundRobin() ? shape.replica % shape.replicasOf(from) : shape.replica;
 }
 
 void Channels::flush() {
@@ -83,10 +94,24 @@ StepExecutor::StepExecutor(const Schedule& schedule, PipelineShape shape,
   if (const char* w = std::getenv("HYDROZOA_RECEIVE_WINDOW"); w && *w) window_ = std::max(0, std::atoi(w));
 }
 
+// NOTE [Vertical sync]
+// Under pipedream-vs every stage runs a microbatch on the version stage 0
+// ran it on. Stage 0 keeps p microbatches in flight, so its j-th
+// microbatch since the pipeline last drained enters after max(0, j − p + 1)
+// of the updates since then, on every replica alike; each stage counts its
+// own microbatches the same way and takes that version from its ring of p
+// (version u in copy u mod p), which still holds it: a later stage is at
+// most s updates ahead of stage 0 and keeps p − s microbatches in flight.
 int StepExecutor::versionOf(const Action& a, std::int64_t step, const PassKey& key) {
   const auto V = static_cast<std::int64_t>(versions_.size());
   if (V == 1) return 0;
   if (!schedule_.updatePerMicrobatch()) return static_cast<int>(step % V);
+  if (a.kind == ActionKind::kForward && schedule_.verticalSync()) {
+    const std::int64_t j = segmentMicrobatches_ + (a.step ? stepMicrobatches_ : 0) + a.microbatch;
+    const std::int64_t v = segmentStart_ + std::max<std::int64_t>(0, j - (shape_.stages - 1));
+    HZ_CHECK_MSG(v <= updates_ && updates_ - v < V, "vertical sync: a version no longer kept");
+    return versionOf_[key] = static_cast<int>(v % V);
+  }
   if (a.kind == ActionKind::kForward) return versionOf_[key] = static_cast<int>(updates_ % V);
   auto it = versionOf_.find(key);
   return it != versionOf_.end() ? it->second : static_cast<int>(updates_ % V);  // an empty update: the latest
@@ -136,13 +161,19 @@ struct StepExecutor::Pending {
 // worker stops, evaluates or saves only after a step that drained.
 StepStats StepExecutor::run(const StepInput& in) {
   const int M = static_cast<int>(in.sizes.size());
+  stepMicrobatches_ = M;
   const bool async = schedule_.asynchronous();
-  const int next = async ? static_cast<int>(in.nextSizes.size()) : 0;
-  auto found = actions_.find({M, carried_, next});
+  // Round-robin, a step's and the next's microbatches are counted over all
+  // of the stage's replicas.
+  const bool dealt = shape_.roundRobin();
+  const int K = dealt ? in.stepMicrobatches : M;
+  const int next = !async ? 0 : dealt ? in.nextStepMicrobatches : static_cast<int>(in.nextSizes.size());
+  PipelineShape stepShape = shape_;
+  stepShape.microbatches = M;
+  stepShape.stepMicrobatches = K;
+  auto found = actions_.find({M, K, carried_, next});
   if (found == actions_.end()) {
-    PipelineShape shape = shape_;
-    shape.microbatches = M;
-    found = actions_.emplace(std::make_tuple(M, carried_, next), schedule_.actions(shape, carried_, next)).first;
+    found = actions_.emplace(std::make_tuple(M, K, carried_, next), schedule_.actions(stepShape, carried_, next)).first;
   }
   const std::vector<Action>& actions = found->second;
   const bool chunked = shape_.chunks > 1;
@@ -152,18 +183,21 @@ StepStats StepExecutor::run(const StepInput& in) {
     return chunked ? fmt::format("{} mb{} c{}{}", what, a.microbatch, a.chunk, step)
                    : fmt::format("{} mb{}{}", what, a.microbatch, step);
   };
+  // A transfer is tagged with the microbatch's index on the receiver.
   auto tagOf = [&](const Action& a) {
-    return transferTag(a.payload == Payload::kGradient, a.microbatch, edgeChunk(edgeOf(a, shape_), shape_.stages),
+    const int mb = a.kind == ActionKind::kSend ? shape_.onPeer(a.peer, a.microbatch).second : a.microbatch;
+    return transferTag(a.payload == Payload::kGradient, mb, edgeChunk(edgeOf(a, shape_), shape_.stages),
                        in.step + a.step);
   };
+  auto peerOf = [&](const Action& a) { return shape_.onPeer(a.peer, a.microbatch).first; };
   auto sizeOf = [&](const Action& a) { return (a.step ? in.nextSizes : in.sizes).at(a.microbatch); };
 
   // Receives, per channel in the order taken; the first few posted now.
-  std::map<std::pair<int, Payload>, Pending> pending;
+  std::map<std::tuple<int, int, Payload>, Pending> pending;
   for (const Action& a : actions) {
     if (a.kind != ActionKind::kRecv) continue;
-    Pending& p = pending[{a.peer, a.payload}];
-    p.channel = &channels_.in(a.peer, a.payload);
+    Pending& p = pending[{a.peer, peerOf(a), a.payload}];
+    p.channel = &channels_.in(a.peer, peerOf(a), a.payload);
     const ChunkParts& c = versions_.front().at(a.chunk);  // every version's shapes are the same
     const SampleShape& shape = a.payload == Payload::kActivation ? c.in : c.out;
     p.toPost.push_back({tagOf(a), &shape, sizeOf(a), label(a.payload == Payload::kActivation ? "act" : "grad", a),
@@ -175,11 +209,15 @@ StepStats StepExecutor::run(const StepInput& in) {
   std::optional<bool> drain;
   const int word = drainTag(in.step);
   auto sendWord = [&](bool d) {
-    if (shape_.stage + 1 < shape_.stages) {
-      channels_.out(shape_.stage + 1, Payload::kControl)
+    if (shape_.stage + 1 == shape_.stages) return;
+    for (int j : listeners(shape_, shape_.stage + 1)) {
+      channels_.out(shape_.stage + 1, j, Payload::kControl)
           .send(word, torch::full({1}, d ? 1 : 0, torch::TensorOptions(torch::kLong).device(device_)), "drain");
     }
   };
+  Inbound* wordFrom =
+      async && shape_.stage > 0 ? &channels_.in(shape_.stage - 1, speaker(shape_, shape_.stage - 1), Payload::kControl)
+                                : nullptr;
   if (!async) {
     drain = true;
   } else if (shape_.stage == 0) {
@@ -188,13 +226,12 @@ StepStats StepExecutor::run(const StepInput& in) {
     drain = d;
     if (words) sendWord(d);
   } else {
-    channels_.in(shape_.stage - 1, Payload::kControl)
-        .expect(word, word, torch::empty({1}, torch::TensorOptions(torch::kLong).device(device_)), "drain");
+    wordFrom->expect(word, word, torch::empty({1}, torch::TensorOptions(torch::kLong).device(device_)), "drain");
   }
   auto decide = [&] {
     if (drain) return;
     double waited = 0;
-    const torch::Tensor w = channels_.in(shape_.stage - 1, Payload::kControl).take(word, &waited);
+    const torch::Tensor w = wordFrom->take(word, &waited);
     drain = w.cpu().item<std::int64_t>() != 0;
     sendWord(*drain);
     for (auto& [key, p] : pending) {
@@ -228,6 +265,15 @@ StepStats StepExecutor::run(const StepInput& in) {
   // last step) joins their per-microbatch allreduces with nothing: empty
   // updates after its own, the last of them the step's last.
   const bool perMicrobatch = schedule_.updatePerMicrobatch();
+  // NOTE [Updates over unevenly replicated stages]
+  // With an update per microbatch, update u of stage s sums microbatch u of
+  // each of its r_s replicas, and stages replicated differently sum
+  // different microbatches: the loss (on the last stage) cannot weigh each
+  // microbatch by its update's samples on every stage. So round-robin, a
+  // microbatch's loss is weighed by the step's samples, as under a flush,
+  // and each stage scales update u by the step's samples over update u's:
+  // the update is the samples' mean gradient, as with every stage alike.
+  const bool regroup = perMicrobatch && dealt;
   const std::vector<Action>* steps = &actions;
   std::vector<Action> padded;
   if (perMicrobatch && M < in.updates) {
@@ -247,12 +293,16 @@ StepStats StepExecutor::run(const StepInput& in) {
     }
     const std::int64_t step = in.step + a.step;
     const PassKey key{step, a.chunk, a.microbatch};
+    // The chunk holds a pass's activations under this (two steps' passes
+    // are in flight at once under an asynchronous schedule, the next's
+    // microbatch indices among this one's).
+    const int cached = a.microbatch * 4 + static_cast<int>(step & 3);
     const bool pass = a.kind == ActionKind::kForward || a.kind == ActionKind::kBackward;
     const ChunkParts& part = versions_[static_cast<size_t>(pass ? versionOf(a, step, key) : 0)].at(
         static_cast<size_t>(a.chunk));
     switch (a.kind) {
       case ActionKind::kRecv: {
-        Pending& p = pending.at({a.peer, a.payload});
+        Pending& p = pending.at({a.peer, peerOf(a), a.payload});
         double waited = 0;
         torch::Tensor t = p.channel->take(tagOf(a), &waited);
         stats.wait += waited;
@@ -265,7 +315,7 @@ StepStats StepExecutor::run(const StepInput& in) {
         auto& from = a.payload == Payload::kActivation ? outputs_ : gradInputs_;
         auto it = from.find(key);
         if (it == from.end()) throw missing(a, "has nothing to send");
-        channels_.out(a.peer, a.payload)
+        channels_.out(a.peer, peerOf(a), a.payload)
             .send(tagOf(a), std::move(it->second), label(a.payload == Payload::kActivation ? "act" : "grad", a));
         from.erase(it);
         break;
@@ -283,17 +333,17 @@ StepStats StepExecutor::run(const StepInput& in) {
         }
         const std::int64_t n = sizeOf(a);
         // The loss weights' N: the step's samples, or with an update per
-        // microbatch, the microbatch's over all replicas.
-        const double samples = perMicrobatch ? (a.step ? in.nextMicrobatchSamples : in.microbatchSamples).at(a.microbatch)
-                               : a.step    ? in.nextStepSamples
-                                           : in.stepSamples;
+        // microbatch, the microbatch's over all replicas (NOTE above).
+        const double samples = regroup || !perMicrobatch
+                                   ? (a.step ? in.nextStepSamples : in.stepSamples)
+                                   : (a.step ? in.nextMicrobatchSamples : in.microbatchSamples).at(a.microbatch);
         const auto c0 = std::chrono::steady_clock::now();
         double loss = 0;
         torch::Tensor out;
         {
           TraceSpan span(trace_, label("forward", a), "compute", TraceThread::kCompute,
                          {{"step", step}, {"samples", n}});
-          out = part.layers->forward(a.microbatch, input, step, in.firstMicrobatch + a.microbatch,
+          out = part.layers->forward(cached, input, step, in.firstMicrobatch + shape_.stepMicrobatch(a.microbatch),
                                      last ? batch(step, a.microbatch).labels : torch::Tensor(),
                                      static_cast<double>(n) / samples, &loss);
         }
@@ -322,7 +372,7 @@ StepStats StepExecutor::run(const StepInput& in) {
         {
           TraceSpan span(trace_, label("backward", a), "compute", TraceThread::kCompute, {{"step", step}});
           gradIn = part.layers->backward(
-              a.microbatch, grad,
+              cached, grad,
               a.final && sync ? std::function<void(int)>([sync, offset](int l) { sync->layerReady(offset + l); })
                               : std::function<void(int)>());
         }
@@ -347,7 +397,12 @@ StepStats StepExecutor::run(const StepInput& in) {
         versionOf_.erase(key);
         ++updates_;
         const int to = perMicrobatch ? static_cast<int>(updates_ % static_cast<std::int64_t>(versions_.size())) : from;
-        update_(step, from, to, a.final);
+        double scale = 1;
+        if (regroup) {
+          scale = (a.step ? in.nextStepSamples : in.stepSamples) /
+                  (a.step ? in.nextMicrobatchSamples : in.microbatchSamples).at(a.microbatch);
+        }
+        update_(step, from, to, a.final, scale);
         break;
       }
     }
@@ -355,15 +410,16 @@ StepStats StepExecutor::run(const StepInput& in) {
   decide();
   batches_.erase(batches_.begin(), batches_.upper_bound(in.step));
   drained_ = *drain;
+  segmentMicrobatches_ += M;
   if (drained_) {
+    segmentStart_ = updates_;
+    segmentMicrobatches_ = 0;
     carried_ = 0;
     // Everything sent has left (the next step's sends, when it was begun,
     // complete once its receives are posted there).
     channels_.flush();
   } else {
-    PipelineShape shape = shape_;
-    shape.microbatches = M;
-    carried_ = schedule_.carriedInto(shape, next);
+    carried_ = schedule_.carriedInto(stepShape, next);
   }
   return stats;
 }

@@ -51,23 +51,32 @@ struct SampleShape {
 };
 
 // The point-to-point queues of a stage: one inbound and one outbound per
-// (neighbouring stage, payload), made on first use.
+// (worker of a neighbouring stage, payload), made on first use.
 class Channels {
  public:
-  // `rankOf(stage)`: the rank of this replica's worker of `stage`.
-  Channels(Transport& transport, TraceRecorder& trace, std::function<int(int)> rankOf);
-  Inbound& in(int peerStage, Payload payload);
-  Outbound& out(int peerStage, Payload payload);
+  // `rankOf(stage, replica)`: the rank of that worker.
+  Channels(Transport& transport, TraceRecorder& trace, std::function<int(int, int)> rankOf);
+  Inbound& in(int peerStage, int peerReplica, Payload payload);
+  Outbound& out(int peerStage, int peerReplica, Payload payload);
   // Waits until everything sent so far has left.
   void flush();
 
  private:
+  using Key = std::tuple<int, int, Payload>;
   Transport& transport_;
   TraceRecorder& trace_;
-  std::function<int(int)> rankOf_;
-  std::map<std::pair<int, Payload>, std::unique_ptr<Inbound>> in_;
-  std::map<std::pair<int, Payload>, std::unique_ptr<Outbound>> out_;
+  std::function<int(int, int)> rankOf_;
+  std::map<Key, std::unique_ptr<Inbound>> in_;
+  std::map<Key, std::unique_ptr<Outbound>> out_;
 };
+
+// The workers of stage `to` (a neighbour of the shape's) that hear from
+// this one what is not per microbatch (the drain word, shapes): its own
+// replica when every stage has the same copies; round-robin, the next
+// stage's replicas j' with j' mod r_s = this replica, and on the previous
+// stage, replica (this replica mod r_{s−1}).
+std::vector<int> listeners(const PipelineShape& shape, int to);
+int speaker(const PipelineShape& shape, int from);
 
 // One model chunk of the stage (one, unless interleaved), in one weight
 // version (one, unless the schedule keeps more).
@@ -87,7 +96,12 @@ struct StepInput {
   std::int64_t step = 0;                // global step
   std::vector<std::int64_t> sizes;      // this replica's microbatches
   double stepSamples = 1;               // all replicas' samples (the loss weights' N)
-  std::int64_t firstMicrobatch = 0;     // this replica's first microbatch's index within the step (seeds)
+  // This replica's first microbatch's index within the step (seeds; round-
+  // robin: 0, each microbatch's index is the one it is dealt).
+  std::int64_t firstMicrobatch = 0;
+  // Round-robin (NOTE [Round-robin over a stage's replicas]): the step's
+  // microbatches over all of the stage's replicas, and the next step's.
+  int stepMicrobatches = 0, nextStepMicrobatches = 0;
   // Asynchronous schedules: the next step's (empty: there is none to begin,
   // the pipeline drains), and whether this worker would have the pipeline
   // drain after this step anyway (a checkpoint or a stop is due; stage 0's
@@ -99,6 +113,10 @@ struct StepInput {
   // replicas (its loss weights' N), this step's and the next's, and the
   // updates the step has on every replica (the most microbatches any
   // replica has: one with fewer joins the rest's allreduces with nothing).
+  // Round-robin, stages sum different microbatches into an update, so the
+  // loss weights' N is the step's and update u is scaled by the step's
+  // samples over microbatchSamples[u]: NOTE [Updates over unevenly
+  // replicated stages] in step_executor.cc.
   std::vector<double> microbatchSamples, nextMicrobatchSamples;
   int updates = 0;
 };
@@ -117,10 +135,10 @@ class StepExecutor {
   // null on stages that read no data; `update` applies the gradients of
   // global step `step` (kOptimizerStep), found in version `from`, then
   // copies the new weights into version `to` (`last`: the step's last
-  // update). `agree(drain)`:
+  // update), the gradients first multiplied by `scale`. `agree(drain)`:
   // on stage 0 of a replicated pipeline, the replicas' common decision
   // (drain if any of them would).
-  using Update = std::function<void(std::int64_t step, int from, int to, bool last)>;
+  using Update = std::function<void(std::int64_t step, int from, int to, bool last, double scale)>;
   StepExecutor(const Schedule& schedule, PipelineShape shape, std::vector<std::vector<ChunkParts>> versions,
                Channels& channels, data::PrefetchLoader* loader, torch::Device device, TraceRecorder& trace,
                Update update, std::function<bool(bool)> agree = nullptr);
@@ -147,13 +165,16 @@ class StepExecutor {
   TraceRecorder& trace_;
   Update update_;
   std::function<bool(bool)> agree_;
-  std::map<std::tuple<int, int, int>, std::vector<Action>> actions_;  // by (microbatches, carried, next)
+  std::map<std::tuple<int, int, int, int>, std::vector<Action>> actions_;  // by (microbatches, step's, carried, next)
   int window_ = 0;                                                     // receives posted ahead per channel (0: all)
   // Between steps (asynchronous schedules): forwards of the coming step
   // already run, what they produced and received, their data.
   int carried_ = 0;
   bool drained_ = true;
   std::int64_t updates_ = 0;          // applied since the start (an update per microbatch)
+  // Vertical sync: updates_ when the pipeline last drained, the microbatches
+  // of the steps run since, and this step's.
+  std::int64_t segmentStart_ = 0, segmentMicrobatches_ = 0, stepMicrobatches_ = 0;
   std::map<PassKey, int> versionOf_;  // a microbatch's stashed version, from its forward pass to its update
   std::map<PassKey, torch::Tensor> inputs_, gradOutputs_, outputs_, gradInputs_;
   std::map<std::int64_t, std::vector<data::Batch>> batches_;  // by global step

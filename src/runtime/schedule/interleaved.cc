@@ -15,6 +15,10 @@ Status InterleavedSchedule::check(const PipelineShape& shape) const {
                                        "--chunks 2 (or more)",
                                        kMaxChunks, shape.chunks));
   }
+  if (shape.roundRobin()) {
+    return invalidArgument("the interleaved schedule needs every stage replicated alike; use --schedule 1f1b or "
+                           "pipedream for stages with their own replicas");
+  }
   if (shape.stages < 2) {
     return invalidArgument("the interleaved schedule needs at least 2 pipeline stages: pass --stages 2 (or more), "
                            "or use --schedule 1f1b");

@@ -5,6 +5,9 @@
 namespace hydrozoa::runtime {
 
 std::vector<Action> OneFOneBSchedule::computeOrder(const PipelineShape& shape) const {
+  if (shape.roundRobin()) {
+    return dealtPasses(plan::oneFOneBOrderWithWarmup(shape.downstreamWorkers(), shape.stepMicrobatches), shape);
+  }
   return fromPasses(plan::oneFOneBOrder(shape.stage, shape.stages, shape.microbatches));
 }
 

@@ -5,7 +5,8 @@
 // flush. The same training as GPipe (every microbatch's forward and backward
 // see the step's weights) with the same bubble, but stage s holds at most
 // p − s microbatches' activations instead of M. The order is the planner's
-// (plan/cost/one_f_one_b.h), where its time and memory are modelled.
+// (plan/cost/one_f_one_b.h), where its time and memory are modelled. Stages
+// replicated unevenly: NOTE [Round-robin over a stage's replicas].
 #pragma once
 
 #include "runtime/schedule/schedule.h"

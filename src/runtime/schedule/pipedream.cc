@@ -6,25 +6,27 @@
 
 namespace hydrozoa::runtime {
 
-std::vector<Action> PipeDreamSchedule::computeOrder(const PipelineShape& shape) const {
-  return fromPasses(plan::asyncOneFOneBOrder(shape.stage, shape.stages, shape.microbatches, 0, 0));
+Status PipeDreamSchedule::check(const PipelineShape& shape) const {
+  HZ_RETURN_IF_ERROR(Schedule::check(shape));
+  if (verticalSync_ && shape.roundRobin()) {
+    return invalidArgument("the pipedream-vs schedule (vertical sync) needs every stage replicated alike; use "
+                           "--schedule pipedream for stages with their own replicas");
+  }
+  return Status();
 }
 
 int PipeDreamSchedule::weightVersions(const PipelineShape& shape) const {
-  return std::max(1, shape.stages - shape.stage);
+  if (verticalSync_) return std::max(1, shape.stages);
+  if (!shape.roundRobin()) return std::max(1, shape.stages - shape.stage);
+  // Round-robin: the most microbatches in flight on a replica, in the
+  // steady state of its dealt order.
+  PipelineShape steady = shape;
+  steady.stepMicrobatches = 2 * shape.replicasOf(shape.stage) * (inFlight(shape) + 1);
+  return std::max(1, peakStashed(passes(steady, 0, steady.stepMicrobatches)));
 }
 
-std::vector<Action> PipeDreamSchedule::actions(const PipelineShape& shape) const {
-  return lowerPerMicrobatch(computeOrder(shape), shape);
-}
-
-std::vector<Action> PipeDreamSchedule::actions(const PipelineShape& shape, int carried, int next) const {
-  return lowerPerMicrobatch(
-      fromPasses(plan::asyncOneFOneBOrder(shape.stage, shape.stages, shape.microbatches, carried, next)), shape);
-}
-
-int PipeDreamSchedule::carriedInto(const PipelineShape& shape, int next) const {
-  return plan::carriedForwards(shape.stage, shape.stages, next);
+std::vector<Action> PipeDreamSchedule::lower(const std::vector<Action>& passes, const PipelineShape& shape) const {
+  return lowerPerMicrobatch(passes, shape);
 }
 
 }  // namespace hydrozoa::runtime

@@ -7,24 +7,36 @@
 // pass must use the same weights (weight stashing): w weight versions,
 // NOTE [Weight versions]. Microbatch k's gradient on stage s is thus taken
 // at the weights w − 1 updates old, PipeDream's per-stage staleness.
+// Stages replicated unevenly (1F1B-RR): each replica keeps the
+// microbatches dealt to it in flight (NOTE [Round-robin over a stage's
+// replicas], schedule.h), and update u of stage s sums the gradients of
+// local microbatch u over the stage's replicas, microbatches u·r_s to
+// u·r_s + r_s − 1 of the step.
 //
-// Not yet: vertical sync, and stages replicated unevenly (1F1B-RR).
+// With vertical sync ("pipedream-vs", seed 003 §2.3), every stage runs
+// microbatch k's passes on the version stage 0 ran it on: the weights of
+// max(0, j − p + 1) updates since the pipeline last drained, j its
+// microbatches since then, on every stage. So the model a microbatch sees is
+// one consistent version (staleness p − 1 everywhere), and stage s keeps p
+// versions instead of p − s. Not with stages replicated unevenly.
 #pragma once
 
-#include "runtime/schedule/schedule.h"
+#include "runtime/schedule/async_one_f_one_b.h"
 
 namespace hydrozoa::runtime {
 
-class PipeDreamSchedule final : public Schedule {
+class PipeDreamSchedule final : public AsyncOneFOneB {
  public:
-  const char* name() const override { return "pipedream"; }
-  std::vector<Action> computeOrder(const PipelineShape& shape) const override;
-  bool asynchronous() const override { return true; }
+  explicit PipeDreamSchedule(bool verticalSync = false) : verticalSync_(verticalSync) {}
+  const char* name() const override { return verticalSync_ ? "pipedream-vs" : "pipedream"; }
+  Status check(const PipelineShape& shape) const override;
   bool updatePerMicrobatch() const override { return true; }
+  bool verticalSync() const override { return verticalSync_; }
   int weightVersions(const PipelineShape& shape) const override;
-  std::vector<Action> actions(const PipelineShape& shape) const override;
-  std::vector<Action> actions(const PipelineShape& shape, int carried, int next) const override;
-  int carriedInto(const PipelineShape& shape, int next) const override;
+
+ private:
+  bool verticalSync_;
+  std::vector<Action> lower(const std::vector<Action>& passes, const PipelineShape& shape) const override;
 };
 
 }  // namespace hydrozoa::runtime

@@ -25,6 +25,7 @@ const std::vector<Entry>& registry() {
       {"interleaved", [] { return std::make_unique<InterleavedSchedule>(); }},
       {"2bw", [] { return std::make_unique<TwoBwSchedule>(); }},
       {"pipedream", [] { return std::make_unique<PipeDreamSchedule>(); }},
+      {"pipedream-vs", [] { return std::make_unique<PipeDreamSchedule>(/*verticalSync=*/true); }},
   };
   return entries;
 }

@@ -52,6 +52,28 @@ std::vector<Action> Schedule::actions(const PipelineShape& shape, int /*carried*
 
 int Schedule::carriedInto(const PipelineShape& /*shape*/, int /*next*/) const { return 0; }
 
+int PipelineShape::downstreamWorkers() const {
+  int n = 0;
+  for (int s = stage + 1; s < stages; ++s) n += replicasOf(s);
+  return n;
+}
+
+int PipelineShape::dealt(int microbatches) const {
+  const int r = replicasOf(stage);
+  return microbatches > replica ? (microbatches - replica - 1) / r + 1 : 0;
+}
+
+std::vector<Action> dealtPasses(const std::vector<plan::Pass>& global, const PipelineShape& shape) {
+  const int r = shape.replicasOf(shape.stage);
+  std::vector<plan::Pass> mine;
+  for (plan::Pass p : global) {
+    if (p.microbatch % r != shape.replica) continue;
+    p.microbatch /= r;
+    mine.push_back(p);
+  }
+  return fromPasses(mine);
+}
+
 std::vector<Action> fromPasses(const std::vector<plan::Pass>& passes) {
   std::vector<Action> out;
   out.reserve(passes.size());
@@ -158,8 +180,11 @@ Status verifySchedule(const Schedule& schedule, int stages, int chunks, int micr
   return verifySteps(schedule, stages, chunks, {microbatches});
 }
 
-Status verifySteps(const Schedule& schedule, int stages, int chunks, const std::vector<int>& steps) {
+Status verifySteps(const Schedule& schedule, int stages, int chunks, const std::vector<int>& steps,
+                   const std::vector<int>& stageReplicas) {
   const int microbatches = steps.empty() ? 0 : *std::max_element(steps.begin(), steps.end());
+  // Keys are by the step's microbatch index (the same as the local one
+  // unless round-robin).
   struct StageRun {
     PipelineShape shape;
     std::vector<Action> actions;
@@ -167,23 +192,37 @@ Status verifySteps(const Schedule& schedule, int stages, int chunks, const std::
     std::set<std::tuple<int, int, int>> forwarded, backwarded;  // (step, chunk, mb)
     std::set<std::tuple<int, int, int, int>> have;              // received: (payload, step, chunk, mb)
   };
-  std::vector<StageRun> runs(stages);
+  std::vector<StageRun> runs;
   for (int s = 0; s < stages; ++s) {
-    runs[s].shape = {s, stages, chunks, microbatches};
-    if (steps.size() == 1 && !schedule.asynchronous()) {
-      runs[s].actions = schedule.actions(runs[s].shape);
-      continue;
-    }
-    // Consecutive steps, their actions' steps made absolute.
-    int carried = 0;
-    for (size_t k = 0; k < steps.size(); ++k) {
-      PipelineShape shape{s, stages, chunks, steps[k]};
-      const int next = schedule.asynchronous() && k + 1 < steps.size() ? steps[k + 1] : 0;
-      for (Action a : schedule.actions(shape, carried, next)) {
-        a.step += static_cast<int>(k);
-        runs[s].actions.push_back(a);
+    const int replicas = stageReplicas.empty() ? 1 : stageReplicas.at(static_cast<size_t>(s));
+    for (int j = 0; j < replicas; ++j) {
+      StageRun& run = runs.emplace_back();
+      PipelineShape base{s, stages, chunks, microbatches, stageReplicas, j};
+      auto shapeOf = [&](int k) {
+        PipelineShape shape = base;
+        shape.microbatches = base.dealt(k);
+        shape.stepMicrobatches = k;
+        if (!base.roundRobin()) shape.microbatches = k;
+        return shape;
+      };
+      run.shape = shapeOf(microbatches);
+      if (steps.size() == 1 && !schedule.asynchronous()) {
+        run.actions = schedule.actions(run.shape);
+      } else {
+        // Consecutive steps, their actions' steps made absolute.
+        int carried = 0;
+        for (size_t k = 0; k < steps.size(); ++k) {
+          const PipelineShape shape = shapeOf(steps[k]);
+          const int next = schedule.asynchronous() && k + 1 < steps.size() ? steps[k + 1] : 0;
+          for (Action a : schedule.actions(shape, carried, next)) {
+            a.step += static_cast<int>(k);
+            run.actions.push_back(a);
+          }
+          carried = next > 0 ? schedule.carriedInto(shape, next) : 0;
+        }
       }
-      carried = next > 0 ? schedule.carriedInto(shape, next) : 0;
+      // Local microbatches to the step's.
+      for (Action& a : run.actions) a.microbatch = base.stepMicrobatch(a.microbatch);
     }
   }
   // Messages sent and not yet received: (from, to, payload, step, virtual edge, mb).
@@ -193,14 +232,16 @@ Status verifySteps(const Schedule& schedule, int stages, int chunks, const std::
     const bool towardsNext = (a.kind == ActionKind::kSend) == (a.payload == Payload::kActivation);
     return towardsNext ? v : v - 1;  // the edge between virtual stages e and e+1
   };
-  auto fail = [&](int s, const Action& a, const std::string& why) {
-    return internalError(fmt::format("schedule {} ({} stages, {} chunks, {} microbatches): stage {} at \"{}\": {}",
-                                     schedule.name(), stages, chunks, microbatches, s, toString(a), why));
+  auto fail = [&](const StageRun& r, const Action& a, const std::string& why) {
+    return internalError(fmt::format("schedule {} ({} stages, {} chunks, {} microbatches): stage {}{} at \"{}\": {}",
+                                     schedule.name(), stages, chunks, microbatches, r.shape.stage,
+                                     r.shape.roundRobin() ? fmt::format(" replica {}", r.shape.replica) : "",
+                                     toString(a), why));
   };
   for (bool progress = true; progress;) {
     progress = false;
-    for (int s = 0; s < stages; ++s) {
-      StageRun& r = runs[s];
+    for (StageRun& r : runs) {
+      const int s = r.shape.stage;
       while (r.next < r.actions.size()) {
         const Action& a = r.actions[r.next];
         const auto key = std::make_tuple(a.step, a.chunk, a.microbatch);
@@ -208,7 +249,7 @@ Status verifySteps(const Schedule& schedule, int stages, int chunks, const std::
         const bool pass = a.kind != ActionKind::kSyncWait && a.kind != ActionKind::kOptimizerStep;
         const int stepMicrobatches = a.step >= 0 && a.step < static_cast<int>(steps.size()) ? steps[a.step] : 0;
         if (pass && (a.chunk < 0 || a.chunk >= chunks || a.microbatch < 0 || a.microbatch >= stepMicrobatches)) {
-          return fail(s, a, "microbatch or chunk out of range");
+          return fail(r, a, "microbatch or chunk out of range");
         }
         if (a.kind == ActionKind::kRecv) {
           const auto msg = std::make_tuple(a.peer, s, payload, a.step, edgeOf(a, r.shape), a.microbatch);
@@ -218,19 +259,19 @@ Status verifySteps(const Schedule& schedule, int stages, int chunks, const std::
           r.have.insert({payload, a.step, a.chunk, a.microbatch});
         } else if (a.kind == ActionKind::kSend) {
           const bool produced = a.payload == Payload::kActivation ? r.forwarded.count(key) : r.backwarded.count(key);
-          if (!produced) return fail(s, a, "sends what no pass has produced yet");
+          if (!produced) return fail(r, a, "sends what no pass has produced yet");
           wire.insert({s, a.peer, payload, a.step, edgeOf(a, r.shape), a.microbatch});
         } else if (a.kind == ActionKind::kForward) {
           if (!r.shape.firstVirtual(a.chunk) && !r.have.count({0, a.step, a.chunk, a.microbatch})) {
-            return fail(s, a, "runs before its input was received");
+            return fail(r, a, "runs before its input was received");
           }
-          if (!r.forwarded.insert(key).second) return fail(s, a, "a second forward pass of one microbatch");
+          if (!r.forwarded.insert(key).second) return fail(r, a, "a second forward pass of one microbatch");
         } else if (a.kind == ActionKind::kBackward) {
-          if (!r.forwarded.count(key)) return fail(s, a, "a backward pass before its forward pass");
+          if (!r.forwarded.count(key)) return fail(r, a, "a backward pass before its forward pass");
           if (!r.shape.lastVirtual(a.chunk) && !r.have.count({1, a.step, a.chunk, a.microbatch})) {
-            return fail(s, a, "runs before its output's gradient was received");
+            return fail(r, a, "runs before its output's gradient was received");
           }
-          if (!r.backwarded.insert(key).second) return fail(s, a, "a second backward pass of one microbatch");
+          if (!r.backwarded.insert(key).second) return fail(r, a, "a second backward pass of one microbatch");
         }
         ++r.next;
         progress = true;
@@ -238,20 +279,30 @@ Status verifySteps(const Schedule& schedule, int stages, int chunks, const std::
     }
   }
   std::string stuck;
-  for (int s = 0; s < stages; ++s) {
-    const StageRun& r = runs[s];
-    if (r.next < r.actions.size()) stuck += fmt::format(" stage {} waits at \"{}\";", s, toString(r.actions[r.next]));
+  for (const StageRun& r : runs) {
+    if (r.next < r.actions.size()) {
+      stuck += fmt::format(" stage {}{} waits at \"{}\";", r.shape.stage,
+                           r.shape.roundRobin() ? fmt::format(" replica {}", r.shape.replica) : "",
+                           toString(r.actions[r.next]));
+    }
   }
   if (!stuck.empty()) {
     return internalError(fmt::format("schedule {} ({} stages, {} chunks, {} microbatches) deadlocks:{}", schedule.name(),
                                      stages, chunks, microbatches, stuck));
   }
+  // Every microbatch of every step forward and backward once per stage, over its replicas.
   size_t want = 0;
   for (int m : steps) want += static_cast<size_t>(chunks) * m;
+  std::vector<size_t> forwards(static_cast<size_t>(stages)), backwards(static_cast<size_t>(stages));
+  for (const StageRun& r : runs) {
+    forwards[static_cast<size_t>(r.shape.stage)] += r.forwarded.size();
+    backwards[static_cast<size_t>(r.shape.stage)] += r.backwarded.size();
+  }
   for (int s = 0; s < stages; ++s) {
-    if (runs[s].forwarded.size() < want || runs[s].backwarded.size() < want) {
+    if (forwards[static_cast<size_t>(s)] != want || backwards[static_cast<size_t>(s)] != want) {
       return internalError(fmt::format("schedule {}: stage {} runs {} forward and {} backward passes of the {} it has",
-                                       schedule.name(), s, runs[s].forwarded.size(), runs[s].backwarded.size(), want));
+                                       schedule.name(), s, forwards[static_cast<size_t>(s)],
+                                       backwards[static_cast<size_t>(s)], want));
     }
   }
   if (!wire.empty()) return internalError(fmt::format("schedule {}: {} messages sent are never received",

@@ -18,6 +18,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -68,11 +69,41 @@ struct PipelineShape {
   int stage = 0, stages = 1;
   int chunks = 1;        // model chunks per stage (interleaved)
   int microbatches = 1;  // per replica and step
+  // NOTE [Round-robin over a stage's replicas]
+  // Stages replicated unevenly (1F1B-RR, plan.json per-stage "replicas"):
+  // the step's K microbatches are dealt round-robin, microbatch k to replica
+  // k mod r_s of stage s as its local microbatch k div r_s. Replica j of
+  // stage s runs the passes of an unreplicated stage over all K
+  // microbatches, with as many in flight as the stages after it have
+  // workers (Σ_{t>s} r_t, which for r_t = 1 is 1F1B's p − s − 1), keeping
+  // only the microbatches it is dealt: a subsequence of a deadlock-free
+  // order, so itself deadlock-free. Each transfer goes to the replica the
+  // microbatch is dealt to on the peer stage. Empty: every stage has the
+  // same copies, replica j of each stage talking to replica j of the others.
+  std::vector<int> stageReplicas;
+  int replica = 0;
+  int stepMicrobatches = 0;  // round-robin: K, the step's over all of the stage's replicas
 
   int virtualStage(int chunk) const { return chunk * stages + stage; }
   int virtualStages() const { return chunks * stages; }
   bool firstVirtual(int chunk) const { return virtualStage(chunk) == 0; }
   bool lastVirtual(int chunk) const { return virtualStage(chunk) == virtualStages() - 1; }
+
+  bool roundRobin() const { return !stageReplicas.empty(); }
+  int replicasOf(int s) const { return roundRobin() ? stageReplicas.at(static_cast<size_t>(s)) : 1; }
+  // The step's index of this replica's microbatch `local`.
+  int stepMicrobatch(int local) const { return roundRobin() ? local * replicasOf(stage) + replica : local; }
+  // Where this replica's microbatch `local` is on stage `peer`: the replica
+  // it is dealt to there, and its local index there.
+  std::pair<int, int> onPeer(int peer, int local) const {
+    if (!roundRobin()) return {replica, local};
+    const int k = stepMicrobatch(local);
+    return {k % replicasOf(peer), k / replicasOf(peer)};
+  }
+  // The workers of the stages after this one (round-robin).
+  int downstreamWorkers() const;
+  // How many of a step's first `microbatches` are dealt to this replica.
+  int dealt(int microbatches) const;
 };
 
 class Schedule {
@@ -107,6 +138,11 @@ class Schedule {
   // kept for its backward pass (weight stashing): NOTE [Weight versions].
   virtual bool asynchronous() const { return false; }
   virtual bool updatePerMicrobatch() const { return false; }
+  // Vertical sync (pipedream-vs): every stage runs a microbatch's passes on
+  // the weights of as many of its updates as stage 0 had applied when the
+  // microbatch entered the pipeline, not its own latest: NOTE [Vertical
+  // sync] in runtime/exec/step_executor.cc.
+  virtual bool verticalSync() const { return false; }
   virtual int weightVersions(const PipelineShape& /*shape*/) const { return 1; }
   // One step of an asynchronous schedule (the others: actions(shape)).
   virtual std::vector<Action> actions(const PipelineShape& shape, int carried, int next) const;
@@ -118,6 +154,10 @@ class Schedule {
 // The planner's order of passes (plan/cost/schedules.h, where each schedule's
 // time is simulated from the same order) as forward and backward actions.
 std::vector<Action> fromPasses(const std::vector<plan::Pass>& passes);
+// Round-robin (NOTE above): the passes of `global`, an order over the
+// step's microbatches (and the next step's, Pass::step = 1), that are dealt
+// to the shape's replica, by their local index.
+std::vector<Action> dealtPasses(const std::vector<plan::Pass>& global, const PipelineShape& shape);
 
 // computeOrder with its transfers, the final backward of each chunk marked,
 // and the flush at the end: kSyncWait, kOptimizerStep.
@@ -140,8 +180,11 @@ std::vector<std::string> scheduleNames();
 // backward before its forward, a send with nothing to send).
 Status verifySchedule(const Schedule& schedule, int stages, int chunks, int microbatches);
 // The same over consecutive steps of `microbatches[k]` microbatches each, an
-// asynchronous schedule's each beginning the next (the last draining).
-Status verifySteps(const Schedule& schedule, int stages, int chunks, const std::vector<int>& microbatches);
+// asynchronous schedule's each beginning the next (the last draining);
+// with `stageReplicas` (one chunk), every replica of every stage, the
+// steps' microbatches dealt round-robin.
+Status verifySteps(const Schedule& schedule, int stages, int chunks, const std::vector<int>& microbatches,
+                   const std::vector<int>& stageReplicas = {});
 
 // The most microbatches whose activations a stage holds at once (forwards
 // done, backwards not yet) over its actions, summed over chunks.

@@ -2,14 +2,23 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
-#include "plan/cost/two_bw.h"
-
 namespace hydrozoa::runtime {
 
 Status TwoBwSchedule::check(const PipelineShape& shape) const {
   HZ_RETURN_IF_ERROR(Schedule::check(shape));
+  if (shape.roundRobin()) {
+    // Stage 0 keeps the most in flight: a step must hold them.
+    PipelineShape first = shape;
+    first.stage = 0;
+    const int w = inFlight(first);
+    if (shape.stepMicrobatches < w) {
+      return invalidArgument(fmt::format(
+          "the 2bw schedule needs at least as many microbatches per step as the workers after the first stage, plus "
+          "one ({} < {}), or a third weight version would be live; raise num_microbatches",
+          shape.stepMicrobatches, w));
+    }
+    return Status();
+  }
   if (shape.microbatches < shape.stages) {
     return invalidArgument(fmt::format(
         "the 2bw schedule needs at least as many microbatches per step as stages ({} < {}), or a third weight "
@@ -19,17 +28,8 @@ Status TwoBwSchedule::check(const PipelineShape& shape) const {
   return Status();
 }
 
-std::vector<Action> TwoBwSchedule::computeOrder(const PipelineShape& shape) const {
-  return fromPasses(plan::asyncOneFOneBOrder(shape.stage, shape.stages, shape.microbatches, 0, 0));
-}
-
-std::vector<Action> TwoBwSchedule::actions(const PipelineShape& shape, int carried, int next) const {
-  return lowerFlushed(
-      fromPasses(plan::asyncOneFOneBOrder(shape.stage, shape.stages, shape.microbatches, carried, next)), shape);
-}
-
-int TwoBwSchedule::carriedInto(const PipelineShape& shape, int next) const {
-  return plan::carriedForwards(shape.stage, shape.stages, next);
+std::vector<Action> TwoBwSchedule::lower(const std::vector<Action>& passes, const PipelineShape& shape) const {
+  return lowerFlushed(passes, shape);
 }
 
 }  // namespace hydrozoa::runtime

@@ -9,20 +9,18 @@
 // planner's (plan/cost/two_bw.h).
 #pragma once
 
-#include "runtime/schedule/schedule.h"
+#include "runtime/schedule/async_one_f_one_b.h"
 
 namespace hydrozoa::runtime {
 
-class TwoBwSchedule final : public Schedule {
+class TwoBwSchedule final : public AsyncOneFOneB {
  public:
   const char* name() const override { return "2bw"; }
   Status check(const PipelineShape& shape) const override;
-  // A step on its own (carried in nothing, draining).
-  std::vector<Action> computeOrder(const PipelineShape& shape) const override;
-  bool asynchronous() const override { return true; }
   int weightVersions(const PipelineShape& /*shape*/) const override { return 2; }
-  std::vector<Action> actions(const PipelineShape& shape, int carried, int next) const override;
-  int carriedInto(const PipelineShape& shape, int next) const override;
+
+ private:
+  std::vector<Action> lower(const std::vector<Action>& passes, const PipelineShape& shape) const override;
 };
 
 }  // namespace hydrozoa::runtime

@@ -56,9 +56,28 @@ Result<Role> parseRole(const Json& a) {
       r.layer_ranges.emplace_back(range[0].get<int>(), range[1].get<int>());
     }
   }
+  std::vector<int> stageReplicas;
+  if (const Json* replicas = o.raw("stage_replicas"); replicas && replicas->is_array()) {
+    for (const Json& count : *replicas) {
+      const bool valid = count.is_number_integer() && count.get<std::int64_t>() >= 1 &&
+                         count.get<std::int64_t>() <= kWorkersRange.max &&
+                         static_cast<std::int64_t>(stageReplicas.size()) < kWorkersRange.max;
+      if (!valid) {
+        o.fail("stage_replicas", "expected a replica count per stage");
+        break;
+      }
+      stageReplicas.push_back(count.get<int>());
+    }
+  }
   const Json& job = o.object("job");
   HZ_RETURN_IF_ERROR(o.status());
   if (r.layer_ranges.empty()) r.layer_ranges.emplace_back(r.first_layer, r.last_layer);
+  if (!stageReplicas.empty() &&
+      (static_cast<int>(stageReplicas.size()) != r.stages || r.stage >= r.stages ||
+       stageReplicas[static_cast<size_t>(r.stage)] != r.replicas || r.replica >= r.replicas)) {
+    return invalidArgument("assign.stage_replicas: expected one count per stage, this stage's its replicas");
+  }
+  r.stage_replicas = std::move(stageReplicas);
   HZ_ASSIGN_OR_RETURN(r.job, cluster::parseJobSpec(job, "assign.job"));
   return r;
 }

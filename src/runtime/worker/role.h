@@ -16,6 +16,10 @@ namespace hydrozoa::runtime {
 struct Role {
   int generation = 0, rank = 0, world = 1;
   int replica = 0, replicas = 1, stage = 0, stages = 1;
+  // Stages replicated unevenly: every stage's replicas ("stage_replicas";
+  // empty: `replicas` each), the step's microbatches dealt round-robin
+  // (NOTE [Round-robin over a stage's replicas], runtime/schedule/schedule.h).
+  std::vector<int> stage_replicas;
   int first_layer = 0, last_layer = 0;
   // The stage's model chunks, in order: [first, last] layer ranges ("layer_ranges";
   // absent: the one range above). Interleaved: chunk c is virtual stage c·stages + stage.

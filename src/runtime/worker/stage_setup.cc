@@ -82,6 +82,7 @@ Status Worker::build() {
   so.seed = job.seed;
   so.shuffle = job.shuffle;
   so.drop_last = job.drop_last;
+  so.round_robin = !role_.stage_replicas.empty();
   trainSampler_.emplace(so);
   if (const char* record = std::getenv("HYDROZOA_RECORD_SAMPLES"); record && *record && firstStage()) {
     sampleLog_ = std::make_unique<std::ofstream>(role_.trace_path + ".samples", std::ios::app);
@@ -157,7 +158,8 @@ Status Worker::build() {
     syncs_.push_back(std::make_unique<GradientSync>(transport_.get(), std::move(layerParams), plan::kFirstBucketBytes,
                                                     plan::kBucketBytes, trace_));
   }
-  channels_ = std::make_unique<Channels>(*transport_, trace_, [this](int stage) { return rankOf(stage); });
+  channels_ = std::make_unique<Channels>(*transport_, trace_,
+                                         [this](int stage, int replica) { return rankOf(stage, replica); });
   HZ_RETURN_IF_ERROR(exchangeShapes());
   for (size_t v = 0; v < versions.size(); ++v) {
     for (int c = 0; c < numChunks(); ++c) {
@@ -178,8 +180,8 @@ Status Worker::build() {
   }
   executor_ = std::make_unique<StepExecutor>(*schedule_, shape, std::move(versions), *channels_, trainLoader_.get(),
                                              device_, trace_,
-                                             [this](std::int64_t step, int from, int to, bool last) {
-                                               applyUpdate(step, from, to, last);
+                                             [this](std::int64_t step, int from, int to, bool last, double scale) {
+                                               applyUpdate(step, from, to, last, scale);
                                              },
                                              std::move(agree));
   // NOTE [Cores for compute threads]: with a core of its own, the compute
@@ -241,7 +243,7 @@ Status Worker::exchangeShapes() {
       const int from = (v - 1) % role_.stages;
       const int tag = shapeTag(edgeChunk(v - 1, role_.stages));
       torch::Tensor header = torch::zeros({kShapeSlots}, torch::TensorOptions(torch::kLong).device(device_));
-      Inbound& fromPrev = channels_->in(from, Payload::kActivation);
+      Inbound& fromPrev = channels_->in(from, speaker(shape, from), Payload::kActivation);
       fromPrev.expect(tag, tag, header, "shape");
       header = fromPrev.take(tag).cpu();
       const auto* h = header.data_ptr<std::int64_t>();
@@ -286,9 +288,12 @@ Status Worker::exchangeShapes() {
       h[1] = static_cast<std::int64_t>(outShape.dims.size());
       for (size_t i = 0; i < outShape.dims.size(); ++i) h[2 + i] = outShape.dims[i];
       const int tag = shapeTag(edgeChunk(v, role_.stages));
-      Outbound& toNext = channels_->out((v + 1) % role_.stages, Payload::kActivation);
-      toNext.send(tag, header.to(device_), "shape");
-      toNext.flush();
+      const int to = (v + 1) % role_.stages;
+      for (int j : listeners(shape, to)) {
+        Outbound& toNext = channels_->out(to, j, Payload::kActivation);
+        toNext.send(tag, header.to(device_), "shape");
+        toNext.flush();
+      }
     }
   }
   return Status();

@@ -48,10 +48,13 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
   in.step = globalStep;
   in.sizes = microbatchSizes(sampler, stepInEpoch);
   in.stepSamples = static_cast<double>(sampler.stepSamples(stepInEpoch));
-  in.firstMicrobatch = role_.replica * role_.microbatches;
+  const bool dealt = !role_.stage_replicas.empty();
+  in.firstMicrobatch = dealt ? 0 : role_.replica * role_.microbatches;
+  in.stepMicrobatches = sampler.stepMicrobatches(stepInEpoch);
   if (nextStep && schedule_->asynchronous()) {
     in.nextSizes = microbatchSizes(sampler, stepInEpoch + 1);
     in.nextStepSamples = static_cast<double>(sampler.stepSamples(stepInEpoch + 1));
+    in.nextStepMicrobatches = sampler.stepMicrobatches(stepInEpoch + 1);
   }
   in.drain = drain;
   if (schedule_->updatePerMicrobatch()) {
@@ -88,7 +91,7 @@ std::int64_t Worker::epochOf(std::int64_t globalStep) const {
   return role_.first_epoch + (globalStep - role_.epoch_start_step) / trainSampler_->stepsPerEpoch();
 }
 
-void Worker::applyUpdate(std::int64_t globalStep, int from, int to, bool last) {
+void Worker::applyUpdate(std::int64_t globalStep, int from, int to, bool last, double scale) {
   TraceSpan span(trace_, "optimizer step", "compute", TraceThread::kCompute, {{"step", globalStep}});
   const double lr = role_.lr_factor * scheduledLearningRate(role_.job.optimizer, role_.job.lr_schedule, globalStep,
                                                             epochOf(globalStep), role_.total_steps);
@@ -96,6 +99,12 @@ void Worker::applyUpdate(std::int64_t globalStep, int from, int to, bool last) {
   std::lock_guard<std::mutex> lock(stateMu_);
   if (halted_) throw Halted();
   if (keepSnapshots_) snapshot();
+  if (scale != 1) {
+    torch::NoGradGuard guard;
+    for (const torch::Tensor& p : copies_.empty() ? stageParameters() : versionParameters(static_cast<size_t>(from))) {
+      if (p.grad().defined()) p.grad().mul_(scale);
+    }
+  }
   if (copies_.empty()) {
     optimizer_->step();
     optimizer_->zero_grad();
@@ -142,19 +151,27 @@ void Worker::evaluate(std::int64_t epoch) {
     }
     for (int c = 0; c < numChunks(); ++c) {
       const int v = shape.virtualStage(c);
-      Inbound* fromPrev = shape.firstVirtual(c) ? nullptr : &channels_->in((v - 1) % role_.stages, Payload::kActivation);
-      Outbound* toNext = shape.lastVirtual(c) ? nullptr : &channels_->out((v + 1) % role_.stages, Payload::kActivation);
+      const int prev = (v - 1) % role_.stages, next = (v + 1) % role_.stages;
+      // Microbatch mb from / to the worker it is dealt to there, tagged
+      // with its index on the receiver.
+      auto fromPrev = [&](int mb) -> Inbound* {
+        if (shape.firstVirtual(c)) return nullptr;
+        return &channels_->in(prev, shape.onPeer(prev, mb).first, Payload::kActivation);
+      };
       const int inChunk = edgeChunk(v - 1, role_.stages), outChunk = edgeChunk(v, role_.stages);
       for (size_t mb = 0; mb < sizes.size(); ++mb) {
         const int tag = evalTag(static_cast<int>(mb), inChunk);
-        if (fromPrev) fromPrev->expect(tag, tag, inShapes_[static_cast<size_t>(c)].buffer(sizes[mb]), "eval");
+        if (Inbound* in = fromPrev(static_cast<int>(mb))) {
+          in->expect(tag, tag, inShapes_[static_cast<size_t>(c)].buffer(sizes[mb]), "eval");
+        }
       }
       for (size_t mb = 0; mb < sizes.size(); ++mb) {
-        const torch::Tensor input =
-            fromPrev ? fromPrev->take(evalTag(static_cast<int>(mb), inChunk)) : batches[mb].inputs;
+        Inbound* in = fromPrev(static_cast<int>(mb));
+        const torch::Tensor input = in ? in->take(evalTag(static_cast<int>(mb), inChunk)) : batches[mb].inputs;
         const torch::Tensor out = chunks_[static_cast<size_t>(c)]->evaluate(input);
-        if (toNext) {
-          toNext->send(evalTag(static_cast<int>(mb), outChunk), out, "eval");
+        if (!shape.lastVirtual(c)) {
+          const auto [replica, there] = shape.onPeer(next, static_cast<int>(mb));
+          channels_->out(next, replica, Payload::kActivation).send(evalTag(there, outChunk), out, "eval");
           continue;
         }
         const torch::Tensor logits = out.reshape({-1, out.size(-1)});

@@ -26,6 +26,7 @@
 #include "core/cpus.h"
 #include "data/loader.h"
 #include "data/sampler.h"
+#include "plan/plan.h"
 #include "runtime/checkpoint.h"
 #include "runtime/comm/transport.h"
 #include "runtime/exec/step_executor.h"
@@ -73,7 +74,7 @@ class Worker {
   // with weight versions, the gradients of version `from`, the new weights
   // then copied into version `to` (NOTE [Weight versions]); `last`: the
   // step's last update (one per step, unless an update per microbatch).
-  void applyUpdate(std::int64_t globalStep, int from, int to, bool last);
+  void applyUpdate(std::int64_t globalStep, int from, int to, bool last, double scale);
   // The epoch global step `globalStep` belongs to.
   std::int64_t epochOf(std::int64_t globalStep) const;
   void evaluate(std::int64_t epoch);
@@ -108,11 +109,19 @@ class Worker {
 
   bool firstStage() const { return role_.stage == 0; }
   bool lastStage() const { return role_.stage == role_.stages - 1; }
-  // This replica's worker of `stage` (ranks are replica-major).
-  int rankOf(int stage) const { return role_.rank - role_.stage + stage; }
+  // The rank of replica `replica` of `stage` (ranks are replica-major,
+  // plan::workerRank).
+  int rankOf(int stage, int replica) const {
+    if (role_.stage_replicas.empty()) return replica * role_.stages + stage;
+    return plan::workerRank(role_.stage_replicas, stage, replica);
+  }
   int numChunks() const { return static_cast<int>(role_.layer_ranges.size()); }
   PipelineShape pipelineShape() const {
-    return {role_.stage, role_.stages, numChunks(), static_cast<int>(role_.microbatches)};
+    PipelineShape shape{role_.stage, role_.stages, numChunks(), static_cast<int>(role_.microbatches)};
+    shape.stageReplicas = role_.stage_replicas;
+    shape.replica = role_.replica;
+    shape.stepMicrobatches = static_cast<int>(role_.microbatches) * role_.replicas;
+    return shape;
   }
   // Every chunk's parameters, in order; saving and loading all chunks.
   std::vector<torch::Tensor> stageParameters() const;

@@ -121,7 +121,8 @@ TEST(Schedules, NamesParseAndUnknownOnesAreErrors) {
   auto bad = parseSchedule("zb-h1", "--schedule");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
-            "--schedule: unknown pipeline schedule \"zb-h1\"; available: gpipe, 1f1b, interleaved, 2bw, pipedream");
+            "--schedule: unknown pipeline schedule \"zb-h1\"; available: gpipe, 1f1b, interleaved, 2bw, pipedream, "
+            "pipedream-vs");
 }
 
 }  // namespace
