@@ -1,6 +1,7 @@
 #include "report/text.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +22,15 @@ std::string optSeconds(const std::optional<Seconds>& s) { return s ? formatSecon
 }  // namespace
 
 std::string describePlan(const plan::Plan& p) {
+  if (!p.evenlyReplicated()) {
+    std::vector<int> replicas;
+    for (size_t s = 0; s < p.stages.size(); ++s) replicas.push_back(p.replicasOf(s));
+    const std::int64_t K = p.num_microbatches * p.data_parallel;
+    return fmt::format("{} stages replicated {} ({} workers), {} microbatch{} of {} a step dealt round-robin, global "
+                       "batch {}",
+                       p.pipeline_stages, fmt::join(replicas, ", "), p.workersUsed(), K, K == 1 ? "" : "es",
+                       p.microbatch_size, p.globalBatch());
+  }
   return fmt::format("{}\u00d7{} ({} replica{} \u00d7 {} stage{}), {} microbatch{} of {}, global batch {}",
                      p.data_parallel, p.pipeline_stages, p.data_parallel, p.data_parallel == 1 ? "" : "s",
                      p.pipeline_stages, p.pipeline_stages == 1 ? "" : "s", p.num_microbatches,

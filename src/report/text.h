@@ -18,7 +18,9 @@ namespace hydrozoa::report {
 // (+150%)"; what a partial run lacks is left out.
 std::vector<std::pair<std::string, std::string>> runFacts(const RunReport& run);
 
-// The plan in a few words: "2×2 (2 replicas × 2 stages), 4 microbatches of 16".
+// The plan in a few words: "2×2 (2 replicas × 2 stages), 4 microbatches of 16"
+// (stages replicated unevenly: "2 stages replicated 2, 1 (3 workers), 4
+// microbatches of 6 a step dealt round-robin").
 std::string describePlan(const plan::Plan& plan);
 
 // "+12%" / "-3%": measured against predicted; "" without both.

@@ -293,6 +293,15 @@ TEST_F(RunFixture, TextAndJsonSayTheSame) {
   EXPECT_TRUE(Json::parse(j.dump()) == j);
 }
 
+// Stages replicated unevenly: each stage's copies and the step's microbatches.
+TEST(DescribePlan, StagesReplicatedUnevenly) {
+  plan::Plan p = fixturePlan();
+  EXPECT_EQ(describePlan(p), "2×2 (2 replicas × 2 stages), 4 microbatches of 16, global batch 128");
+  p.stages[1].replicas = 1;
+  EXPECT_EQ(describePlan(p),
+            "2 stages replicated 2, 1 (3 workers), 8 microbatches of 16 a step dealt round-robin, global batch 128");
+}
+
 TEST_F(RunFixture, ARunThatEndedEarlyGivesAPartialReport) {
   // The coordinator was killed after two steps, mid-line: no summary, no trace.
   const fs::path dir = root_ / "early";
