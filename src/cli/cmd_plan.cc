@@ -312,6 +312,64 @@ Status runPipeDream(const PlanArgs& a, bool json) {
   return Status();
 }
 
+// --planner 2bw: PipeDream-2BW's planner chooses (d, p, b, recomputation,
+// schedule); Hydrozoa's search then cuts and sizes that pinned plan for
+// training. The thesis's memory counts weight versions and activations
+// only; a configuration whose workers also need their gradients, optimizer
+// state and runtime beyond the limit is passed over for the next.
+Result<plan::Plan> planWithTwoBw(const PlanArgs& a, const profile::Profile& prof, const plan::Catalog& catalog,
+                                 const plan::SearchOptions& o, std::optional<std::int64_t> globalBatch,
+                                 const std::string& crossBandwidth, bool json) {
+  plan::TwoBwPlannerOptions t;
+  t.workers = o.workers;
+  if (!globalBatch) return invalidArgument("--planner 2bw needs --global-batch (B: samples per batch)");
+  t.global_batch = *globalBatch;
+  t.memory_limit = o.memory_limit;
+  t.in_pipeline = o.bandwidth;
+  t.cross_pipeline = o.bandwidth;
+  if (!crossBandwidth.empty()) {
+    HZ_ASSIGN_OR_RETURN(t.cross_pipeline, parseBandwidth(crossBandwidth, "--bandwidth"));
+  }
+  if (!(t.in_pipeline > 0) || !(t.cross_pipeline > 0)) return invalidArgument("--bandwidth must be positive");
+  HZ_ASSIGN_OR_RETURN(const plan::TwoBwPlannerResult r, plan::planTwoBw(prof, t));
+  if (!json) std::cout << plan::renderTwoBw(r, t) << "\n";
+  if (!r.best) {
+    return invalidArgument(fmt::format("no configuration of {} workers fits {} per worker under 2bw or 1f1b",
+                                       t.workers, t.memory_limit ? formatBytes(*t.memory_limit) : "the memory"));
+  }
+  std::vector<plan::TwoBwConfig> order;
+  for (const plan::TwoBwConfig& c : r.considered) {
+    if (c.fits) order.push_back(c);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const plan::TwoBwConfig& x, const plan::TwoBwConfig& y) {
+    return x.samples_per_second > y.samples_per_second;
+  });
+  Status first;
+  for (const plan::TwoBwConfig& c : order) {
+    plan::SearchOptions pins = o;
+    pins.data_parallel = c.data_parallel;
+    pins.stages = c.stages;
+    pins.microbatch_size = c.microbatch_size;
+    pins.microbatches = c.microbatches;
+    pins.recompute = c.recompute;
+    PlanArgs with = a;
+    with.schedule = plan::scheduleName(c.schedule);
+    auto planned = planSchedules(with, prof, catalog, pins, json);
+    if (planned.ok()) {
+      if (!first.ok() && !json) {
+        std::cout << fmt::format("Note: the 2BW planner's first choice does not fit Hydrozoa's memory model ({}); "
+                                 "planned its best that does: {}×{}, {}, microbatch {}{}\n",
+                                 first.message(), c.data_parallel, c.stages, plan::scheduleName(c.schedule),
+                                 c.microbatch_size, c.recompute ? ", recomputation" : "");
+      }
+      return std::move(*planned);
+    }
+    if (first.ok()) first = planned.status();
+  }
+  if (first.ok()) return internalError("--planner 2bw: no configuration to plan");
+  return first;
+}
+
 Status runPlan(const PlanArgs& given, bool json) {
   if (given.planner == "pipedream") return runPipeDream(given, json);
   if (given.planner != "hydrozoa" && given.planner != "2bw") {
@@ -424,61 +482,10 @@ Status runPlan(const PlanArgs& given, bool json) {
   if (!capped.empty()) spdlog::warn("{}", capped);
   std::optional<plan::Plan> pinned;
   if (a.planner == "2bw") {
-    // PipeDream-2BW's planner chooses (d, p, b, recomputation, schedule);
-    // Hydrozoa's search then cuts and sizes that pinned plan for training.
-    // The thesis's memory counts weight versions and activations only; a
-    // configuration whose workers also need their gradients, optimizer
-    // state and runtime beyond the limit is passed over for the next.
-    plan::TwoBwPlannerOptions t;
-    t.workers = o.workers;
-    if (!globalBatch) return invalidArgument("--planner 2bw needs --global-batch (B: samples per batch)");
-    t.global_batch = *globalBatch;
-    t.memory_limit = o.memory_limit;
-    t.in_pipeline = o.bandwidth;
-    t.cross_pipeline = o.bandwidth;
-    if (!crossBandwidth.empty()) {
-      HZ_ASSIGN_OR_RETURN(t.cross_pipeline, parseBandwidth(crossBandwidth, "--bandwidth"));
-    }
-    if (!(t.in_pipeline > 0) || !(t.cross_pipeline > 0)) return invalidArgument("--bandwidth must be positive");
-    HZ_ASSIGN_OR_RETURN(const plan::TwoBwPlannerResult r, plan::planTwoBw(prof, t));
-    if (!json) std::cout << plan::renderTwoBw(r, t) << "\n";
-    if (!r.best) {
-      return invalidArgument(fmt::format("no configuration of {} workers fits {} per worker under 2bw or 1f1b",
-                                         t.workers, t.memory_limit ? formatBytes(*t.memory_limit) : "the memory"));
-    }
-    std::vector<plan::TwoBwConfig> order;
-    for (const plan::TwoBwConfig& c : r.considered) {
-      if (c.fits) order.push_back(c);
-    }
-    std::stable_sort(order.begin(), order.end(), [](const plan::TwoBwConfig& x, const plan::TwoBwConfig& y) {
-      return x.samples_per_second > y.samples_per_second;
-    });
-    Status first;
-    for (const plan::TwoBwConfig& c : order) {
-      plan::SearchOptions pins = o;
-      pins.data_parallel = c.data_parallel;
-      pins.stages = c.stages;
-      pins.microbatch_size = c.microbatch_size;
-      pins.microbatches = c.microbatches;
-      pins.recompute = c.recompute;
-      PlanArgs with = a;
-      with.schedule = plan::scheduleName(c.schedule);
-      auto planned = planSchedules(with, prof, catalog, pins, json);
-      if (planned.ok()) {
-        if (!first.ok() && !json) {
-          std::cout << fmt::format("Note: the 2BW planner's first choice does not fit Hydrozoa's memory model ({}); "
-                                   "planned its best that does: {}×{}, {}, microbatch {}{}\n",
-                                   first.message(), c.data_parallel, c.stages, plan::scheduleName(c.schedule),
-                                   c.microbatch_size, c.recompute ? ", recomputation" : "");
-        }
-        pinned = std::move(*planned);
-        break;
-      }
-      if (first.ok()) first = planned.status();
-    }
-    if (!pinned) return first;
+    HZ_ASSIGN_OR_RETURN(pinned, planWithTwoBw(a, prof, catalog, o, globalBatch, crossBandwidth, json));
   }
-  HZ_ASSIGN_OR_RETURN(const plan::Plan chosen, pinned ? Result<plan::Plan>(*pinned) : planSchedules(a, prof, catalog, o, json));
+  HZ_ASSIGN_OR_RETURN(const plan::Plan chosen,
+                      pinned ? Result<plan::Plan>(*pinned) : planSchedules(a, prof, catalog, o, json));
   if (!json && !capped.empty()) std::cout << "Note: " << capped << "\n";
   if (!json && !globalBatch) {
     // Without a global batch, the largest batch that fits wins on throughput;
