@@ -233,13 +233,19 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
     HZ_RETURN_IF_ERROR(checkPlan(p, model, spec, spec.plan_file));
     if (spec.recompute) p.recompute = *spec.recompute;
     if (spec.schedule) {  // the pin runs the plan's stages with another schedule
+      const std::string madeFor = plan::scheduleName(p.schedule);
       HZ_ASSIGN_OR_RETURN(p.schedule, plan::parseSchedule(*spec.schedule, "plan.schedule"));
       if ((p.schedule == plan::ScheduleKind::kInterleaved) != (p.chunks > 1)) {
         return invalidArgument(fmt::format("{} was made for the {} schedule; the interleaved schedule needs a plan cut "
                                            "into chunks: plan for it (drop plan.file, or hydrozoa plan --schedule "
                                            "interleaved)",
-                                           spec.plan_file, p.chunks > 1 ? "interleaved" : "gpipe or 1f1b"));
+                                           spec.plan_file, madeFor));
       }
+    }
+    if (!p.evenlyReplicated() && p.schedule == plan::ScheduleKind::kPipeDreamVerticalSync) {
+      return invalidArgument(fmt::format("{} replicates its stages unevenly; the pipedream-vs schedule (vertical "
+                                         "sync) needs every stage replicated alike: use --schedule pipedream",
+                                         spec.plan_file));
     }
     // Round-robin, stage 0 keeps the workers after it plus one microbatch in
     // flight, and a step must hold them (runtime/schedule/two_bw.cc).

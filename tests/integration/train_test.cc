@@ -300,6 +300,17 @@ TEST(Train, PipeDreamsPartitionTrainsAndResumes) {
   EXPECT_NE(r.err.find("with stages replicated 2, 1, 1, 1 on 5"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("32 microbatches a step, round-robin"), std::string::npos) << r.err;
   expectStoppedAtItsLatestCheckpointAndResumes(dir);
+  // Schedules that need every stage alike say so before anything starts.
+  for (const char* schedule : {"pipedream-vs", "interleaved"}) {
+    r = runHydrozoa(dir.path().string(), {"train", source + "/examples/fashion_mnist_cnn.yaml", "--plan", "plan.json",
+                                          "--workers", "5", "--schedule", schedule, "--no-progress", "--out", "x"});
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find(schedule == std::string("interleaved") ? "made for the pipedream schedule; the interleaved "
+                                                                  "schedule needs a plan cut into chunks"
+                                                                  : "needs every stage replicated alike"),
+              std::string::npos)
+        << r.err;
+  }
 }
 
 // Under 2bw and pipedream a step begins the next, so a checkpoint request
@@ -608,6 +619,23 @@ Interruptible runWholeThenStart(const ScratchDir& dir, size_t steps, int victim,
   return run;
 }
 
+// The 500 steps' losses of dir/run equal dir/whole's, but for the steps
+// the run's metrics mark partial (those a recovery redid).
+void expectTheSameLossesAsTheWholeRun(const ScratchDir& dir) {
+  std::set<std::int64_t> partial;
+  for (const Json& l : testing::metrics(dir / "run")) {
+    if (l.value("partial", false)) partial.insert(l["step"].get<std::int64_t>());
+  }
+  const auto a = testing::stepLosses(dir / "whole"), b = testing::stepLosses(dir / "run");
+  ASSERT_EQ(a.size(), 500u);
+  ASSERT_EQ(b.size(), 500u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!partial.count(static_cast<std::int64_t>(i) + 1)) {
+      ASSERT_EQ(a[i], b[i]) << "step " << i + 1;
+    }
+  }
+}
+
 // Under 2bw (NOTE [Weight versions]) the survivors' state, or a
 // checkpoint's, carries the previous weights too; under pipedream the
 // survivors offer theirs only at a drained step, else the checkpoint is
@@ -628,18 +656,7 @@ TEST_P(AsynchronousSchedules, ARunRecoversAsIfNeverFailed) {
   ASSERT_EQ((*summary)["recoveries"].size(), 1u);
   std::cout << "restored from " << (*summary)["recoveries"][0]["restored_from"] << " at step "
             << (*summary)["recoveries"][0]["restore_step"] << "\n";
-  std::set<std::int64_t> partial;
-  for (const Json& l : testing::metrics(dir / "run")) {
-    if (l.value("partial", false)) partial.insert(l["step"].get<std::int64_t>());
-  }
-  const auto a = testing::stepLosses(dir / "whole"), b = testing::stepLosses(dir / "run");
-  ASSERT_EQ(a.size(), 500u);
-  ASSERT_EQ(b.size(), 500u);
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!partial.count(static_cast<std::int64_t>(i) + 1)) {
-      ASSERT_EQ(a[i], b[i]) << "step " << i + 1;
-    }
-  }
+  expectTheSameLossesAsTheWholeRun(dir);
 }
 
 // Stages replicated unevenly (plan.json "replicas" 2, 1, 1; pipedream):
@@ -661,18 +678,8 @@ TEST(Recovery, StagesReplicatedUnevenlyRecoverAsIfNeverFailed) {
     EXPECT_EQ((*summary)["status"], "completed");
     EXPECT_EQ((*summary)["plan"]["stage_replicas"], Json({2, 1, 1}));
     ASSERT_EQ((*summary)["recoveries"].size(), 1u);
-    std::set<std::int64_t> partial;
-    for (const Json& l : testing::metrics(dir / "run")) {
-      if (l.value("partial", false)) partial.insert(l["step"].get<std::int64_t>());
-    }
-    const auto a = testing::stepLosses(dir / "whole"), b = testing::stepLosses(dir / "run");
-    ASSERT_EQ(a.size(), 500u);
-    ASSERT_EQ(b.size(), 500u);
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!partial.count(static_cast<std::int64_t>(i) + 1)) {
-        ASSERT_EQ(a[i], b[i]) << "victim " << victim << " step " << i + 1;
-      }
-    }
+    SCOPED_TRACE(::testing::Message() << "victim " << victim);
+    expectTheSameLossesAsTheWholeRun(dir);
   }
 }
 

@@ -10,27 +10,19 @@
 namespace hydrozoa::plan {
 namespace {
 
-Plan samplePlan() {
+// The planner's choice for 4 workers and a global batch of 32, or with
+// `pipeline`, 1 copy of a 2-stage pipeline of 4 microbatches of 8.
+Plan samplePlan(bool pipeline = false) {
   const auto prof = testing::toyProfile(10);
   SearchOptions o;
   o.workers = 4;
   o.bandwidth = 1e9;
   o.global_batch = 32;
-  auto r = searchPlan(prof, *loadCatalog("aci"), o);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  return makePlan(*r, prof, o, "aci");
-}
-
-// 1 copy of a 2-stage pipeline, 4 microbatches of 8.
-Plan pipelinePlan() {
-  const auto prof = testing::toyProfile(10);
-  SearchOptions o;
-  o.workers = 4;
-  o.bandwidth = 1e9;
-  o.global_batch = 32;
-  o.data_parallel = 1;
-  o.stages = 2;
-  o.microbatches = 4;
+  if (pipeline) {
+    o.data_parallel = 1;
+    o.stages = 2;
+    o.microbatches = 4;
+  }
   auto r = searchPlan(prof, *loadCatalog("aci"), o);
   EXPECT_TRUE(r.ok()) << r.status().message();
   return makePlan(*r, prof, o, "aci");
@@ -141,7 +133,7 @@ TEST(PlanJson, RejectsInconsistentPlans) {
 // Stages with their own copies (1F1B-RR): written per stage, read back,
 // the workers their sum; absent, every stage has data_parallel.
 TEST(PlanJson, StagesReplicatedUnevenly) {
-  Json j = planToJson(pipelinePlan());
+  Json j = planToJson(samplePlan(/*pipeline=*/true));
   ASSERT_EQ(j["strategy"]["data_parallel"], 1);
   ASSERT_EQ(j["num_microbatches"], 4);
   ASSERT_GE(j["stages"].size(), 2u);
