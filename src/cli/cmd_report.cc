@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "core/files.h"
 #include "core/limits.h"
+#include "plan/plan.h"
 #include "report/html.h"
 #include "report/run_report.h"
 #include "report/timeline.h"
@@ -36,9 +37,14 @@ Status writeTimeline(const ReportArgs& a) {
   HZ_ASSIGN_OR_RETURN(const Json trace, readJsonFile(tracePath));
   HZ_ASSIGN_OR_RETURN(const report::Timeline timeline, report::timelineFromTrace(trace, step, last));
   std::string title = fmt::format("{}: step{} {}", a.dirs[0], last > step ? "s" : "", steps);
-  if (auto plan = readJsonFile((std::filesystem::path(a.dirs[0]) / "plan.json").string()); plan.ok()) {
-    title += fmt::format(", {} schedule, {} microbatches", plan->value("schedule", "gpipe"),
-                         plan->value("num_microbatches", 0));
+  const std::string planPath = (std::filesystem::path(a.dirs[0]) / "plan.json").string();
+  if (auto plan = plan::loadPlan(planPath); plan.ok()) {
+    // Stages replicated unevenly: the step's microbatches, dealt round-robin.
+    title += plan->evenlyReplicated()
+                 ? fmt::format(", {} schedule, {} microbatches", plan::scheduleName(plan->schedule),
+                               plan->num_microbatches)
+                 : fmt::format(", {} schedule, {} microbatches a step dealt round-robin",
+                               plan::scheduleName(plan->schedule), plan->num_microbatches * plan->data_parallel);
   }
   const std::string output =
       !a.output.empty() ? a.output : (std::filesystem::path(a.dirs[0]) / fmt::format("timeline-{}.svg", steps)).string();

@@ -297,7 +297,7 @@ void expectRoundRobinEquivalent(const std::string& schedule, const std::vector<i
   ASSERT_EQ(r.code, 0) << r.err;
   const std::vector<double> losses = testing::stepLosses(dir / "run");
   ASSERT_EQ(losses.size(), static_cast<size_t>(steps));
-  if (schedule == "1f1b") {  // every worker ran the passes dealt to it, in its order
+  if (schedule == "1f1b") {  // every worker ran the passes dealt to it, in its order (traced by step index)
     auto order = runtime::makeSchedule(schedule);
     ASSERT_TRUE(order.ok());
     const int p = static_cast<int>(replicas.size());
@@ -307,7 +307,8 @@ void expectRoundRobinEquivalent(const std::string& schedule, const std::vector<i
         shape.microbatches = shape.dealt(K);
         std::vector<std::string> want;
         for (const runtime::Action& a : (*order)->computeOrder(shape)) {
-          want.push_back(fmt::format("{}{}", a.kind == runtime::ActionKind::kBackward ? 'B' : 'F', a.microbatch));
+          want.push_back(fmt::format("{}{}", a.kind == runtime::ActionKind::kBackward ? 'B' : 'F',
+                                     shape.stepMicrobatch(a.microbatch)));
         }
         EXPECT_EQ(testing::tracedPasses(dir / "run", plan::workerRank(replicas, s, j), 0), want)
             << "stage " << s << " replica " << j;

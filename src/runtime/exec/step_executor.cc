@@ -178,10 +178,11 @@ StepStats StepExecutor::run(const StepInput& in) {
   const std::vector<Action>& actions = found->second;
   const bool chunked = shape_.chunks > 1;
   const bool words = async && shape_.stages > 1;  // the drain word travels
+  // Traced by the step's index of the microbatch (round-robin: the same on every stage).
   auto label = [&](const char* what, const Action& a) {
     const std::string step = a.step ? fmt::format(" s{}", in.step + a.step) : "";
-    return chunked ? fmt::format("{} mb{} c{}{}", what, a.microbatch, a.chunk, step)
-                   : fmt::format("{} mb{}{}", what, a.microbatch, step);
+    const int mb = shape_.stepMicrobatch(a.microbatch);
+    return chunked ? fmt::format("{} mb{} c{}{}", what, mb, a.chunk, step) : fmt::format("{} mb{}{}", what, mb, step);
   };
   // A transfer is tagged with the microbatch's index on the receiver.
   auto tagOf = [&](const Action& a) {
