@@ -117,6 +117,19 @@ int StepExecutor::versionOf(const Action& a, std::int64_t step, const PassKey& k
   return it != versionOf_.end() ? it->second : static_cast<int>(updates_ % V);  // an empty update: the latest
 }
 
+void StepExecutor::openChannels() {
+  const bool async = schedule_.asynchronous();
+  const int K = shape_.roundRobin() ? shape_.stepMicrobatches : shape_.microbatches;
+  for (const Action& a : schedule_.actions(shape_, 0, async ? K : 0)) {
+    if (a.kind == ActionKind::kRecv) channels_.in(a.peer, shape_.onPeer(a.peer, a.microbatch).first, a.payload);
+    if (a.kind == ActionKind::kSend) channels_.out(a.peer, shape_.onPeer(a.peer, a.microbatch).first, a.payload);
+  }
+  if (async && shape_.stage > 0) channels_.in(shape_.stage - 1, speaker(shape_, shape_.stage - 1), Payload::kControl);
+  if (async && shape_.stage + 1 < shape_.stages) {
+    for (int j : listeners(shape_, shape_.stage + 1)) channels_.out(shape_.stage + 1, j, Payload::kControl);
+  }
+}
+
 // The receives of one step on one channel, in the order the schedule takes
 // them; at most the window posted and not yet taken. The next step's are
 // held back until the pipeline is known not to drain (and dropped if it

@@ -144,6 +144,10 @@ class StepExecutor {
                Update update, std::function<bool(bool)> agree = nullptr);
 
   StepStats run(const StepInput& in);
+  // Opens every channel a full step uses, so that their threads start now:
+  // before the worker pins its compute thread, whose core they would
+  // otherwise inherit (NOTE [Cores for compute threads], worker/stage_setup.cc).
+  void openChannels();
   // False while the last step began the next (an asynchronous schedule
   // that did not drain): the next step must run before the worker stops,
   // evaluates or saves.

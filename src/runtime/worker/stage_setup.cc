@@ -184,10 +184,12 @@ Status Worker::build() {
                                                applyUpdate(step, from, to, last, scale);
                                              },
                                              std::move(agree));
+  executor_->openChannels();
   // NOTE [Cores for compute threads]: with a core of its own, the compute
   // thread is never queued behind its neighbour's; the helper threads
   // (transfers, data, heartbeats) stay free to run on any of the process's
-  // cores. Those started above inherit that; those started later (the
+  // cores. Those started above inherit that (every channel a step uses is
+  // opened above, its thread with it); those started later (the
   // loaders' producers, built above, and the control thread) would inherit
   // the compute thread's core, and so are put back on helperCpus_: with the
   // loader sharing the compute core, a ResNet-18 1x1 step took 400 ms where
