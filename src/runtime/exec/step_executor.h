@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "data/loader.h"
-#include "runtime/comm/pipe.h"
 #include "runtime/comm/transport.h"
+#include "runtime/exec/channels.h"
 #include "runtime/grad_sync.h"
 #include "runtime/schedule/schedule.h"
 #include "runtime/stage.h"
@@ -49,34 +49,6 @@ struct SampleShape {
   torch::Device device = torch::kCPU;
   torch::Tensor buffer(std::int64_t n) const;
 };
-
-// The point-to-point queues of a stage: one inbound and one outbound per
-// (worker of a neighbouring stage, payload), made on first use.
-class Channels {
- public:
-  // `rankOf(stage, replica)`: the rank of that worker.
-  Channels(Transport& transport, TraceRecorder& trace, std::function<int(int, int)> rankOf);
-  Inbound& in(int peerStage, int peerReplica, Payload payload);
-  Outbound& out(int peerStage, int peerReplica, Payload payload);
-  // Waits until everything sent so far has left.
-  void flush();
-
- private:
-  using Key = std::tuple<int, int, Payload>;
-  Transport& transport_;
-  TraceRecorder& trace_;
-  std::function<int(int, int)> rankOf_;
-  std::map<Key, std::unique_ptr<Inbound>> in_;
-  std::map<Key, std::unique_ptr<Outbound>> out_;
-};
-
-// The workers of stage `to` (a neighbour of the shape's) that hear from
-// this one what is not per microbatch (the drain word, shapes): its own
-// replica when every stage has the same copies; round-robin, the next
-// stage's replicas j' with j' mod r_s = this replica, and on the previous
-// stage, replica (this replica mod r_{s−1}).
-std::vector<int> listeners(const PipelineShape& shape, int to);
-int speaker(const PipelineShape& shape, int from);
 
 // One model chunk of the stage (one, unless interleaved), in one weight
 // version (one, unless the schedule keeps more).
