@@ -269,6 +269,10 @@ TEST(PipeDreamPlan, FlattensTheLevelsIntoAPlan) {
             "--global-batch 640 is not a whole number of steps' microbatches: microbatches of 64 go round-robin over "
             "stages replicated 3, 1, so a step holds a multiple of 3 microbatches (192 samples); use --global-batch "
             "576 or 768");
+  planned = pipeDreamPlan(*r, states, o, 1, 3 * (std::int64_t{1} << 21));
+  ASSERT_FALSE(planned.ok());
+  EXPECT_NE(planned.status().message().find("raise --microbatch-size"), std::string::npos)
+      << planned.status().message();
 
   o.levels = {{4, 1e10}, {4, 1e9}};
   r = planPipeDream(states, o);

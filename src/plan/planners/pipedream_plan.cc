@@ -7,6 +7,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/limits.h"
+
 namespace hydrozoa::plan {
 namespace {
 
@@ -45,7 +47,14 @@ Result<Plan> pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates&
   for (const PipeDreamStage& s : flat) workers += s.replicas;
   // A step's microbatches must be a multiple of every stage's copies.
   std::int64_t unit = 1;
-  for (const PipeDreamStage& s : flat) unit = std::lcm(unit, std::int64_t{s.replicas});
+  for (const PipeDreamStage& s : flat) {
+    unit = std::lcm(unit, std::int64_t{s.replicas});
+    if (unit > kMicrobatchesRange.max) {
+      return invalidArgument(fmt::format("the stages are replicated {}: a step would need a multiple of more than {} "
+                                         "microbatches to deal them evenly; plan with fewer machines",
+                                         fmt::join(stageReplicas(flat), ", "), kMicrobatchesRange.max));
+    }
+  }
   std::int64_t M = 0;
   if (global_batch) {
     const std::int64_t samples = unit * microbatch_size;
@@ -58,6 +67,11 @@ Result<Plan> pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates&
           below > 0 ? fmt::format("{} or ", below) : "", below + samples));
     }
     M = *global_batch / microbatch_size / p.data_parallel;
+    if (M > kMicrobatchesRange.max) {
+      return invalidArgument(fmt::format("--global-batch {} is {} microbatches of {} per input-stage copy, more than "
+                                         "{}; raise --microbatch-size",
+                                         *global_batch, M, microbatch_size, kMicrobatchesRange.max));
+    }
   } else {
     // NOAM, then the first count every stage's copies divide.
     M = (workers + p.data_parallel - 1) / p.data_parallel;
