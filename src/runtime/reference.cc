@@ -70,8 +70,7 @@ Result<ReferenceRun> trainRoundRobin(const ReferenceOptions& o, model::Model m, 
     first.push_back(updates);
     for (size_t s = 0; s < P; ++s) {
       for (int j = 0; j < r[s]; ++j) {
-        PipelineShape shape{static_cast<int>(s), static_cast<int>(P), 1, 0, r, j, K};
-        shape.microbatches = shape.dealt(K);
+        const PipelineShape shape = PipelineShape{static_cast<int>(s), static_cast<int>(P), 1, 0, r, j}.forStep(K);
         int& c = carried[s][static_cast<size_t>(j)];
         std::int64_t done = updates[s];
         for (const Action& a : schedule.actions(shape, c, next)) {

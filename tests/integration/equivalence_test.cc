@@ -303,8 +303,7 @@ void expectRoundRobinEquivalent(const std::string& schedule, const std::vector<i
     const int p = static_cast<int>(replicas.size());
     for (int s = 0; s < p; ++s) {
       for (int j = 0; j < replicas[static_cast<size_t>(s)]; ++j) {
-        runtime::PipelineShape shape{s, p, 1, 0, replicas, j, K};
-        shape.microbatches = shape.dealt(K);
+        const runtime::PipelineShape shape = runtime::PipelineShape{s, p, 1, 0, replicas, j}.forStep(K);
         std::vector<std::string> want;
         for (const runtime::Action& a : (*order)->computeOrder(shape)) {
           want.push_back(fmt::format("{}{}", a.kind == runtime::ActionKind::kBackward ? 'B' : 'F',

@@ -80,8 +80,7 @@ int StepExecutor::versionOf(const Action& a, std::int64_t step, const PassKey& k
 
 void StepExecutor::openChannels() {
   const bool async = schedule_.asynchronous();
-  const int K = shape_.roundRobin() ? shape_.stepMicrobatches : shape_.microbatches;
-  for (const Action& a : schedule_.actions(shape_, 0, async ? K : 0)) {
+  for (const Action& a : schedule_.actions(shape_, 0, async ? shape_.orderMicrobatches() : 0)) {
     if (a.kind == ActionKind::kRecv) channels_.in(a.peer, shape_.onPeer(a.peer, a.microbatch).first, a.payload);
     if (a.kind == ActionKind::kSend) channels_.out(a.peer, shape_.onPeer(a.peer, a.microbatch).first, a.payload);
   }

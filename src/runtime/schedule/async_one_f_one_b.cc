@@ -6,15 +6,12 @@
 
 namespace hydrozoa::runtime {
 
-int AsyncOneFOneB::inFlight(const PipelineShape& shape) {
-  return shape.roundRobin() ? shape.downstreamWorkers() + 1 : shape.stages - shape.stage;
-}
+// p − s without replicas, the workers after the stage plus one.
+int AsyncOneFOneB::inFlight(const PipelineShape& shape) { return shape.downstreamWorkers() + 1; }
 
 std::vector<Action> AsyncOneFOneB::passes(const PipelineShape& shape, int carried, int next) {
-  if (!shape.roundRobin()) {
-    return fromPasses(plan::asyncOneFOneBOrder(shape.stage, shape.stages, shape.microbatches, carried, next));
-  }
-  return dealtPasses(plan::asyncOneFOneBOrderInFlight(inFlight(shape), shape.stepMicrobatches, carried, next), shape);
+  return dealtPasses(plan::asyncOneFOneBOrderInFlight(inFlight(shape), shape.orderMicrobatches(), carried, next),
+                     shape);
 }
 
 std::vector<Action> AsyncOneFOneB::computeOrder(const PipelineShape& shape) const { return passes(shape, 0, 0); }

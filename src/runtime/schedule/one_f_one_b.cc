@@ -4,11 +4,10 @@
 
 namespace hydrozoa::runtime {
 
+// p − s − 1 warm-up forwards are the workers after the stage, one per
+// stage; round-robin, all of theirs (NOTE [Round-robin over a stage's replicas]).
 std::vector<Action> OneFOneBSchedule::computeOrder(const PipelineShape& shape) const {
-  if (shape.roundRobin()) {
-    return dealtPasses(plan::oneFOneBOrderWithWarmup(shape.downstreamWorkers(), shape.stepMicrobatches), shape);
-  }
-  return fromPasses(plan::oneFOneBOrder(shape.stage, shape.stages, shape.microbatches));
+  return dealtPasses(plan::oneFOneBOrderWithWarmup(shape.downstreamWorkers(), shape.orderMicrobatches()), shape);
 }
 
 }  // namespace hydrozoa::runtime

@@ -63,7 +63,15 @@ int PipelineShape::dealt(int microbatches) const {
   return microbatches > replica ? (microbatches - replica - 1) / r + 1 : 0;
 }
 
+PipelineShape PipelineShape::forStep(int microbatches) const {
+  PipelineShape shape = *this;
+  shape.stepMicrobatches = microbatches;
+  shape.microbatches = dealt(microbatches);
+  return shape;
+}
+
 std::vector<Action> dealtPasses(const std::vector<plan::Pass>& global, const PipelineShape& shape) {
+  if (!shape.roundRobin()) return fromPasses(global);
   const int r = shape.replicasOf(shape.stage);
   std::vector<plan::Pass> mine;
   for (plan::Pass p : global) {
@@ -197,22 +205,15 @@ Status verifySteps(const Schedule& schedule, int stages, int chunks, const std::
     const int replicas = stageReplicas.empty() ? 1 : stageReplicas.at(static_cast<size_t>(s));
     for (int j = 0; j < replicas; ++j) {
       StageRun& run = runs.emplace_back();
-      PipelineShape base{s, stages, chunks, microbatches, stageReplicas, j};
-      auto shapeOf = [&](int k) {
-        PipelineShape shape = base;
-        shape.microbatches = base.dealt(k);
-        shape.stepMicrobatches = k;
-        if (!base.roundRobin()) shape.microbatches = k;
-        return shape;
-      };
-      run.shape = shapeOf(microbatches);
+      const PipelineShape base{s, stages, chunks, microbatches, stageReplicas, j};
+      run.shape = base.forStep(microbatches);
       if (steps.size() == 1 && !schedule.asynchronous()) {
         run.actions = schedule.actions(run.shape);
       } else {
         // Consecutive steps, their actions' steps made absolute.
         int carried = 0;
         for (size_t k = 0; k < steps.size(); ++k) {
-          const PipelineShape shape = shapeOf(steps[k]);
+          const PipelineShape shape = base.forStep(steps[k]);
           const int next = schedule.asynchronous() && k + 1 < steps.size() ? steps[k + 1] : 0;
           for (Action a : schedule.actions(shape, carried, next)) {
             a.step += static_cast<int>(k);

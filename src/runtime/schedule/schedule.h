@@ -100,10 +100,17 @@ struct PipelineShape {
     const int k = stepMicrobatch(local);
     return {k % replicasOf(peer), k / replicasOf(peer)};
   }
-  // The workers of the stages after this one (round-robin).
+  // The workers of the stages after this one (round-robin; else one per
+  // stage: p − s − 1).
   int downstreamWorkers() const;
   // How many of a step's first `microbatches` are dealt to this replica.
   int dealt(int microbatches) const;
+  // The microbatches a schedule's order runs over: the step's over all of
+  // the stage's replicas (round-robin), else this replica's.
+  int orderMicrobatches() const { return roundRobin() ? stepMicrobatches : microbatches; }
+  // This shape for a step of `microbatches` over the stage's replicas,
+  // this replica's share of them its own.
+  PipelineShape forStep(int microbatches) const;
 };
 
 class Schedule {
@@ -154,9 +161,9 @@ class Schedule {
 // The planner's order of passes (plan/cost/schedules.h, where each schedule's
 // time is simulated from the same order) as forward and backward actions.
 std::vector<Action> fromPasses(const std::vector<plan::Pass>& passes);
-// Round-robin (NOTE above): the passes of `global`, an order over the
-// step's microbatches (and the next step's, Pass::step = 1), that are dealt
-// to the shape's replica, by their local index.
+// The shape's passes of `global`, an order over orderMicrobatches() (and
+// the next step's, Pass::step = 1): round-robin (NOTE above), those dealt
+// to the shape's replica, by their local index; else all of them.
 std::vector<Action> dealtPasses(const std::vector<plan::Pass>& global, const PipelineShape& shape);
 
 // computeOrder with its transfers, the final backward of each chunk marked,
