@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
-#include <torch/cuda.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,22 +14,15 @@
 #include <map>
 #include <optional>
 #include <functional>
-#include <set>
 #include <thread>
 
 #include "cluster/billing.h"
-#include "cluster/job_plan.h"
-#include "cluster/launch/container/container_launcher.h"
-#include "cluster/launch/registry.h"
 #include "cluster/progress.h"
 #include "cluster/run_dir.h"
 #include "cluster/scaling/epochs.h"
 #include "cluster/scaling/policy.h"
 #include "core/cpus.h"
-#include "core/paths.h"
-#include "data/dataset.h"
 #include "data/sampler.h"
-#include "model/zoo.h"
 #include "wire/control.h"
 #include "wire/file_transfer.h"
 
@@ -38,28 +30,10 @@ namespace hydrozoa::cluster {
 namespace coordinator {
 namespace {
 
-// A stage's accelerators per worker: one of its kind, or none (a plan's
-// worker is one GPU; plan/resources.h).
-int acceleratorCount(const std::string& accelerator) { return accelerator.empty() ? 0 : 1; }
-
 std::int64_t monotonicUs() {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-}
-
-std::string defaultRunDir(const JobSpec& spec) {
-  const std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
-  return fmt::format("runs/{}-{}", spec.name, stamp);
-}
-
-// A stage's layers as the worker's assign message has them: [[first, last], ...].
-Json layerRangesJson(const plan::PlanStage& stage) {
-  Json ranges = Json::array();
-  for (const plan::LayerRange& r : stage.layerRanges()) ranges.push_back({r.first, r.last});
-  return ranges;
 }
 
 std::string lastLogLine(const std::string& path) {
@@ -85,43 +59,6 @@ Job::Job(const TrainOptions& o, RunDir run, JobSpec spec, plan::Plan plan, Model
   priorCost_ = resumed.value("cost_usd", 0.0);
   priorSamples_ = resumed.value("samples", 0.0);
   if (resumed.contains("scaling")) resumedScaling_ = resumed["scaling"];
-}
-
-// NOTE [Cores for compute threads]
-// When every worker's compute threads fit on this machine's cores at once,
-// each worker gets cores of its own: measured here, two unpinned workers on
-// two cores now and then shared one for a timeslice, and a 2.5 ms backward
-// pass took 15-19 ms. With more single-threaded workers than cores, worker
-// (stage s, replica r) gets core (s + r) mod cores: the workers that compute
-// at the same moment (a stage's replicas, neighbouring stages in a
-// pipeline's wavefront) and the pairs that exchange activations and
-// gradients land on different cores. Left to the scheduler, a 4-stage MLP
-// on 2 cores ran a stage's backward pass in 4.1 ms against 2.2 ms while one
-// neighbour computed beside it and the other two waited; measured in
-// alternation, 4-stage MLP steps took 23.5-23.9 ms pinned against 25.3-27.8
-// left to the scheduler, and the CNN's 23.3-25.6 against 27.5-29.1. Placed
-// by s·A + r first, a 2x2 put each stage-0 replica on the core of the
-// stage-1 worker it sends to, and its 128 KB send waited 5.6 ms for that
-// worker to run (2x2 MLP 34.4 ms a step, CNN 20.3); by s + r, 0.1 ms
-// (30.3-31.9 and 16.4-16.8). Workers with several threads each are left to
-// the scheduler. The cores are those this process may use (taskset, a
-// cpuset, Slurm's binding), not 0..n-1: pinning to a core outside them fails.
-// The workers' compute threads outnumber the cores this process may use.
-bool Job::coresShared() const {
-  if (launcher_ && !launcher_->onThisHost()) return false;
-  return static_cast<std::int64_t>(W_) * spec_.threads > static_cast<std::int64_t>(usableCpus().size());
-}
-
-Json Job::cpusOf(const WorkerState& w) const {
-  Json cpus = Json::array();
-  const std::vector<int> usable = usableCpus();
-  if (usable.empty() || !launcher_->onThisHost()) return cpus;
-  if (coresShared()) {
-    if (spec_.threads == 1) cpus.push_back(usable[static_cast<size_t>(w.stage + w.replica) % usable.size()]);
-    return cpus;
-  }
-  for (int t = 0; t < spec_.threads; ++t) cpus.push_back(usable[w.rank * spec_.threads + t]);
-  return cpus;
 }
 
 int idOf(const std::string& identity) {
@@ -171,118 +108,6 @@ Status Job::start() {
   HZ_RETURN_IF_ERROR(run_.writeJson("coordinator.json", {{"pid", ::getpid()}, {"control", control_->endpoint()}}));
   genStop_ = generationStop();
   return launchWorkers();
-}
-
-void Job::setReplicas(int replicas) {
-  A_ = replicas;
-  stageReplicas_.clear();
-  W_ = A_ * B_;
-  if (!gen_.evenlyReplicated()) {
-    for (size_t s = 0; s < gen_.stages.size(); ++s) stageReplicas_.push_back(gen_.replicasOf(s));
-    W_ = gen_.workersUsed();
-  }
-}
-
-std::vector<WorkerState> Job::layout(int replicas, int stages, const std::vector<int>& stageReplicas) const {
-  std::set<int> taken;
-  for (const auto& w : workers_) {
-    if (launcher_->alive(w.id)) taken.insert(w.id);
-  }
-  for (const auto& w : next_) taken.insert(w.id);
-  // Replica-major ranks (plan::workerRank).
-  std::vector<std::pair<int, int>> places;  // (replica, stage)
-  const int most = stageReplicas.empty() ? replicas : *std::max_element(stageReplicas.begin(), stageReplicas.end());
-  for (int r = 0; r < most; ++r) {
-    for (int s = 0; s < stages; ++s) {
-      if (r < (stageReplicas.empty() ? replicas : stageReplicas[static_cast<size_t>(s)])) places.emplace_back(r, s);
-    }
-  }
-  std::vector<WorkerState> ws;
-  int id = 0;
-  for (size_t rank = 0; rank < places.size(); ++rank) {
-    while (taken.count(id)) ++id;
-    WorkerState w;
-    w.id = id++;
-    w.rank = static_cast<int>(rank);
-    w.replica = places[rank].first;
-    w.stage = places[rank].second;
-    w.last_seen = Clock::now();
-    ws.push_back(w);
-  }
-  return ws;
-}
-
-Status Job::launch(WorkerState& w, const std::string& token, int generation, const plan::PlanStage& st,
-                  Bytes memory) {
-  WorkerLaunch l;
-  l.id = w.id;
-  l.args = {"--log-level", "info", "worker", "--join", control_->endpoint(), "--id", std::to_string(w.id)};
-  l.env = {{"HYDROZOA_TOKEN", token}};
-  l.log_path = run_.workerLog(w.id);
-  l.process_name = fmt::format("hydrozoa-worker r{}s{}", w.replica, w.stage);
-  l.cpus = spec_.cpu_limit.value_or(st.vcpus);
-  l.memory = spec_.memory_limit.value_or(memory);
-  l.gpus = acceleratorCount(st.accelerator);
-  l.start_delay = drawStartDelay(spec_.start_delay,
-                                 spec_.seed * 7919 + static_cast<std::uint64_t>(w.id) + 104729ULL * generation);
-  HZ_RETURN_IF_ERROR(launcher_->launch(l));
-  w.launched_at = now();
-  w.registered = w.ready = w.done = false;
-  w.last_seen = Clock::now();
-  everyWorker_[w.id] = w.name();
-  return Status();
-}
-
-Status Job::launchWorkers() {
-  workers_ = layout(A_, B_, stageReplicas_);
-  for (auto& w : workers_) {
-    if (Status s = launch(w, token_, generation_, gen_.stages[w.stage], stageMemory_[w.stage]); !s.ok()) {
-      return failure(s.message());
-    }
-  }
-  return Status();
-}
-
-// NOTE [Launcher choice]
-// "auto" runs workers as containers when this process may create them (root,
-// iproute2, cgroups) and as plain processes otherwise, saying why; asking for
-// "container" where they cannot be made is an error naming the reason.
-Status Job::makeLauncher() {
-  std::string exe = o_.executable.empty() ? "/proc/self/exe" : o_.executable;
-  std::string kind = spec_.launcher;
-  if (kind == "slurm" && exe == "/proc/self/exe") {
-    // Run on other machines, by the path they install it at: this one's.
-    if (std::string path = executablePath(); !path.empty()) exe = path;
-  }
-  if (kind == "auto") {
-    const std::string why = containerSupport();
-    kind = why.empty() ? "container" : "local";
-    if (!why.empty()) progress_.note(fmt::format("Workers run as plain processes: {}", why));
-    if (!why.empty() && spec_.latency > 0) {
-      progress_.note(fmt::format("Note: cluster.latency {} is not applied: plain processes have no shaped links",
-                                 formatSeconds(spec_.latency)));
-    }
-  }
-  LauncherContext context;
-  context.executable = exe;
-  context.bandwidth = spec_.bandwidth.value_or(plan_.bandwidth);
-  context.latency = spec_.latency;
-  context.job_name = spec_.name;
-  context.workers = W_;
-  context.slurm = spec_.slurm;
-  for (std::size_t i = 0; i < gen_.stages.size(); ++i) {
-    context.worker_cpus = std::max(context.worker_cpus, spec_.cpu_limit.value_or(gen_.stages[i].vcpus));
-    context.worker_memory = std::max(context.worker_memory, spec_.memory_limit.value_or(stageMemory_[i]));
-    context.worker_gpus = std::max(context.worker_gpus, acceleratorCount(gen_.stages[i].accelerator));
-  }
-  HZ_ASSIGN_OR_RETURN(launcher_, cluster::makeLauncher(kind, context));
-  // Billing: the platform's unit, each worker at its stage's rate.
-  BillingUnit unit = BillingUnit::kSecond;
-  if (auto catalog = plan::loadCatalog(plan_.platform.empty() ? spec_.platform : plan_.platform); catalog.ok()) {
-    if (auto u = parseBillingUnit(catalog->billing, catalog->name); u.ok()) unit = *u;
-  }
-  ledger_ = Ledger(unit);
-  return Status();
 }
 
 Status Job::failure(const std::string& message) {
@@ -352,60 +177,6 @@ bool Job::receiveOne(int timeoutMs) {
     }
   }
   return true;
-}
-
-void Job::onRegistered(WorkerState& w, const plan::Plan& plan) {
-  w.registered = true;
-  w.registered_at = now();
-  startDelays_.push_back(w.registered_at - w.launched_at);
-  ledger_.start(w.id, now(), rateOf(plan, w.stage));
-}
-
-UsdPerHour Job::rateOf(const plan::Plan& plan, int stage) {
-  const plan::PlanStage& st = plan.stages[stage];
-  return st.cost_per_hour > 0 ? st.cost_per_hour : plan.cost_per_hour / (plan.data_parallel * plan.pipeline_stages);
-}
-
-void Job::sendAssign(const WorkerState& w) {
-  const Segment& seg = epochs_.atStep(resumeStep_);
-  const std::int64_t firstEpoch = epochs_.epochOf(resumeStep_);
-  Json assign = {{"type", "assign"},
-                 {"generation", generation_},
-                 {"rank", w.rank},
-                 {"world_size", W_},
-                 {"replica", w.replica},
-                 {"replicas", stageReplicas_.empty() ? A_ : stageReplicas_[static_cast<size_t>(w.stage)]},
-                 {"stage", w.stage},
-                 {"stages", B_},
-                 {"first_layer", gen_.stages[w.stage].first_layer},
-                 {"layer_ranges", layerRangesJson(gen_.stages[w.stage])},
-                 {"last_layer", gen_.stages[w.stage].last_layer},
-                 {"microbatch_size", gen_.microbatch_size},
-                 {"microbatches", stageReplicas_.empty() ? gen_.num_microbatches
-                                                         : A_ * gen_.num_microbatches /
-                                                               stageReplicas_[static_cast<size_t>(w.stage)]},
-                 {"train_size", trainSize_},
-                 {"test_size", spec_.eval ? testSize_ : 0},
-                 {"start_step", resumeStep_},
-                 {"total_steps", totalSteps_},
-                 {"stop_step", genStop_},
-                 {"epoch_start_step", epochs_.epochStart(firstEpoch)},
-                 {"first_epoch", firstEpoch},
-                 {"global_batch", A_ * epochs_.perReplicaBatch()},
-                 {"lr_factor", seg.lr_factor},
-                 {"hold_at_epoch_end", policy_->usesMetrics()},
-                 {"shared_memory", launcher_->sharesHostMemory() && sharedMemoryAllreduceAllowed()},
-                 {"listen_host", launcher_->workerHost(w.id)},
-                 {"checkpoint_root", spec_.checkpoint_dir.empty() ? "" : run_.checkpointsDir()},
-                 {"trace_path", run_.workerTrace(w.id)},
-                 {"checkpoint", checkpoint_},
-                 {"schedule", plan::scheduleName(gen_.schedule)},
-                 {"recompute", gen_.recompute},
-                 {"cpus", cpusOf(w)},
-                 {"cpus_shared", coresShared()},
-                 {"job", jobSpecToJson(spec_)}};
-  if (!stageReplicas_.empty()) assign["stage_replicas"] = stageReplicas_;
-  control_->send(from(w.id), assign);
 }
 
 // NOTE [Shipped checkpoints]
@@ -765,115 +536,4 @@ Status Job::train() {
 }
 
 }  // namespace coordinator
-
-using coordinator::defaultRunDir;
-using coordinator::Job;
-
-Result<TrainResult> runTraining(const TrainOptions& o) {
-  JobSpec spec = o.spec;
-  HZ_RETURN_IF_ERROR(validateJobSpec(spec, "the job"));
-  if (spec.scaling.every_steps > 0) {
-    return invalidArgument(fmt::format(
-        "scaling.every_steps is {}: hydrozoa train changes the replicas at epoch boundaries only (docs/scaling.md); "
-        "remove every_steps",
-        spec.scaling.every_steps));
-  }
-  if (spec.device == "cuda" && !torch::cuda::is_available()) {
-    return invalidArgument("training.device is cuda but this machine has no usable CUDA device, or this hydrozoa was "
-                           "built against a CPU-only libtorch (Debian's is); use device: cpu or auto, or build "
-                           "against a CUDA libtorch (docs/train.md)");
-  }
-  const bool resuming = !o.resume_dir.empty();
-  if (!resuming) {
-    // The run directory's job.yaml must work from anywhere (--resume from
-    // another directory): files the spec names are kept as absolute paths.
-    auto absolute = [](std::string* path) {
-      if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
-    };
-    if (model::isTorchScriptPath(spec.model)) absolute(&spec.model);
-    absolute(&spec.data_path);
-    absolute(&spec.plan_file);
-    absolute(&spec.profile_file);
-    absolute(&spec.checkpoint_dir);
-  }
-  std::optional<RunDir> run;
-  if (resuming) {
-    HZ_ASSIGN_OR_RETURN(run, RunDir::open(o.resume_dir));
-  } else {
-    HZ_ASSIGN_OR_RETURN(run, RunDir::create(spec.out_dir.empty() ? defaultRunDir(spec) : spec.out_dir));
-  }
-  // A new run that fails before it trains leaves nothing behind, so the same
-  // --out works once the problem is fixed.
-  struct DiscardUnlessStarted {
-    const RunDir* run;
-    bool armed;
-    ~DiscardUnlessStarted() {
-      if (armed) run->discard();
-    }
-  } discardUnlessStarted{&*run, !resuming};
-  if (!spec.checkpoint_dir.empty()) HZ_RETURN_IF_ERROR(run->useCheckpointsDir(spec.checkpoint_dir));
-  HZ_ASSIGN_OR_RETURN(ModelInfo model, inspectModel(spec));
-
-  // The data must be there before any worker starts.
-  data::DataSpec ds;
-  ds.kind = spec.dataset;
-  ds.path = spec.data_path;
-  ds.seq_len = model.input.kind == model::InputKind::kTokens ? model.input.shape.at(0) : 0;
-  ds.synthetic_train = spec.synthetic_train;
-  ds.synthetic_test = spec.synthetic_test;
-  ds.synthetic_input = model.input;
-  ds.synthetic_task = model.task;
-  ds.seed = spec.seed;
-  HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
-  std::int64_t testSize = 0;
-  Bytes dataBytes = train->memoryBytes();
-  if (spec.eval) {
-    HZ_ASSIGN_OR_RETURN(auto test, data::openDataset(ds, data::Split::kTest));
-    testSize = test->size();
-    if (spec.dataset != "text") dataBytes += test->memoryBytes();  // text: both splits share the file
-  }
-  if (train->task().classes != model.task.classes && spec.dataset != "synthetic") {
-    return invalidArgument(fmt::format("the model has {} outputs but {} has {} classes; set the model's classes option",
-                                       model.task.classes, train->describe(), train->task().classes));
-  }
-
-  Progress planning(o.progress);
-  std::int64_t startStep = 0;
-  std::string checkpoint;
-  plan::Plan p;
-  if (resuming) {
-    HZ_ASSIGN_OR_RETURN(p, plan::loadPlan(run->file("plan.json")));
-    HZ_RETURN_IF_ERROR(checkPlan(p, model, spec, run->file("plan.json")));
-    run->removePartialCheckpoints();
-    HZ_ASSIGN_OR_RETURN(auto latest, run->latestCheckpoint());
-    if (latest) {
-      startStep = latest->step;
-      checkpoint = latest->dir;
-      // Metrics after the checkpoint belong to the interrupted attempt.
-      HZ_RETURN_IF_ERROR(run->keepMetricsThrough(startStep, latest->manifest.value("epoch", std::int64_t{0})));
-      planning.note(fmt::format("Resuming {} from its checkpoint at step {}", run->root(), startStep));
-    } else {
-      HZ_RETURN_IF_ERROR(run->writeText("metrics.jsonl", ""));
-      planning.note(fmt::format("{} has no complete checkpoint: training it from the start", run->root()));
-    }
-  } else {
-    HZ_RETURN_IF_ERROR(run->writeText("job.yaml", toYaml(jobSpecToJson(spec))));
-    HZ_RETURN_IF_ERROR(run->writeText("metrics.jsonl", ""));
-    auto planned =
-        planJob(spec, model, dataBytes, *run, o.executable.empty() ? "/proc/self/exe" : o.executable,
-                o.refresh_profile, planning, o.interrupt);
-    if (!planned.ok()) return planned.status();
-    p = std::move(*planned);
-  }
-  if (resuming) HZ_RETURN_IF_ERROR(run->writeText("job.yaml", toYaml(jobSpecToJson(spec))));
-  Json resumedFrom = Json::object();  // the latest checkpoint's checked manifest
-  if (resuming && !checkpoint.empty()) {
-    HZ_ASSIGN_OR_RETURN(auto latest, run->latestCheckpoint());
-    if (latest) resumedFrom = latest->manifest;
-  }
-  discardUnlessStarted.armed = false;
-  Job job(o, *run, spec, p, model, train->size(), testSize, dataBytes, startStep, checkpoint, resumedFrom);
-  return job.run();
-}
-
 }  // namespace hydrozoa::cluster

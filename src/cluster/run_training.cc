@@ -1,0 +1,140 @@
+// `hydrozoa train`'s entry: the job spec checked, the run directory made or
+// reopened, the data opened, the plan made or the run's read back with its
+// latest checkpoint, then the job (cluster/coordinator_job.h) run.
+#include <fmt/format.h>
+#include <torch/cuda.h>
+
+#include <ctime>
+#include <filesystem>
+#include <optional>
+
+#include "cluster/coordinator.h"
+#include "cluster/coordinator_job.h"
+#include "cluster/job_plan.h"
+#include "cluster/progress.h"
+#include "cluster/run_dir.h"
+#include "data/dataset.h"
+#include "model/zoo.h"
+
+namespace hydrozoa::cluster {
+namespace {
+
+std::string defaultRunDir(const JobSpec& spec) {
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
+  return fmt::format("runs/{}-{}", spec.name, stamp);
+}
+
+}  // namespace
+
+using coordinator::Job;
+
+Result<TrainResult> runTraining(const TrainOptions& o) {
+  JobSpec spec = o.spec;
+  HZ_RETURN_IF_ERROR(validateJobSpec(spec, "the job"));
+  if (spec.scaling.every_steps > 0) {
+    return invalidArgument(fmt::format(
+        "scaling.every_steps is {}: hydrozoa train changes the replicas at epoch boundaries only (docs/scaling.md); "
+        "remove every_steps",
+        spec.scaling.every_steps));
+  }
+  if (spec.device == "cuda" && !torch::cuda::is_available()) {
+    return invalidArgument("training.device is cuda but this machine has no usable CUDA device, or this hydrozoa was "
+                           "built against a CPU-only libtorch (Debian's is); use device: cpu or auto, or build "
+                           "against a CUDA libtorch (docs/train.md)");
+  }
+  const bool resuming = !o.resume_dir.empty();
+  if (!resuming) {
+    // The run directory's job.yaml must work from anywhere (--resume from
+    // another directory): files the spec names are kept as absolute paths.
+    auto absolute = [](std::string* path) {
+      if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
+    };
+    if (model::isTorchScriptPath(spec.model)) absolute(&spec.model);
+    absolute(&spec.data_path);
+    absolute(&spec.plan_file);
+    absolute(&spec.profile_file);
+    absolute(&spec.checkpoint_dir);
+  }
+  std::optional<RunDir> run;
+  if (resuming) {
+    HZ_ASSIGN_OR_RETURN(run, RunDir::open(o.resume_dir));
+  } else {
+    HZ_ASSIGN_OR_RETURN(run, RunDir::create(spec.out_dir.empty() ? defaultRunDir(spec) : spec.out_dir));
+  }
+  // A new run that fails before it trains leaves nothing behind, so the same
+  // --out works once the problem is fixed.
+  struct DiscardUnlessStarted {
+    const RunDir* run;
+    bool armed;
+    ~DiscardUnlessStarted() {
+      if (armed) run->discard();
+    }
+  } discardUnlessStarted{&*run, !resuming};
+  if (!spec.checkpoint_dir.empty()) HZ_RETURN_IF_ERROR(run->useCheckpointsDir(spec.checkpoint_dir));
+  HZ_ASSIGN_OR_RETURN(ModelInfo model, inspectModel(spec));
+
+  // The data must be there before any worker starts.
+  data::DataSpec ds;
+  ds.kind = spec.dataset;
+  ds.path = spec.data_path;
+  ds.seq_len = model.input.kind == model::InputKind::kTokens ? model.input.shape.at(0) : 0;
+  ds.synthetic_train = spec.synthetic_train;
+  ds.synthetic_test = spec.synthetic_test;
+  ds.synthetic_input = model.input;
+  ds.synthetic_task = model.task;
+  ds.seed = spec.seed;
+  HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
+  std::int64_t testSize = 0;
+  Bytes dataBytes = train->memoryBytes();
+  if (spec.eval) {
+    HZ_ASSIGN_OR_RETURN(auto test, data::openDataset(ds, data::Split::kTest));
+    testSize = test->size();
+    if (spec.dataset != "text") dataBytes += test->memoryBytes();  // text: both splits share the file
+  }
+  if (train->task().classes != model.task.classes && spec.dataset != "synthetic") {
+    return invalidArgument(fmt::format("the model has {} outputs but {} has {} classes; set the model's classes option",
+                                       model.task.classes, train->describe(), train->task().classes));
+  }
+
+  Progress planning(o.progress);
+  std::int64_t startStep = 0;
+  std::string checkpoint;
+  plan::Plan p;
+  if (resuming) {
+    HZ_ASSIGN_OR_RETURN(p, plan::loadPlan(run->file("plan.json")));
+    HZ_RETURN_IF_ERROR(checkPlan(p, model, spec, run->file("plan.json")));
+    run->removePartialCheckpoints();
+    HZ_ASSIGN_OR_RETURN(auto latest, run->latestCheckpoint());
+    if (latest) {
+      startStep = latest->step;
+      checkpoint = latest->dir;
+      // Metrics after the checkpoint belong to the interrupted attempt.
+      HZ_RETURN_IF_ERROR(run->keepMetricsThrough(startStep, latest->manifest.value("epoch", std::int64_t{0})));
+      planning.note(fmt::format("Resuming {} from its checkpoint at step {}", run->root(), startStep));
+    } else {
+      HZ_RETURN_IF_ERROR(run->writeText("metrics.jsonl", ""));
+      planning.note(fmt::format("{} has no complete checkpoint: training it from the start", run->root()));
+    }
+  } else {
+    HZ_RETURN_IF_ERROR(run->writeText("job.yaml", toYaml(jobSpecToJson(spec))));
+    HZ_RETURN_IF_ERROR(run->writeText("metrics.jsonl", ""));
+    auto planned =
+        planJob(spec, model, dataBytes, *run, o.executable.empty() ? "/proc/self/exe" : o.executable,
+                o.refresh_profile, planning, o.interrupt);
+    if (!planned.ok()) return planned.status();
+    p = std::move(*planned);
+  }
+  if (resuming) HZ_RETURN_IF_ERROR(run->writeText("job.yaml", toYaml(jobSpecToJson(spec))));
+  Json resumedFrom = Json::object();  // the latest checkpoint's checked manifest
+  if (resuming && !checkpoint.empty()) {
+    HZ_ASSIGN_OR_RETURN(auto latest, run->latestCheckpoint());
+    if (latest) resumedFrom = latest->manifest;
+  }
+  discardUnlessStarted.armed = false;
+  Job job(o, *run, spec, p, model, train->size(), testSize, dataBytes, startStep, checkpoint, resumedFrom);
+  return job.run();
+}
+
+}  // namespace hydrozoa::cluster
