@@ -251,6 +251,7 @@ Status runPipeDream(const PlanArgs& a, bool json) {
   // What plan.json says of the model (-o): a graph.txt's is its file.
   std::string model = a.profile, device, source = "pipedream";
   std::vector<std::pair<std::string, std::string>> modelOptions;
+  std::optional<profile::Profile> measured;  // a Hydrozoa profile's, not a graph.txt
   std::int64_t microbatchSize = 1;
   HZ_ASSIGN_OR_RETURN(const auto globalBatch, optionalCount(a.global_batch, "--global-batch", kSamplesRange));
   HZ_ASSIGN_OR_RETURN(const auto pinnedSize, optionalCount(a.microbatch_size, "--microbatch-size", kSamplesRange));
@@ -277,10 +278,20 @@ Status runPipeDream(const PlanArgs& a, bool json) {
     modelOptions = prof.options;
     device = prof.device;
     source = prof.source;
+    measured = std::move(prof);
   }
   HZ_ASSIGN_OR_RETURN(const plan::PipeDreamResult r, plan::planPipeDream(states, o));
   if (a.output_given && a.output != "-") {
     HZ_ASSIGN_OR_RETURN(plan::Plan p, plan::pipeDreamPlan(r, states, o, microbatchSize, globalBatch));
+    // From a Hydrozoa profile, workers sized and priced as Hydrozoa's own
+    // plans are, by its memory model. A graph.txt names no device (PipeDream
+    // profiled GPUs): its stages keep PipeDream's memory figure, unpriced.
+    if (measured) {
+      plan::stageMemoryFromProfile(p, *measured, *measured->at(microbatchSize));
+      HZ_ASSIGN_OR_RETURN(const plan::Catalog catalog, plan::loadCatalog(a.platform));
+      const bool onGpus = a.accelerator.empty() && measured->device_kind == "gpu";
+      HZ_RETURN_IF_ERROR(plan::priceStages(p, catalog, onGpus ? measured->device : a.accelerator));
+    }
     p.model = model;
     p.model_options = modelOptions;
     p.device = device;
@@ -308,7 +319,10 @@ Status runPipeDream(const PlanArgs& a, bool json) {
     return Status();
   }
   std::cout << plan::renderPipeDream(r, o, states);
-  if (a.output_given && a.output != "-") std::cout << "Wrote " << a.output << " (schedule pipedream)\n";
+  if (a.output_given && a.output != "-") {
+    std::cout << "Wrote " << a.output << " (schedule pipedream"
+              << (measured ? "" : "; its workers unsized and unpriced: a graph.txt names no device") << ")\n";
+  }
   return Status();
 }
 
@@ -434,6 +448,9 @@ Status runPlan(const PlanArgs& given, bool json) {
   HZ_ASSIGN_OR_RETURN(auto threads, optionalCount(a.threads, "--threads", kThreadsRange));
   o.host_cores = static_cast<int>(hostCores.value_or(0));
   o.threads = static_cast<int>(threads.value_or(1));
+  // A profile measured on a host of as many cores says how they slow each
+  // other down (NOTE [Compute beside busy cores], plan/cost/pipeline.cc).
+  if (prof.corun && prof.corun->cores == o.host_cores) o.busy_slowdown = prof.corun->slowdown;
 
   // The accelerator the workers have: as asked, else the profile's GPU.
   o.accelerator = a.accelerator;

@@ -192,7 +192,12 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   // The local and container launchers start their workers on this machine:
   // they share its cores, and a plan with more compute threads than cores
   // computes slower. Slurm gives each step CPUs of its own on some node.
-  if (spec.launcher != "slurm") o.host_cores = static_cast<int>(usableCpus().size());
+  // Its cores slow each other down as the profile measured there (NOTE
+  // [Compute beside busy cores], plan/cost/pipeline.cc).
+  if (spec.launcher != "slurm") {
+    o.host_cores = static_cast<int>(usableCpus().size());
+    if (prof.corun && prof.corun->cores == o.host_cores) o.busy_slowdown = prof.corun->slowdown;
+  }
   o.threads = spec.threads;
   HZ_ASSIGN_OR_RETURN(o.objective, plan::parseObjective(spec.objective));
   o.data_parallel = spec.data_parallel;
@@ -283,9 +288,10 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
   }
   HZ_ASSIGN_OR_RETURN(std::vector<std::int64_t> sizes, profileSizes(spec));
   const bool network = !spec.bandwidth.has_value();
-  // v2: profiles with the optimizer's update time (NOTE [Timing the update]).
+  // v2: profiles with the optimizer's update time (NOTE [Timing the update]);
+  // v5: with the slowdown beside busy cores (NOTE [Compute beside busy cores]).
   std::string key =
-      fmt::format("v4|{}|{}|{}|{}", spec.model, spec.threads, network, profileOptimizer(spec.optimizer));
+      fmt::format("v5|{}|{}|{}|{}", spec.model, spec.threads, network, profileOptimizer(spec.optimizer));
   for (const auto& [k, v] : spec.model_options) key += "|" + k + "=" + v;
   for (auto m : sizes) key += "|" + std::to_string(m);
   if (!model::isZooModel(spec.model)) {

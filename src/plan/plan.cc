@@ -23,7 +23,8 @@ using profile::optNumberIn;
 // global batch every microsecond is more than any prediction.
 constexpr NumberRange kRateRange{0, 1e15, "samples"};
 constexpr NumberRange kBubbleRange{0, 1, "a fraction"};
-constexpr NumberRange kComputeScaleRange{1, 65536, "a factor"};
+// Sharing (up to 65,536 threads a core) times contention (kBusySlowdownRange).
+constexpr NumberRange kComputeScaleRange{1, 65536.0 * 100, "a factor"};
 // The allreduce fit's seconds per byte (profile/profile.cc reads the same).
 constexpr NumberRange kAlphaRange{-1, 1, "seconds per byte"};
 constexpr Range kSharedMemoryReplicasRange{2, kWorkersRange.max};
@@ -90,6 +91,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
   p.workers = o.workers;
   p.host_cores = o.host_cores;
   p.threads = o.threads;
+  p.busy_slowdown = o.busy_slowdown;
   p.memory_limit = result.memory_limit;
   p.bandwidth = o.bandwidth;
   p.allreduce_alpha = o.allreduce_alpha;
@@ -250,6 +252,7 @@ Json planToJson(const Plan& p) {
            {{"workers", p.workers},
             {"host_cores", p.host_cores > 0 ? Json(p.host_cores) : Json(nullptr)},
             {"threads", p.threads},
+            {"busy_slowdown", p.busy_slowdown},
             {"memory_limit_bytes", p.memory_limit ? Json(*p.memory_limit) : Json(nullptr)},
             {"bandwidth_bytes_per_s", p.bandwidth},
             {"allreduce_alpha_s_per_byte", p.allreduce_alpha},
@@ -419,6 +422,7 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     // null or absent: planned with a core per worker thread.
     p.host_cores = static_cast<int>(r.optCount("host_cores", kThreadsRange).value_or(0));
     p.threads = static_cast<int>(r.optCount("threads", kThreadsRange).value_or(1));
+    p.busy_slowdown = optNumberIn(r, "busy_slowdown", profile::kBusySlowdownRange).value_or(1);
     p.memory_limit = optBytesIn(r, "memory_limit_bytes", /*min=*/1);
     // 0: planned without a bandwidth.
     p.bandwidth = optNumberIn(r, "bandwidth_bytes_per_s", kPlannedBandwidthRange).value_or(0);

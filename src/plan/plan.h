@@ -86,6 +86,7 @@ struct Plan {
   // Inputs.
   int workers = 0;
   int host_cores = 0, threads = 1;  // the shared host's cores (0: a core per worker thread)
+  double busy_slowdown = 1;          // a thread's compute with every core busy over alone (SearchOptions)
   std::optional<Bytes> memory_limit;
   BytesPerSecond bandwidth = 0;
   double allreduce_alpha = 0;

@@ -84,7 +84,13 @@ class Searcher {
       for (int i = 0; i < problem.costs.numLayers(); ++i) problem.costs.backward[i] += problem.costs.forward[i];
     }
     const ChainCosts ownCores = problem.costs;  // before the shared host's scaling
-    c.compute_scale = computeScale(A * B, o_.threads, o_.host_cores);
+    const HostShare host{o_.host_cores, A, o_.threads, o_.busy_slowdown};
+    // Every stage computing at once: the host's cores shared and slowing
+    // each other (NOTE [Compute beside busy cores], cost/pipeline.cc). The
+    // allreduce's fits were measured with the probe's workers all busy, so
+    // they scale by the sharing alone.
+    c.compute_scale = host.scale(B);
+    const double shareScale = computeScale(A * B, o_.threads, o_.host_cores);
     for (auto* times : {&problem.costs.forward, &problem.costs.backward}) {
       for (Seconds& t : *times) t *= c.compute_scale;
     }
@@ -163,7 +169,6 @@ class Searcher {
         }
       }
     }
-    const HostShare host{o_.host_cores, A, o_.threads};
     // (An asynchronous schedule's steady state waits for the whole tail.)
     const bool tailsShared = host.oversubscribed(B) && (A == 1 || o_.shared_memory) && !asynchronous(o_.schedule);
     if (tailsShared) {
@@ -224,13 +229,12 @@ class Searcher {
         // compute is, and never hidden behind the backward pass: the full
         // host's rule below changes nothing for it.
         SharedMemoryCost cost = *o_.shared_memory;
-        cost.seconds_per_byte *= c.compute_scale;
-        cost.seconds_per_allreduce *= c.compute_scale;
+        cost.seconds_per_byte *= shareScale;
+        cost.seconds_per_allreduce *= shareScale;
         ar = sharedMemoryAllreduce(layerBytes, drain, A, cost);
       } else {
         ar = overlappedAllreduce(layerBytes, layerBackward, drain, A, o_.bandwidth,
-                                 o_.allreduce_alpha * c.compute_scale,
-                                 o_.allreduce_beta * c.compute_scale + o_.latency);
+                                 o_.allreduce_alpha * shareScale, o_.allreduce_beta * shareScale + o_.latency);
       }
       d.allreduce = ar.total;
       // NOTE [Allreduce on a full host]: when the plan's compute threads take

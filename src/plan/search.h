@@ -89,6 +89,10 @@ struct SearchOptions {
   // 0: a core per worker thread, wherever the workers run.
   int host_cores = 0;
   int threads = 1;
+  // On that host, how much slower a compute thread runs with every core
+  // computing than alone (the profile's co-run slowdown; NOTE [Compute
+  // beside busy cores], cost/pipeline.cc); 1: not slower.
+  double busy_slowdown = 1;
   // The pipeline schedule the plan's workers run (cost/schedules.h): its
   // order sets the pipeline's time and how many microbatches' activations
   // each stage holds.

@@ -131,6 +131,7 @@ MeasureOptions kernelOptions(int threads, std::vector<std::int64_t> sizes) {
   mo.warmup = 1;
   mo.repeats = 3;
   mo.min_seconds = 0.1;
+  mo.corun = false;  // kernels, not a model the planner plans
   mo.threads = threads;
   mo.optimizer = "sgd";
   return mo;

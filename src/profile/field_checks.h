@@ -42,6 +42,9 @@ inline constexpr NumberRange kBandwidthRange{0, static_cast<double>(kMaxBytes), 
 inline constexpr NumberRange kSecondsPerByteRange{0, 1, "seconds per byte"};
 // vCPUs of one worker or instance.
 inline constexpr NumberRange kVcpusRange{0, 65536, "vCPUs", /*exclusive_min=*/true};
+// A compute thread's time with every core of its host busy over its time
+// alone (Profile::corun, SearchOptions::busy_slowdown).
+inline constexpr NumberRange kBusySlowdownRange{1, 100, "a factor"};
 
 // "milliseconds from 0 to 1,000,000,000,000" (the bounds are whole numbers).
 // Text from a file made fit for a one-line message: control characters and

@@ -27,6 +27,9 @@ struct MeasureOptions {
   double min_seconds = 1.0;   // ...and at least this long measuring (NOTE [Interleaved repetitions])
   int max_repeats = 200;
   int threads = 1;                       // compute threads, as one worker will use
+  // Also time the model's passes with every usable core computing (one
+  // thread each), for Profile::corun (NOTE [Compute beside busy cores]).
+  bool corun = true;
   std::string optimizer = "sgd_momentum";
   std::uint64_t seed = 0;
   std::function<void(const std::string&)> progress;  // one line per step, may be empty

@@ -83,6 +83,11 @@ Json profileToJson(const Profile& p) {
                                                  {"r2", n.shared_memory->r2}};
     }
   }
+  if (p.corun) {
+    j["corun"] = {{"cores", p.corun->cores},
+                  {"microbatch_size", p.corun->microbatch_size},
+                  {"slowdown", p.corun->slowdown}};
+  }
   return j;
 }
 
@@ -93,6 +98,7 @@ namespace {
 constexpr NumberRange kAlphaRange{-1, 1, "seconds per byte"};
 constexpr NumberRange kR2Range{-1, 1, "a goodness of fit"};
 constexpr Range kAllreduceWorkersRange{2, kWorkersRange.max};
+constexpr Range kCorunCoresRange{2, kThreadsRange.max};
 
 }  // namespace
 
@@ -211,12 +217,29 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
     }
     p.network = net;
   }
+  if (const Json* corun = top.raw("corun")) {
+    ObjectReader c(*corun, top.child("corun"));
+    CorunProfile cr;
+    cr.cores = static_cast<int>(c.count("cores", kCorunCoresRange));
+    cr.microbatch_size = c.count("microbatch_size", kSamplesRange);
+    cr.slowdown = numberIn(c, "slowdown", kBusySlowdownRange);
+    HZ_RETURN_IF_ERROR(c.status());
+    p.corun = cr;
+  }
   HZ_RETURN_IF_ERROR(validateProfile(p, origin));
   return p;
 }
 
 Status validateProfile(const Profile& p, const std::string& origin) {
   if (p.layers.empty()) return parseError(origin + ": the profile has no layers");
+  if (p.corun && (!inRange(p.corun->cores, kCorunCoresRange) || !inRange(p.corun->microbatch_size, kSamplesRange) ||
+                  !inNumberRange(p.corun->slowdown, kBusySlowdownRange))) {
+    return parseError(fmt::format("{}: corun: {} cores at microbatch size {} with a slowdown of {} is out of range; "
+                                  "expected {} cores, {} samples and {}",
+                                  origin, p.corun->cores, p.corun->microbatch_size, p.corun->slowdown,
+                                  describeRange(kCorunCoresRange), describeRange(kSamplesRange),
+                                  describeNumberRange(kBusySlowdownRange)));
+  }
   if (p.measurements.empty()) return parseError(origin + ": the profile has no measurements");
   if (!inRange(static_cast<std::int64_t>(p.layers.size()), kLayersRange)) {
     return parseError(fmt::format("{}: layers: {} layers is out of range; expected {}", origin, p.layers.size(),

@@ -87,6 +87,18 @@ struct NetworkProfile {
   std::optional<SharedMemoryFit> shared_memory;
 };
 
+// How much slower one compute thread runs while every core of its host
+// computes than alone (NOTE [Compute beside busy cores], plan/cost/
+// pipeline.cc), measured by the profiler with the model's passes on every
+// usable core at once (measure.cc). Absent in profiles from before it
+// existed, measured on one core or with more than one thread, predicted,
+// and PipeDream's.
+struct CorunProfile {
+  int cores = 0;                     // the cores that computed at once, at least 2
+  std::int64_t microbatch_size = 0;  // of the timed passes
+  double slowdown = 1;               // a pass's median time with them all busy over alone, at least 1
+};
+
 struct Profile {
   std::string model;                                          // "resnet34", a TorchScript path, or graph.txt's name
   std::vector<std::pair<std::string, std::string>> options;  // resolved model options
@@ -100,6 +112,7 @@ struct Profile {
   std::vector<LayerInfo> layers;
   std::vector<Measurement> measurements;  // ascending microbatch_size
   std::optional<NetworkProfile> network;
+  std::optional<CorunProfile> corun;
 
   size_t numLayers() const { return layers.size(); }
   // nullptr when that microbatch size was not profiled.

@@ -49,6 +49,11 @@ std::string renderProfileTable(const Profile& p) {
                          shm->seconds_per_byte, formatSeconds(shm->seconds_per_allreduce), shm->r2);
     }
   }
+  if (p.corun) {
+    out += fmt::format("Beside busy cores: a pass at microbatch size {} took {:.2f}x its time alone while all {} cores "
+                       "computed (the planner's slowdown for workers sharing a host of {} cores)\n",
+                       p.corun->microbatch_size, p.corun->slowdown, p.corun->cores, p.corun->cores);
+  }
   return out;
 }
 

@@ -12,6 +12,8 @@
 #include <random>
 #include <sstream>
 
+#include "plan/cost/memory.h"
+#include "plan/toy_profile.h"
 #include "profile/pipedream.h"
 
 namespace hydrozoa::plan {
@@ -286,6 +288,51 @@ TEST(PipeDreamPlan, FlattensTheLevelsIntoAPlan) {
   }
   back = planFromJson(planToJson(p), "plan.json");
   ASSERT_TRUE(back.ok()) << back.status().message();
+}
+
+// A PipeDream plan's workers are sized and priced as Hydrozoa's own: by the
+// profile's memory model (the runtime, weights, gradients and state, a
+// weight version and the activations per microbatch in flight), then the
+// catalog's cheapest worker that holds it.
+TEST(PipeDreamPlan, SizesAndPricesItsWorkersFromTheProfile) {
+  const profile::Profile prof = testing::toyProfile(8);
+  const PipeDreamStates states = pipeDreamChain(prof, 4);
+  PipeDreamOptions o;
+  o.levels = {{3, 1e9}};
+  o.straight = true;
+  auto r = planPipeDream(states, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto planned = pipeDreamPlan(*r, states, o, 4);
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  Plan p = *planned;
+  ASSERT_EQ(p.stages.size(), 3u);
+  stageMemoryFromProfile(p, prof, *prof.at(4));
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    const PlanStage& st = p.stages[s];
+    const auto held = static_cast<std::int64_t>(3 - s);  // p − s in flight, unreplicated
+    const MemoryCosts costs = memoryCosts(prof, *prof.at(4), false, 0, false, held > 1 ? static_cast<int>(held) : 0);
+    EXPECT_EQ(st.memory_bytes, stageMemory(costs, st.first_layer, st.last_layer, held)) << s;
+    EXPECT_GT(st.memory_bytes, prof.runtime_bytes) << s;
+  }
+  auto catalog = loadCatalog("aci");
+  ASSERT_TRUE(catalog.ok());
+  ASSERT_TRUE(priceStages(p, *catalog, "").ok());
+  EXPECT_EQ(p.platform, "aci");
+  UsdPerHour sum = 0;
+  for (const PlanStage& st : p.stages) {
+    EXPECT_GE(st.worker_memory_bytes, st.memory_bytes);
+    EXPECT_GT(st.cost_per_hour, 0);
+    EXPECT_FALSE(st.worker.empty());
+    sum += st.cost_per_hour;
+  }
+  EXPECT_NEAR(p.cost_per_hour, sum, 1e-9);
+  EXPECT_NEAR(p.samples_per_dollar, p.samples_per_second * 3600 / p.cost_per_hour, 1e-6);
+  EXPECT_TRUE(planFromJson(planToJson(p), "plan.json").ok());
+  // A stage larger than any worker of the platform: an error naming it.
+  p.stages[1].memory_bytes = 100000 * kGB;
+  const Status big = priceStages(p, *catalog, "");
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.message().find("stage 1 (layers"), std::string::npos) << big.message();
 }
 
 TEST(PipeDreamDp, BadOptionsAreErrors) {

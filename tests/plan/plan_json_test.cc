@@ -81,6 +81,18 @@ TEST(PlanJson, RoundTrips) {
   ASSERT_FALSE(rejected.ok());
   EXPECT_NE(rejected.status().message().find("shared_memory_allreduce.replicas"), std::string::npos)
       << rejected.status().message();
+  // The host's slowdown beside busy cores: kept; 1 in plans from before it.
+  Plan busy = p;
+  busy.busy_slowdown = 1.3;
+  EXPECT_EQ(planFromJson(planToJson(busy), "plan.json")->busy_slowdown, 1.3);
+  Json before = planToJson(busy);
+  before["inputs"].erase("busy_slowdown");
+  EXPECT_EQ(planFromJson(before, "plan.json")->busy_slowdown, 1);
+  before["inputs"]["busy_slowdown"] = 0.5;
+  auto slower = planFromJson(before, "plan.json");
+  ASSERT_FALSE(slower.ok());
+  EXPECT_NE(slower.status().message().find("inputs.busy_slowdown: 0.5 is out of range"), std::string::npos)
+      << slower.status().message();
 }
 
 TEST(PlanJson, APlanWrittenBeforeTheOverlapWasModelledWaitsForAllOfItsAllreduce) {

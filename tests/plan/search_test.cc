@@ -449,6 +449,36 @@ TEST(ComputeScale, WorkersSharingAHostsCoresComputeSlower) {
   EXPECT_EQ(computeScale(2, 0, 2), 1);  // threads below one count as one
 }
 
+// NOTE [Compute beside busy cores]: two replicas on two cores that slow each
+// other 1.4× compute 1.4× longer and so does their update; the allreduce's
+// fit, measured with both busy, is as it was; one worker alone is as fast
+// as on a host of its own.
+TEST(SearchPlan, ReplicasOnBusyCoresComputeAsSlowlyAsTheProfileMeasured) {
+  const auto prof = withUpdates(toyProfile(6), 3.0);
+  SearchOptions o = fourReplicas();
+  o.workers = 2;
+  o.data_parallel = 2;
+  o.host_cores = 2;
+  auto plain = searchPlan(prof, aci(), o);
+  o.busy_slowdown = 1.4;
+  auto busy = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(plain.ok() && busy.ok());
+  const Candidate& a = plain->best();
+  const Candidate& b = busy->best();
+  ASSERT_EQ(a.microbatches, b.microbatches);
+  EXPECT_DOUBLE_EQ(b.compute_scale, 1.4);
+  EXPECT_NEAR(b.pipeline.total, 1.4 * a.pipeline.total, 1e-9);
+  EXPECT_NEAR(b.stage_details[0].update, 1.4 * a.stage_details[0].update, 1e-12);
+  EXPECT_NEAR(b.stage_details[0].allreduce, a.stage_details[0].allreduce, 1e-12);
+  o.workers = 1;
+  o.data_parallel = 1;
+  auto alone = searchPlan(prof, aci(), o);
+  o.busy_slowdown = 1;
+  auto own = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(alone.ok() && own.ok());
+  EXPECT_DOUBLE_EQ(alone->best().iteration, own->best().iteration);
+}
+
 TEST(SearchPlan, OnASharedHostCandidatesWithMoreThreadsThanCoresComputeSlower) {
   SearchOptions o = fourStages();
   const auto prof = toyProfile(10);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "core/cpus.h"
 #include "model/zoo.h"
 #include "profile/calibrate.h"
 #include "profile/memory_tracker.h"
@@ -61,6 +62,19 @@ TEST(MeasureProfile, FashionCnnFiguresAreConsistent) {
   // counted beyond the smallest size's (in runtime_bytes).
   EXPECT_EQ(p->at(1)->heap_bytes, 0);
   EXPECT_GE(p->at(4)->heap_bytes, 0);
+  // NOTE [Compute beside busy cores]: timed with every usable core busy.
+  if (usableCpus().size() >= 2) {
+    ASSERT_TRUE(p->corun.has_value());
+    EXPECT_EQ(p->corun->cores, static_cast<int>(usableCpus().size()));
+    EXPECT_NE(p->at(p->corun->microbatch_size), nullptr);  // a profiled size
+    EXPECT_GE(p->corun->slowdown, 1);
+    EXPECT_LT(p->corun->slowdown, 100);
+  }
+  o.corun = false;
+  o.microbatch_sizes = {1};
+  auto without = measureProfile({"cnn", {}}, o);
+  ASSERT_TRUE(without.ok()) << without.status().message();
+  EXPECT_FALSE(without->corun.has_value());
 }
 
 TEST(MeasureProfile, TokenModelsAndLanguageModelLoss) {

@@ -30,6 +30,7 @@ Profile sample() {
     p.measurements.push_back(meas);
   }
   p.network = NetworkProfile{1.25e9, 50e-6, 1e-10, 20e-6, 2, 0.99, NetworkProfile::SharedMemoryFit{2e-10, 30e-6, 0.98}};
+  p.corun = CorunProfile{2, 4, 1.25};
   return p;
 }
 
@@ -51,6 +52,7 @@ TEST(ProfileJson, RoundTrips) {
     l.erase("snapshot_ms");
   }
   for (Json& m : old["measurements"]) m.erase("heap_bytes");
+  old.erase("corun");
   auto before = profileFromJson(old, "old.json");
   ASSERT_TRUE(before.ok()) << before.status().message();
   EXPECT_EQ(before->layers[1].optimizer_ms, 0);
@@ -64,6 +66,11 @@ TEST(ProfileJson, RoundTrips) {
   auto older = profileFromJson(noShm, "old.json");
   ASSERT_TRUE(older.ok()) << older.status().message();
   EXPECT_FALSE(older->network->shared_memory);
+  // NOTE [Compute beside busy cores]: kept as measured; absent before it was.
+  ASSERT_TRUE(back->corun);
+  EXPECT_EQ(back->corun->cores, 2);
+  EXPECT_EQ(back->corun->slowdown, 1.25);
+  EXPECT_FALSE(before->corun);
 }
 
 TEST(ProfileJson, SaveAndLoad) {
@@ -100,6 +107,9 @@ TEST(ProfileJson, RejectsMalformedFieldsNamingThem) {
       {[](Json& j) { j["layers"][0]["snapshot_ms"] = -2; }, "p.json.layers[0].snapshot_ms: -2 is out of range"},
       {[](Json& j) { j["network"]["bandwidth_bytes_per_s"] = 0; }, "network.bandwidth_bytes_per_s: 0 is out of range; expected bytes per second above 0"},
       {[](Json& j) { j["network"]["shared_memory_allreduce"]["s_per_byte"] = -1; }, "network.shared_memory_allreduce.s_per_byte: -1 is out of range"},
+      {[](Json& j) { j["corun"]["slowdown"] = 0.5; }, "p.json.corun.slowdown: 0.5 is out of range"},
+      {[](Json& j) { j["corun"]["cores"] = 1; }, "p.json.corun.cores: 1 is out of range"},
+      {[](Json& j) { j["corun"]["microbatch_size"] = "big"; }, "p.json.corun.microbatch_size: expected"},
   };
   for (const auto& c : cases) {
     Json j = profileToJson(sample());

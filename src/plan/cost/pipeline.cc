@@ -20,6 +20,34 @@ bool HostShare::oversubscribed(int stages) const {
   return cores > 0 && static_cast<std::int64_t>(replicas) * stages * std::max(1, threads) > cores;
 }
 
+// NOTE [Compute beside busy cores]
+// Cores of one host are not independent: they share caches, memory
+// bandwidth, a power budget and, on a virtual machine, often the physical
+// core (two hyperthreads). Measured on this 2-core machine, a pinned
+// one-thread convolution ran 1.17–1.36× slower while the other core
+// computed too, and a CNN's 2x1 (two replicas, no transfers) ran 22% over a
+// plan that counted its compute as the profile's, measured alone
+// (bench/README.md). The profiler measures the slowdown s with every usable
+// core running the model's passes (profile/measure.cc); here n busy threads
+// on c cores each run at min(1, c/n) of a core over 1 + (s − 1)(m − 1)/(c − 1)
+// with m = min(n, c) cores in use: 1 alone, s with every core busy, linear
+// between (exact on 2 cores, an interpolation above).
+bool HostShare::contended(int stages) const {
+  return cores > 1 && slowdown > 1 && static_cast<std::int64_t>(replicas) * stages * std::max(1, threads) > 1;
+}
+
+double HostShare::rate(double busy) const {
+  if (cores <= 0 || busy <= 0) return 1;
+  const double share = std::min(1.0, cores / busy);
+  const double used = std::min<double>(busy, cores);
+  const double contention = cores > 1 ? 1 + (std::max(1.0, slowdown) - 1) * (used - 1) / (cores - 1) : 1;
+  return share / contention;
+}
+
+double HostShare::scale(int stages) const {
+  return 1 / rate(static_cast<double>(std::max(1, replicas)) * std::max(1, stages) * std::max(1, threads));
+}
+
 namespace {
 
 // Stage s's forward and backward time per microbatch and the transfer into
@@ -64,7 +92,8 @@ constexpr Seconds kNever = std::numeric_limits<Seconds>::infinity();
 // and its input has arrived, a transfer occupies its link (one at a time, as
 // R's c is a machine of the flow shop) and takes no core, and the n stages
 // computing at a moment (each on `replicas` workers with `threads` threads)
-// share the cores: each progresses at min(1, cores / (n·replicas·threads)).
+// share the cores: each progresses at min(1, cores / (n·replicas·threads)),
+// slowed further by the cores in use (NOTE [Compute beside busy cores]).
 // A waiting worker takes no core (Gloo's receive and the shared-memory
 // allreduce on shared cores sleep), and the runtime pins such workers round
 // robin so that those computing at once share the cores evenly (NOTE [Cores
@@ -133,7 +162,8 @@ PipelineTime simulate(const StageCosts& sc, std::int64_t M, const HostShare& hos
       if (!st[s].running && st[s].next < actions) step = std::min(step, ready(s) - now);
     }
     // cores == 0: a core for every thread.
-    const double rate = running && host.cores > 0 ? std::min(1.0, host.cores / (running * threadsPerStage)) : 1.0;
+    // (NOTE [Compute beside busy cores])
+    const double rate = host.rate(running * threadsPerStage);
     for (int s = 0; s < k; ++s) {
       if (st[s].running) step = std::min(step, st[s].remaining / rate);
     }
@@ -231,7 +261,7 @@ PipelineTime pipelineTime(const ChainCosts& costs, const Partition& partition, s
                           const HostShare& host, ScheduleKind schedule, int chunks) {
   HZ_CHECK(microbatches >= 1);
   const int k = partition.numStages();
-  if (host.oversubscribed(k / chunks) || schedule != ScheduleKind::kGPipe) {
+  if (host.oversubscribed(k / chunks) || host.contended(k / chunks) || schedule != ScheduleKind::kGPipe) {
     return simulatedPipelineTime(costs, partition, microbatches, host, {}, schedule, chunks);
   }
   const StageCosts sc = stageCosts(costs, partition);

@@ -52,9 +52,23 @@ struct HostShare {
   int cores = 0;
   int replicas = 1;
   int threads = 1;
+  // How much slower one compute thread runs while every core of the host
+  // computes than alone (the profile's measured co-run slowdown, 1 when not
+  // measured): NOTE [Compute beside busy cores], pipeline.cc.
+  double slowdown = 1;
 
   // More threads than cores when every stage computes at once.
   bool oversubscribed(int stages) const;
+  // Two or more threads compute at once on a host whose cores slow each
+  // other down (slowdown > 1).
+  bool contended(int stages) const;
+  // The speed of each of `busy` threads computing at once, as a fraction of
+  // one thread alone on a core: its share of the cores over the slowdown of
+  // the cores in use (1 when cores == 0).
+  double rate(double busy) const;
+  // 1 / rate with every stage's threads busy: how much longer each compute
+  // time takes then (processor sharing and contention).
+  double scale(int stages) const;
 };
 
 // The terms of R for one partition.

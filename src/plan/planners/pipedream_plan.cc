@@ -8,6 +8,8 @@
 #include <numeric>
 
 #include "core/limits.h"
+#include "plan/cost/memory.h"
+#include "plan/search.h"
 
 namespace hydrozoa::plan {
 namespace {
@@ -17,6 +19,10 @@ std::vector<int> stageReplicas(const std::vector<PipeDreamStage>& stages) {
   for (const PipeDreamStage& s : stages) out.push_back(s.replicas);
   return out;
 }
+
+// PipeDream's microbatches in flight on a copy of a stage: the workers of it
+// and the stages after it, over its copies.
+std::int64_t inFlight(int downstream, int replicas) { return (downstream + replicas - 1) / replicas; }
 
 }  // namespace
 
@@ -90,9 +96,9 @@ Result<Plan> pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates&
     st.parameter_bytes = static_cast<Bytes>(range(states.parameters, s.first_layer, s.last_layer));
     // PipeDream's memory per machine: a weight version and the activations
     // of each microbatch in flight on it.
-    const double inFlight = std::ceil(static_cast<double>(downstream) / s.replicas);
+    const auto held = static_cast<double>(inFlight(downstream, s.replicas));
     st.memory_bytes = static_cast<Bytes>(
-        inFlight * (range(states.activation, s.first_layer, s.last_layer) + range(states.parameters, s.first_layer,
+        held * (range(states.activation, s.first_layer, s.last_layer) + range(states.parameters, s.first_layer,
                                                                                    s.last_layer)));
     downstream -= s.replicas;
     p.stages.push_back(st);
@@ -117,6 +123,47 @@ Result<Plan> pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates&
   for (const PlanStage& s : p.stages) chosen.max_worker_memory = std::max(chosen.max_worker_memory, s.memory_bytes);
   p.alternatives.push_back(chosen);
   return p;
+}
+
+void stageMemoryFromProfile(Plan& plan, const profile::Profile& prof, const profile::Measurement& meas) {
+  int downstream = plan.workersUsed();
+  for (PlanStage& st : plan.stages) {
+    const int replicas = plan.replicasOf(static_cast<size_t>(&st - plan.stages.data()));
+    const std::int64_t held = inFlight(downstream, replicas);
+    const MemoryCosts costs = memoryCosts(prof, meas, /*stepBefore=*/false, /*data=*/0, /*sharedSlot=*/false,
+                                          held > 1 ? static_cast<int>(held) : 0);
+    st.memory_bytes = stageMemory(costs, st.first_layer, st.last_layer, held);
+    downstream -= replicas;
+  }
+}
+
+Status priceStages(Plan& plan, const Catalog& catalog, const std::string& accelerator) {
+  std::vector<WorkerSpec> workers;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    PlanStage& st = plan.stages[s];
+    const WorkerSpec w = rightSize(catalog, {st.memory_bytes, st.parameter_bytes, accelerator});
+    if (!w.feasible) {
+      return invalidArgument(fmt::format("stage {} (layers {}-{}, {}): {}; plan with more machines, or another "
+                                         "--platform",
+                                         s, st.first_layer, st.last_layer, formatBytes(st.memory_bytes), w.reason));
+    }
+    st.worker = w.description;
+    st.vcpus = w.vcpus;
+    st.worker_memory_bytes = w.memory;
+    st.accelerator = w.accelerator;
+    st.cost_per_hour = w.cost_per_hour;
+    for (int r = 0; r < plan.replicasOf(s); ++r) workers.push_back(w);
+  }
+  plan.cost_per_hour = totalCostPerHour(catalog, workers);
+  plan.samples_per_dollar = plan.cost_per_hour > 0 ? plan.samples_per_second * 3600.0 / plan.cost_per_hour : 0;
+  plan.platform = catalog.name;
+  for (PlanAlternative& a : plan.alternatives) {
+    a.cost_per_hour = plan.cost_per_hour;
+    a.samples_per_dollar = plan.samples_per_dollar;
+    a.max_worker_memory = 0;
+    for (const PlanStage& st : plan.stages) a.max_worker_memory = std::max(a.max_worker_memory, st.memory_bytes);
+  }
+  return Status();
 }
 
 }  // namespace hydrozoa::plan

@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "plan/plan.h"
 #include "plan/planners/pipedream_dp.h"
+#include "plan/resources.h"
 
 namespace hydrozoa::plan {
 
@@ -25,5 +26,19 @@ namespace hydrozoa::plan {
 Result<Plan> pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates& states,
                            const PipeDreamOptions& options, std::int64_t microbatch_size,
                            std::optional<std::int64_t> global_batch = std::nullopt);
+
+// What each worker of `plan`'s stages holds by a Hydrozoa profile (cost/
+// memory.h), in place of PipeDream's figure (which knows no process runtime,
+// gradients nor optimizer state): the runtime, its layers' weights,
+// gradients and optimizer state, a working copy of its weights per
+// microbatch in flight (weight stashing) and each one's activations, with
+// PipeDream's in-flight count ⌈workers of the stage and after / its copies⌉.
+void stageMemoryFromProfile(Plan& plan, const profile::Profile& prof, const profile::Measurement& meas);
+
+// Right-sizes and prices every stage's workers on `catalog` (resources.h)
+// from its memory_bytes, as Hydrozoa's search does for its own plans; the
+// plan's cost per hour, samples per dollar and platform follow. An error
+// names a stage that no worker of the platform holds.
+Status priceStages(Plan& plan, const Catalog& catalog, const std::string& accelerator);
 
 }  // namespace hydrozoa::plan

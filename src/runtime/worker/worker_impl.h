@@ -117,7 +117,11 @@ class Worker {
   }
   int numChunks() const { return static_cast<int>(role_.layer_ranges.size()); }
   PipelineShape pipelineShape() const {
-    PipelineShape shape{role_.stage, role_.stages, numChunks(), static_cast<int>(role_.microbatches)};
+    PipelineShape shape;
+    shape.stage = role_.stage;
+    shape.stages = role_.stages;
+    shape.chunks = numChunks();
+    shape.microbatches = static_cast<int>(role_.microbatches);
     shape.stageReplicas = role_.stage_replicas;
     shape.replica = role_.replica;
     shape.stepMicrobatches = static_cast<int>(role_.microbatches) * role_.replicas;

@@ -111,6 +111,43 @@ TEST(PipelineTime, DataParallelReplicasOnTooFewCoresScaleUniformly) {
   EXPECT_NEAR(pipelineTime(c, Partition{{0}}, 3, HostShare{4, 2, 4}).total, 2 * own.total, 1e-9);
 }
 
+// NOTE [Compute beside busy cores]: s with every core busy, 1 alone, linear
+// in the cores in use between, and the sharing on top past the cores.
+TEST(HostShare, BusyCoresSlowEachOtherDown) {
+  const HostShare two{2, 1, 1, 1.5};
+  EXPECT_DOUBLE_EQ(two.rate(1), 1);
+  EXPECT_DOUBLE_EQ(two.rate(2), 1 / 1.5);
+  EXPECT_DOUBLE_EQ(two.rate(4), 0.5 / 1.5);
+  const HostShare five{5, 1, 1, 2};
+  EXPECT_DOUBLE_EQ(five.rate(3), 1 / 1.5);  // half the way from one core in use to five
+  EXPECT_DOUBLE_EQ(HostShare{}.rate(8), 1);  // a core for every thread, wherever
+  EXPECT_FALSE((HostShare{2, 1, 1, 1}).contended(2));
+  EXPECT_FALSE(two.contended(1));  // one thread alone
+  EXPECT_TRUE(two.contended(2));
+  EXPECT_TRUE((HostShare{2, 2, 1, 1.5}).contended(1));  // two replicas of one stage
+  EXPECT_DOUBLE_EQ(two.scale(2), 1.5);
+  EXPECT_DOUBLE_EQ((HostShare{2, 2, 1, 1.5}).scale(2), 3);
+}
+
+// Two stages on two cores that slow each other 1.5×: only the passes that
+// overlap slow down. f = b = 1, no transfer, 2 microbatches: [0,1) F0(0);
+// [1,2.5) F0(1) and F1(0) at 1/1.5; [2.5,3.5) F1(1); [3.5,4.5) B1(1);
+// [4.5,6) B1(0) and B0(1); [6,7) B0(0). Replicas of one stage always
+// overlap: data parallelism is 1.5× its time on cores of its own.
+TEST(PipelineTime, StagesComputingAtOnceSlowEachOtherOnABusyHost) {
+  const ChainCosts c = {{1, 1}, {1, 1}, {0}};
+  const HostShare host{2, 1, 1, 1.5};
+  const PipelineTime t = pipelineTime(c, Partition{{0, 1}}, 2, host);
+  EXPECT_TRUE(t.shared);
+  EXPECT_NEAR(t.total, 7, 1e-12);
+  EXPECT_NEAR(pipelineTime(c, Partition{{0, 1}}, 2, HostShare{2, 1, 1, 1}).total, 6, 1e-12);  // the closed form
+  EXPECT_NEAR(pipelineTime(c, Partition{{0, 1}}, 1, host).total, 4, 1e-12);  // never at once
+  const ChainCosts one = threeLayers();
+  const PipelineTime own = pipelineTime(one, Partition{{0}}, 3);
+  EXPECT_NEAR(pipelineTime(one, Partition{{0}}, 3, HostShare{2, 2, 1, 1.5}).total, 1.5 * own.total, 1e-9);
+  EXPECT_NEAR(pipelineTime(one, Partition{{0}}, 3, HostShare{2, 1, 1, 1.5}).total, own.total, 1e-9);
+}
+
 // A long balanced pipeline keeps every stage busy: its time tends to the
 // uniformly scaled one from below; with few microbatches it is far under it.
 TEST(PipelineTime, ABalancedPipelineOnTooFewCoresTendsToTheUniformScaling) {
