@@ -10,6 +10,7 @@
 
 #include "cluster/coordinator.h"
 #include "cluster/coordinator_job.h"
+#include "cluster/job_data.h"
 #include "cluster/job_plan.h"
 #include "cluster/progress.h"
 #include "cluster/run_dir.h"
@@ -76,15 +77,7 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
   HZ_ASSIGN_OR_RETURN(ModelInfo model, inspectModel(spec));
 
   // The data must be there before any worker starts.
-  data::DataSpec ds;
-  ds.kind = spec.dataset;
-  ds.path = spec.data_path;
-  ds.seq_len = model.input.kind == model::InputKind::kTokens ? model.input.shape.at(0) : 0;
-  ds.synthetic_train = spec.synthetic_train;
-  ds.synthetic_test = spec.synthetic_test;
-  ds.synthetic_input = model.input;
-  ds.synthetic_task = model.task;
-  ds.seed = spec.seed;
+  const data::DataSpec ds = jobDataSpec(spec, model.input, model.task);
   HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
   std::int64_t testSize = 0;
   Bytes dataBytes = train->memoryBytes();

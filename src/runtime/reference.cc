@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 
+#include "cluster/job_data.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "runtime/optimizer.h"
@@ -190,15 +191,7 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
   torch::set_num_threads(job.threads);
   HZ_ASSIGN_OR_RETURN(model::Model m, model::buildModel({job.model, job.model_options}, {job.seed, 0, -1}));
   m.train(true);
-  data::DataSpec ds;
-  ds.kind = job.dataset;
-  ds.path = job.data_path;
-  ds.seq_len = m.input.kind == model::InputKind::kTokens ? m.input.shape.at(0) : 0;
-  ds.synthetic_train = job.synthetic_train;
-  ds.synthetic_test = job.synthetic_test;
-  ds.synthetic_input = m.input;
-  ds.synthetic_task = m.task;
-  ds.seed = job.seed;
+  const data::DataSpec ds = cluster::jobDataSpec(job, m.input, m.task);
   HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
   data::SamplerOptions so;
   so.dataset_size = train->size();

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cluster/job_data.h"
 #include "core/limits.h"
 #include "data/dataset.h"
 #include "model/model.h"
@@ -94,15 +95,7 @@ Status Worker::build() {
     testSampler_.emplace(so);
   }
   if (firstStage() || lastStage()) {
-    data::DataSpec ds;
-    ds.kind = job.dataset;
-    ds.path = job.data_path;
-    ds.seq_len = input.kind == model::InputKind::kTokens ? input.shape.at(0) : 0;
-    ds.synthetic_train = job.synthetic_train;
-    ds.synthetic_test = job.synthetic_test;
-    ds.synthetic_input = input;
-    ds.synthetic_task = task;
-    ds.seed = job.seed;
+    const data::DataSpec ds = cluster::jobDataSpec(job, input, task);
     const int depth = static_cast<int>(2 * role_.microbatches);
     HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
     trainLoader_ = std::make_unique<data::PrefetchLoader>(train, *trainSampler_, role_.replica, depth);
