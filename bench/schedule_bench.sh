@@ -12,6 +12,7 @@
 #
 #   bench/schedule_bench.sh [rounds=2] [steps=30] [models="cnn gpt"]
 #   SCHEDULES="gpipe 2bw" bench/schedule_bench.sh   # some of them
+#   STAGES=4 GPT_LAYERS=6 bench/schedule_bench.sh 1 20 gpt   # 4 workers
 #
 # About 14 minutes on 2 cores with the defaults.
 set -euo pipefail
@@ -22,13 +23,15 @@ models="${3:-cnn gpt}"
 hz=build/hydrozoa
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-stages=2
+# STAGES=4 runs 4-stage pipelines (4 workers: on 2 cores, oversubscribed);
+# GPT_LAYERS=6 gives the GPT enough layers for 4 stages × 2 chunks.
+stages="${STAGES:-2}"
 
 model_spec() {
   case "$1" in
     cnn) echo "model: {name: cnn}
 data: {dataset: fashion_mnist}" ;;
-    gpt) echo "model: {name: gpt, options: {layers: 4, hidden: 128, heads: 4, vocab: 1024, seq_len: 64}}
+    gpt) echo "model: {name: gpt, options: {layers: ${GPT_LAYERS:-4}, hidden: 128, heads: 4, vocab: 1024, seq_len: 64}}
 data: {dataset: synthetic, synthetic_train: 4096, synthetic_test: 64}" ;;
     *) echo "unknown model $1" >&2; exit 2 ;;
   esac

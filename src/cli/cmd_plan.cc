@@ -179,7 +179,7 @@ Result<plan::Plan> planSchedules(const PlanArgs& a, const profile::Profile& prof
     Bytes memory = 0;
     for (const plan::StageDetail& d : c.stage_details) memory = std::max(memory, d.memory);
     const bool chosen = best && best->schedule == kind && best->recompute == recompute;
-    table.addRow({chosen ? "*" : "", name, fmt::format("{}×{}", c.data_parallel, c.stages),
+    table.addRow({chosen ? "*" : "", name, c.strategy(),
                   fmt::format("{} × {}", c.microbatches, c.microbatch_size), formatSeconds(c.iteration),
                   fmt::format("{:.1f}", c.samples_per_second), formatBytes(memory),
                   plan::staleness(kind) == plan::kPerStage      ? "per-stage"

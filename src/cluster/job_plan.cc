@@ -209,6 +209,9 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   }
   if (spec.chunks) o.chunks = *spec.chunks;
   o.recompute = spec.recompute.value_or(false);
+  // Scaling changes every stage's replicas alike: stages replicated
+  // unevenly only with a fixed set of workers (checkPlan).
+  o.round_robin = spec.scaling.policy == "fixed";
   return o;
 }
 

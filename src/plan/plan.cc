@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <numeric>
@@ -43,6 +44,11 @@ double optSeconds(ObjectReader& r, const char* key) {
 
 }  // namespace
 
+std::string PlanAlternative::strategy() const {
+  if (stage_replicas.empty()) return fmt::format("{}×{}", data_parallel, pipeline_stages);
+  return fmt::format("{}", fmt::join(stage_replicas, "+"));
+}
+
 Plan makePlan(const SearchResult& result, const profile::Profile& profile, const SearchOptions& o,
               const std::string& platform) {
   const Candidate& c = result.best();
@@ -61,6 +67,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
   p.recompute = o.recompute;
   for (const StageDetail& d : c.stage_details) {
     PlanStage s;
+    if (!c.stage_replicas.empty()) s.replicas = c.stage_replicas.at(p.stages.size());
     s.first_layer = d.first_layer;
     s.last_layer = d.last_layer;
     s.chunks = d.chunks;
@@ -107,6 +114,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
     PlanAlternative a;
     a.data_parallel = r.data_parallel;
     a.pipeline_stages = r.stages;
+    a.stage_replicas = r.stage_replicas;
     a.microbatch_size = r.microbatch_size;
     a.num_microbatches = r.microbatches;
     a.feasible = r.feasible;
@@ -225,6 +233,7 @@ Json planToJson(const Plan& p) {
                             {"cost_per_hour", a.cost_per_hour},
                             {"samples_per_dollar", a.samples_per_dollar},
                             {"max_worker_memory_bytes", a.max_worker_memory}});
+    if (!a.stage_replicas.empty()) alternatives.back()["stage_replicas"] = a.stage_replicas;
   }
   return {{"schema", kPlanSchema},
           {"model", {{"name", p.model}, {"options", options}, {"layers", p.layer_names}}},
@@ -461,6 +470,20 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
       a.cost_per_hour = optNumberIn(r, "cost_per_hour", kUsdPerHourRange).value_or(0);
       a.samples_per_dollar = optNumberIn(r, "samples_per_dollar", kRateRange).value_or(0);
       a.max_worker_memory = optBytesIn(r, "max_worker_memory_bytes").value_or(0);
+      if (const Json* reps = r.raw("stage_replicas")) {
+        if (!reps->is_array() || reps->size() != static_cast<size_t>(a.pipeline_stages)) {
+          return parseError(fmt::format("{}.stage_replicas: expected a list of {} copies, one per stage",
+                                        top.element("alternatives", i), a.pipeline_stages));
+        }
+        for (size_t k = 0; k < reps->size(); ++k) {
+          const Json& v = (*reps)[k];
+          if (!v.is_number_integer() || !inRange(v.get<std::int64_t>(), kWorkersRange)) {
+            return parseError(fmt::format("{}.stage_replicas[{}]: expected a whole number of copies, {}",
+                                          top.element("alternatives", i), k, describeRange(kWorkersRange)));
+          }
+          a.stage_replicas.push_back(v.get<int>());
+        }
+      }
       HZ_RETURN_IF_ERROR(r.status());
       p.alternatives.push_back(a);
     }
@@ -501,12 +524,12 @@ std::string renderPlanTable(const Plan& p) {
   for (const auto& a : p.alternatives) {
     const std::string mb = a.microbatch_size ? fmt::format("{} × {}", a.num_microbatches, a.microbatch_size) : "-";
     if (a.feasible) {
-      alts.addRow({a.chosen ? "*" : "", fmt::format("{}×{}", a.data_parallel, a.pipeline_stages), mb,
+      alts.addRow({a.chosen ? "*" : "", a.strategy(), mb,
                    formatSeconds(a.iteration_seconds), fmt::format("{:.1f}", a.samples_per_second),
                    formatUsd(a.cost_per_hour), formatCount(a.samples_per_dollar), formatBytes(a.max_worker_memory),
                    a.note});
     } else {
-      alts.addRow({"", fmt::format("{}×{}", a.data_parallel, a.pipeline_stages), mb, "-", "-", "-", "-", "-",
+      alts.addRow({"", a.strategy(), mb, "-", "-", "-", "-", "-",
                    "infeasible: " + a.note});
     }
   }

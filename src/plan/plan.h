@@ -50,6 +50,7 @@ struct PlanStage {
 
 struct PlanAlternative {
   int data_parallel = 0, pipeline_stages = 0;
+  std::vector<int> stage_replicas;  // stages replicated unevenly (1F1B-RR); empty: data_parallel each
   std::int64_t microbatch_size = 0, num_microbatches = 0;
   bool feasible = false;
   bool chosen = false;
@@ -59,6 +60,9 @@ struct PlanAlternative {
   UsdPerHour cost_per_hour = 0;
   double samples_per_dollar = 0;
   Bytes max_worker_memory = 0;
+
+  // "2×3", or with stages replicated unevenly "3+1+1".
+  std::string strategy() const;
 };
 
 struct Plan {

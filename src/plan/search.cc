@@ -1,11 +1,16 @@
 #include "plan/search.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
+#include "plan/nothing_fits.h"
+#include "plan/cost/round_robin.h"
 #include "plan/partition/exact.h"
+#include "plan/planners/pipedream_dp.h"
 
 namespace hydrozoa::plan {
 
@@ -31,6 +36,16 @@ double computeScale(int workers, int threads, int hostCores) {
   if (hostCores <= 0) return 1;
   const double busy = static_cast<double>(workers) * std::max(1, threads);
   return std::max(1.0, busy / hostCores);
+}
+
+int Candidate::workersUsed() const {
+  if (stage_replicas.empty()) return data_parallel * stages;
+  return std::accumulate(stage_replicas.begin(), stage_replicas.end(), 0);
+}
+
+std::string Candidate::strategy() const {
+  if (stage_replicas.empty()) return fmt::format("{}×{}", data_parallel, stages);
+  return fmt::format("{}", fmt::join(stage_replicas, "+"));
 }
 
 namespace {
@@ -285,6 +300,20 @@ class Searcher {
     return c;
   }
 
+  // PipeDream's 1F1B-RR: its optimizer's stages and copies for the plan's
+  // workers (planners/pipedream_dp.h), costed by this search's model
+  // (cost/round_robin.h), at the profiled size that does best; nullopt when
+  // its plan replicates every stage alike (an A×B row already).
+  std::optional<Candidate> bestRoundRobin() {
+    std::optional<Candidate> best;
+    for (const profile::Measurement& meas : profile_.measurements) {
+      if (o_.microbatch_size && meas.microbatch_size != *o_.microbatch_size) continue;
+      std::optional<Candidate> c = roundRobin(meas);
+      if (c && (!best || better(*c, *best, o_.objective))) best = std::move(c);
+    }
+    return best;
+  }
+
   // The best (m, M) for strategy A×B, or an infeasible row saying why.
   Candidate bestFor(int A, int B) {
     Candidate best;
@@ -316,6 +345,105 @@ class Searcher {
   }
 
  private:
+  std::optional<Candidate> roundRobin(const profile::Measurement& meas) {
+    const std::int64_t m = meas.microbatch_size;
+    PipeDreamOptions po;
+    po.levels = {{o_.workers, o_.bandwidth}};
+    auto dp = planPipeDream(pipeDreamChain(profile_, m), po);
+    if (!dp.ok()) return std::nullopt;
+    const std::vector<PipeDreamStage>& stages = dp->levels.back();
+    const int B = static_cast<int>(stages.size());
+    Candidate c;
+    c.stages = B;
+    c.microbatch_size = m;
+    for (const PipeDreamStage& st : stages) c.stage_replicas.push_back(st.replicas);
+    if (std::adjacent_find(c.stage_replicas.begin(), c.stage_replicas.end(), std::not_equal_to<>()) ==
+        c.stage_replicas.end()) {
+      return std::nullopt;
+    }
+    const int A = c.data_parallel = c.stage_replicas.front();
+    c.reason = "1F1B-RR: stages replicated unevenly (PipeDream's optimizer)";
+    // A step's K = A·M microbatches, which every stage's copies divide
+    // (NOTE [Unevenly replicated stages], plan.cc): the global batch's, or
+    // PipeDream's NOAM raised until they do.
+    std::int64_t unit = 1;
+    for (int r : c.stage_replicas) unit = std::lcm(unit, std::int64_t{r});
+    std::int64_t M = 0;
+    if (o_.global_batch) {
+      if (*o_.global_batch % (A * m) != 0 || (*o_.global_batch / m) % unit != 0) return std::nullopt;
+      M = *o_.global_batch / m / A;
+    } else {
+      M = (c.workersUsed() + A - 1) / A;
+      while ((A * M) % unit != 0) ++M;
+    }
+    if (o_.microbatches && M != *o_.microbatches) return std::nullopt;
+    c.microbatches = M;
+    ChainCosts costs = chainCosts(profile_, meas, o_.bandwidth, o_.latency + o_.transfer_latency);
+    if (o_.recompute) {
+      for (int i = 0; i < costs.numLayers(); ++i) costs.backward[i] += costs.forward[i];
+    }
+    const std::vector<std::int64_t> held = roundRobinInFlight(c.stage_replicas);
+    std::vector<RoundRobinStage> rr;
+    std::vector<WorkerSpec> workers;
+    for (int s = 0; s < B; ++s) {
+      const int first = stages[s].first_layer, last = stages[s].last_layer, r = c.stage_replicas[s];
+      StageDetail d;
+      d.first_layer = first;
+      d.last_layer = last;
+      std::vector<Bytes> bytes;
+      std::vector<Seconds> backward;
+      for (int i = first; i <= last; ++i) {
+        d.forward += costs.forward[i];
+        d.backward += costs.backward[i];
+        d.parameter_bytes += profile_.layers[i].parameter_bytes;
+        d.update += updateSeconds(profile_.layers[i], false);
+        bytes.push_back(profile_.layers[i].parameter_bytes);
+        backward.push_back(costs.backward[i]);
+      }
+      if (r > 1) {
+        d.allreduce = o_.shared_memory ? sharedMemoryAllreduce(bytes, 0, r, *o_.shared_memory).total
+                                       : overlappedAllreduce(bytes, backward, 0, r, o_.bandwidth, o_.allreduce_alpha,
+                                                             o_.allreduce_beta + o_.latency)
+                                             .total;
+      }
+      d.allreduce_exposed = d.allreduce;
+      d.tail = d.allreduce + d.update;
+      const auto copies = static_cast<size_t>(s);
+      MemoryCosts mem = memoryCosts(profile_, meas, false, o_.data_bytes, o_.shared_memory && r > 1,
+                                    held[copies] > 1 ? static_cast<int>(held[copies]) : 0);
+      mem.recompute = o_.recompute;
+      d.memory = stageMemory(mem, first, last, held[copies]);
+      if (limit_ && d.memory > *limit_) {
+        c.reason = fmt::format("1F1B-RR {}: stage {} (layers {}-{}) needs {}, more than {}", c.strategy(), s, first,
+                               last, formatBytes(d.memory), formatBytes(*limit_));
+        c.memory_bound = true;
+        return c;
+      }
+      d.worker = rightSize(catalog_, {d.memory, d.parameter_bytes, o_.accelerator});
+      if (!d.worker.feasible) {
+        c.reason = fmt::format("1F1B-RR {}: stage {}: {}", c.strategy(), s, d.worker.reason);
+        return c;
+      }
+      for (int k = 0; k < r; ++k) workers.push_back(d.worker);
+      rr.push_back({d.forward + d.backward, d.tail, s > 0 ? costs.cut[first - 1] : 0, r});
+      c.stage_details.push_back(std::move(d));
+    }
+    const HostShare host{o_.host_cores, 1, o_.threads, o_.busy_slowdown};
+    const Seconds perMicrobatch = roundRobinSecondsPerMicrobatch(rr, host);
+    const auto K = static_cast<double>(A * M);
+    // (Each copy's sums and updates are in its steady state, not after it.)
+    c.iteration = c.pipeline.total = perMicrobatch * K;
+    c.compute_scale = 1 / host.rate(o_.host_cores > 0 ? std::min(c.workersUsed(), o_.host_cores) : 1);
+    Seconds busy = 0;
+    for (const RoundRobinStage& st : rr) busy += (st.compute + st.update) * K;
+    c.bubble_fraction = std::max(0.0, 1 - busy / (c.workersUsed() * c.iteration));
+    c.samples_per_second = static_cast<double>(c.globalBatch()) / c.iteration;
+    c.cost_per_hour = totalCostPerHour(catalog_, workers);
+    c.samples_per_dollar = c.cost_per_hour > 0 ? c.samples_per_second * 3600.0 / c.cost_per_hour : 0;
+    c.feasible = true;
+    return c;
+  }
+
   // GPipe keeps M microbatches of activations: the largest M that fits
   // (binary search; memory grows with M, under 1F1B up to M = stages).
   // The interleaved schedule runs multiples of B only: the search is over
@@ -349,119 +477,6 @@ class Searcher {
   Partitioner& partitioner_;
   std::optional<Bytes> limit_;
 };
-
-// Fewest stages that fit layers in `limit` (greedy packing is optimal
-// because memory only grows with a stage); numLayers+1 when a layer alone
-// does not fit.
-int fewestStages(const MemoryCosts& mem, std::int64_t M, Bytes limit) {
-  const int L = mem.numLayers();
-  int stages = 0, first = 0;
-  while (first < L) {
-    if (stageMemory(mem, first, first, M) > limit) return L + 1;
-    int last = first;
-    while (last + 1 < L && stageMemory(mem, first, last + 1, M) <= limit) ++last;
-    ++stages;
-    first = last + 1;
-  }
-  return stages;
-}
-
-// The least per-worker memory with which `stages` stages fit.
-Bytes leastMemory(const MemoryCosts& mem, std::int64_t M, int stages) {
-  Bytes lo = 0, hi = stageMemory(mem, 0, mem.numLayers() - 1, M);
-  while (hi - lo > 1) {
-    const Bytes mid = lo + (hi - lo) / 2;
-    if (fewestStages(mem, M, mid) <= stages) {
-      hi = mid;
-    } else {
-      lo = mid;
-    }
-  }
-  return hi;
-}
-
-// The least per-worker memory over `strategies` at the smallest microbatch
-// each allows, and which plan needs it. `pinned`: keep the user's pinned
-// microbatch count and size; otherwise only the global batch constrains.
-struct LeastPlan {
-  Bytes memory = -1;
-  std::string how;
-};
-LeastPlan leastPlan(const profile::Profile& profile, const SearchOptions& o,
-                    const std::vector<std::pair<int, int>>& strategies, bool pinned) {
-  LeastPlan least;
-  const int L = static_cast<int>(profile.numLayers());
-  for (const auto& [A, B] : strategies) {
-    for (const auto& meas : profile.measurements) {
-      if (pinned && o.microbatch_size && meas.microbatch_size != *o.microbatch_size) continue;
-      std::int64_t M = 1;
-      if (o.global_batch) {
-        if ((*o.global_batch / A) % meas.microbatch_size != 0) continue;
-        M = *o.global_batch / A / meas.microbatch_size;
-      }
-      if (pinned && o.microbatches) {
-        if (o.global_batch && M != *o.microbatches) continue;
-        M = *o.microbatches;
-      }
-      const MemoryCosts mem =
-          memoryCosts(profile, meas, o.recovery_copies && A > 1 && B > 1, o.data_bytes, o.shared_memory && A > 1);
-      const Bytes need = leastMemory(mem, stashedMicrobatches(o.schedule, 0, std::min(B, L), M), std::min(B, L));
-      if (least.memory < 0 || need < least.memory) {
-        least.memory = need;
-        least.how = fmt::format("{}×{} with {} microbatch{} of {}", A, B, M, M == 1 ? "" : "es", meas.microbatch_size);
-      }
-      break;  // the smallest size that applies
-    }
-  }
-  return least;
-}
-
-Status nothingFits(const profile::Profile& profile, const SearchOptions& o, const std::optional<Bytes>& limit,
-                   const std::vector<Candidate>& rows, const std::vector<std::pair<int, int>>& strategies) {
-  // Memory is the obstacle only if some row ran out of it; otherwise say what was.
-  const bool memoryBound = std::any_of(rows.begin(), rows.end(), [](const Candidate& c) { return c.memory_bound; });
-  if (!limit || !memoryBound) {
-    const Candidate& first = rows.front();
-    return infeasible(fmt::format("no strategy is feasible; {}×{}: {}", first.data_parallel, first.stages, first.reason));
-  }
-  const int L = static_cast<int>(profile.numLayers());
-  const LeastPlan least = leastPlan(profile, o, strategies, true);
-  const std::string within =
-      fmt::format("in {} per worker{}", formatBytes(*limit),
-                  o.global_batch ? fmt::format(" with global batch {}", *o.global_batch) : "");
-  // A pinned microbatch count or size that is what makes nothing fit says so.
-  if (o.microbatches || o.microbatch_size) {
-    const LeastPlan free = leastPlan(profile, o, strategies, false);
-    if (free.memory >= 0 && free.memory <= *limit) {
-      std::string pins;
-      if (o.microbatches) pins += fmt::format("--microbatches {}", *o.microbatches);
-      if (o.microbatch_size) pins += fmt::format("{}--microbatch-size {}", pins.empty() ? "" : " and ", *o.microbatch_size);
-      return infeasible(fmt::format(
-          "nothing fits {} with {}: the smallest plan with {} ({}) needs {} per worker. Fix: pin fewer or smaller "
-          "microbatches or drop the pin ({} fits, needing {}), or give each worker at least {} (--memory {}MB)",
-          within, pins, pins.find(" and ") == std::string::npos ? "it" : "them", least.how,
-          least.memory >= 0 ? formatBytes(least.memory) : "?", free.how, formatBytes(free.memory),
-          least.memory >= 0 ? formatBytes(least.memory) : "?", (least.memory + 999999) / 1000000));
-    }
-  }
-  std::string fixes;
-  if (least.memory > 0) {
-    fixes += fmt::format("give each worker at least {} (--memory {}MB)", formatBytes(least.memory),
-                         (least.memory + 999999) / 1000000);
-  }
-  {
-    const auto& meas = profile.measurements.front();
-    const std::int64_t M = o.global_batch ? std::max<std::int64_t>(1, *o.global_batch / meas.microbatch_size) : 1;
-    const int stages = fewestStages(memoryCosts(profile, meas, false, o.data_bytes), M, *limit);
-    if (stages <= L && stages > o.workers) {
-      fixes += fmt::format("{}use at least {} workers (--workers {})", fixes.empty() ? "" : ", or ", stages, stages);
-    }
-  }
-  if (o.global_batch) fixes += fmt::format("{}a smaller --global-batch", fixes.empty() ? "" : ", or ");
-  fixes += fmt::format("{}profile smaller microbatch sizes", fixes.empty() ? "" : ", or ");
-  return infeasible(fmt::format("nothing fits {}: the smallest plan ({}) needs {} per worker. Fix: {}", within,
-                                least.how, least.memory > 0 ? formatBytes(least.memory) : "?", fixes));
-}
 
 }  // namespace
 
@@ -570,6 +585,18 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
     const Candidate& row = result.considered.back();
     if (row.feasible && (result.chosen < 0 || better(row, result.best(), o.objective))) {
       result.chosen = static_cast<int>(result.considered.size()) - 1;
+    }
+  }
+  // PipeDream's stages replicated unevenly, for its schedule when nothing
+  // pins the strategy (cost/round_robin.h).
+  if (o.schedule == ScheduleKind::kPipeDream && o.round_robin && !o.data_parallel && !o.stages && !o.partition &&
+      o.workers >= 3) {
+    if (std::optional<Candidate> rr = searcher.bestRoundRobin()) {
+      result.considered.push_back(std::move(*rr));
+      const Candidate& row = result.considered.back();
+      if (row.feasible && (result.chosen < 0 || better(row, result.best(), o.objective))) {
+        result.chosen = static_cast<int>(result.considered.size()) - 1;
+      }
     }
   }
   if (result.chosen < 0) return nothingFits(profile, o, searcher.limit(), result.considered, strategies);

@@ -104,6 +104,9 @@ struct SearchOptions {
   // only its microbatches' inputs and runs each forward pass again in its
   // backward pass (cost/memory.h; the backward time grows by the forward's).
   bool recompute = false;
+  // Under the pipedream schedule, also PipeDream's stages replicated
+  // unevenly (1F1B-RR, cost/round_robin.h) when nothing pins the strategy.
+  bool round_robin = true;
   // Pins: when set, the search keeps them fixed.
   std::optional<int> data_parallel, stages;
   std::optional<std::int64_t> microbatch_size, microbatches;
@@ -131,6 +134,9 @@ struct StageDetail {
 
 struct Candidate {
   int data_parallel = 0, stages = 0;
+  // 1F1B-RR (pipedream): each stage's own copies, the first data_parallel;
+  // empty: every stage has data_parallel (cost/round_robin.h).
+  std::vector<int> stage_replicas;
   bool feasible = false;
   bool memory_bound = false;  // infeasible because no split fits the memory limit
   std::string reason;         // why infeasible, or a note ("uses 15 of 16 workers")
@@ -152,7 +158,9 @@ struct Candidate {
   std::int64_t globalBatch() const {
     return saturatingMul(saturatingMul(data_parallel, microbatch_size), microbatches);
   }
-  int workersUsed() const { return data_parallel * stages; }
+  int workersUsed() const;
+  // "2×3", or with stages replicated unevenly "3+1+1".
+  std::string strategy() const;
 };
 
 // Whether `a` is the better plan than `b` for `objective` (feasible first).

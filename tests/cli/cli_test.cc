@@ -279,6 +279,27 @@ TEST_F(Cli, PipeDreamPlannerAsWritten) {
   EXPECT_EQ(p->replicasOf(1), 1);
 }
 
+// Hydrozoa's search under the pipedream schedule weighs PipeDream's stages
+// replicated unevenly beside the even strategies, and here chooses them.
+TEST_F(Cli, PipeDreamScheduleSearchesStagesReplicatedUnevenly) {
+  const std::string k80 = std::string(HYDROZOA_TEST_DATA_DIR) + "/profile_cnn_k80.json";
+  const Outcome r = run({"plan", "--profile", k80, "--workers", "5", "--global-batch", "128", "--schedule", "pipedream",
+                         "--bandwidth", "1GB/s", "-o", "rr.json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("*  1+2+1+1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1F1B-RR: stages replicated unevenly"), std::string::npos) << r.out;
+  auto p = plan::loadPlan(path("rr.json"));
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_FALSE(p->evenlyReplicated());
+  EXPECT_EQ(p->workersUsed(), 5);
+  EXPECT_EQ(p->globalBatch(), 128);
+  // A pinned strategy keeps to the even rows.
+  const Outcome pinned = run({"plan", "--profile", k80, "--workers", "5", "--global-batch", "128", "--schedule",
+                              "pipedream", "--bandwidth", "1GB/s", "--stages", "1", "-o", "-"});
+  ASSERT_EQ(pinned.code, 0) << pinned.err;
+  EXPECT_EQ(pinned.out.find("1F1B-RR"), std::string::npos) << pinned.out;
+}
+
 // Issue 9 §2: `--device cpu` calibrates this CPU per layer kind, says so,
 // and --save-device writes the calibration, which a later plan reuses.
 TEST_F(Cli, CpuDeviceCalibratedSavedAndReused) {

@@ -479,6 +479,66 @@ TEST(SearchPlan, ReplicasOnBusyCoresComputeAsSlowlyAsTheProfileMeasured) {
   EXPECT_DOUBLE_EQ(alone->best().iteration, own->best().iteration);
 }
 
+// A model whose first layer does most of the work: PipeDream's optimizer
+// gives it three of four workers and the rest one (1F1B-RR), which beats
+// every even split under the pipedream schedule; the plan keeps each
+// stage's copies and the table shows them. Without round-robin, or with the
+// strategy pinned, only the even rows.
+profile::Profile heavyFirstLayer() {
+  profile::Profile p = testing::toyProfile(4);
+  for (auto& meas : p.measurements) {
+    for (size_t i = 0; i < meas.layers.size(); ++i) {
+      const double ms = (i == 0 ? 9.0 : 1.0) * static_cast<double>(meas.microbatch_size);
+      meas.layers[i].forward_ms = ms / 3;
+      meas.layers[i].backward_ms = 2 * ms / 3;
+    }
+  }
+  return p;
+}
+
+TEST(SearchPlan, PipeDreamReplicatesAHeavyStageMoreThanTheOthers) {
+  const auto prof = heavyFirstLayer();
+  SearchOptions o = basic(4);
+  o.schedule = ScheduleKind::kPipeDream;
+  o.global_batch = 48;
+  auto r = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Candidate& c = r->best();
+  ASSERT_FALSE(c.stage_replicas.empty()) << c.strategy();
+  EXPECT_EQ(c.workersUsed(), 4);
+  EXPECT_EQ(c.stage_replicas.front(), c.data_parallel);
+  EXPECT_GT(c.stage_replicas.front(), c.stage_replicas.back());
+  EXPECT_EQ(c.globalBatch(), 48);
+  for (const Candidate& even : r->considered) {
+    if (even.stage_replicas.empty() && even.feasible) {
+      EXPECT_GT(c.samples_per_second, even.samples_per_second) << even.strategy();
+    }
+  }
+  const Plan p = makePlan(*r, prof, o, "aci");
+  EXPECT_FALSE(p.evenlyReplicated());
+  EXPECT_EQ(p.workersUsed(), 4);
+  for (size_t s = 0; s < p.stages.size(); ++s) EXPECT_EQ(p.replicasOf(s), c.stage_replicas[s]);
+  auto back = planFromJson(planToJson(p), "plan.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->alternatives.back().stage_replicas, c.stage_replicas);
+  EXPECT_NE(renderPlanTable(*back).find(c.strategy() + " "), std::string::npos) << renderPlanTable(*back);
+  o.round_robin = false;
+  r = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(r.ok());
+  for (const Candidate& row : r->considered) EXPECT_TRUE(row.stage_replicas.empty());
+  o.round_robin = true;
+  o.stages = 2;
+  r = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(r.ok());
+  for (const Candidate& row : r->considered) EXPECT_TRUE(row.stage_replicas.empty());
+  // Under another schedule, only the even rows.
+  o.stages.reset();
+  o.schedule = ScheduleKind::kOneFOneB;
+  r = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(r.ok());
+  for (const Candidate& row : r->considered) EXPECT_TRUE(row.stage_replicas.empty());
+}
+
 TEST(SearchPlan, OnASharedHostCandidatesWithMoreThreadsThanCoresComputeSlower) {
   SearchOptions o = fourStages();
   const auto prof = toyProfile(10);

@@ -1,0 +1,43 @@
+#include "plan/cost/round_robin.h"
+
+#include <algorithm>
+
+#include "core/status.h"
+
+namespace hydrozoa::plan {
+
+Seconds roundRobinSecondsPerMicrobatch(const std::vector<RoundRobinStage>& stages, const HostShare& host) {
+  HZ_CHECK(!stages.empty());
+  std::int64_t workers = 0;
+  Seconds perCopy = 0, link = 0, work = 0;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const RoundRobinStage& st = stages[s];
+    HZ_CHECK(st.replicas >= 1);
+    workers += st.replicas;
+    perCopy = std::max(perCopy, (st.compute + st.update) / st.replicas);
+    work += st.compute + st.update;
+    if (s > 0) link = std::max(link, 2 * st.cut_in / std::min(stages[s - 1].replicas, st.replicas));
+  }
+  const double threads = static_cast<double>(workers) * std::max(1, host.threads);
+  // A copy computes no faster than a core of its own, slowed by the cores
+  // in use (all of them busy in the steady state); past the cores, copies
+  // that wait leave theirs to the others, so the host's total is the bound.
+  const double used = host.cores > 0 ? std::min<double>(threads, host.cores) : threads;
+  Seconds t = std::max(perCopy / host.rate(used), link);
+  if (host.cores > 0 && threads > host.cores) {
+    t = std::max(t, work * std::max(1, host.threads) / host.cores / host.rate(host.cores));
+  }
+  return t;
+}
+
+std::vector<std::int64_t> roundRobinInFlight(const std::vector<int>& replicas) {
+  std::vector<std::int64_t> held(replicas.size());
+  std::int64_t downstream = 0;
+  for (size_t s = replicas.size(); s-- > 0;) {
+    downstream += replicas[s];
+    held[s] = (downstream + replicas[s] - 1) / replicas[s];
+  }
+  return held;
+}
+
+}  // namespace hydrozoa::plan
