@@ -509,6 +509,11 @@ Status Job::train() {
                           "\"Shared hosts\")",
                           plan_.compute_scale)
             : "the plan's predicted times assume a core per busy worker (it was made for other machines)"));
+  } else if (generation_ == 0 && plan_.compute_scale > 1 && W_ > 1 && launcher_ && launcher_->onThisHost()) {
+    progress_.note(fmt::format("Note: {} workers computing at once on this machine's {} cores slow each other down "
+                               "(measured with the profile); the plan counts their compute at up to {:.2f}× the "
+                               "profiled times (docs/plan.md, \"Shared hosts\")",
+                               W_, usableCpus().size(), plan_.compute_scale));
   }
   std::string split;
   for (const auto& st : gen_.stages) {
