@@ -455,6 +455,36 @@ TEST(Train, WorkersSharingCoresArePlannedAsSharingThem) {
   }
 }
 
+// NOTE [Compute beside busy cores]: two workers, a core each, planned slower
+// for computing beside each other, and the run says so.
+TEST(Train, WorkersPlannedSlowerBesideEachOtherAreToldSo) {
+  const std::vector<int> usable = usableCpus();
+  if (usable.size() < 2) GTEST_SKIP() << "needs two cores";
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << "name: beside\n"
+                                     "model: {name: mlp, options: {hidden: 32, depth: 2}}\n"
+                                     "data: {dataset: synthetic, synthetic_train: 96, synthetic_test: 48}\n"
+                                     "training: {epochs: 1, global_batch: 24, eval: false}\n"
+                                     "cluster: {workers: 2, bandwidth: 1Gbit/s}\n"
+                                     "plan: {data_parallel: 1, stages: 2, microbatches: 3}\n";
+  Outcome r = runOnCpus({usable[0], usable[1]}, dir.path().string(),
+                        {"train", "job.yaml", "--launcher", "local", "--max-steps", "1", "--out", "first"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto plan = readJsonFile(dir / "first/plan.json");
+  ASSERT_TRUE(plan.ok());
+  (*plan)["predicted"]["compute_scale"] = 1.3;
+  (*plan)["inputs"]["busy_slowdown"] = 1.3;
+  ASSERT_TRUE(writeFileAtomically(dir / "plan.json", plan->dump(1)).ok());
+  r = runOnCpus({usable[0], usable[1]}, dir.path().string(),
+                {"train", "job.yaml", "--plan", "plan.json", "--launcher", "local", "--max-steps", "1", "--out",
+                 "second"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("Note: 2 workers computing at once on this machine's 2 cores slow each other down (measured "
+                       "with the profile); the plan counts their compute at up to 1.30× the profiled times"),
+            std::string::npos)
+      << r.err;
+}
+
 // issue 9 §2: the measured step times and memory go back into the profile,
 // and the next run plans from it.
 TEST(Train, AProfileCorrectedFromARunPlansTheNextRun) {
