@@ -8,9 +8,8 @@
 #include <numeric>
 
 #include "plan/nothing_fits.h"
-#include "plan/cost/round_robin.h"
 #include "plan/partition/exact.h"
-#include "plan/planners/pipedream_dp.h"
+#include "plan/round_robin_search.h"
 
 namespace hydrozoa::plan {
 
@@ -36,6 +35,10 @@ double computeScale(int workers, int threads, int hostCores) {
   if (hostCores <= 0) return 1;
   const double busy = static_cast<double>(workers) * std::max(1, threads);
   return std::max(1.0, busy / hostCores);
+}
+
+Seconds updateSeconds(const profile::LayerInfo& layer, bool stepBefore) {
+  return (layer.optimizer_ms + (stepBefore ? layer.snapshot_ms : 0)) / 1e3;
 }
 
 int Candidate::workersUsed() const {
@@ -67,11 +70,6 @@ bool better(const Candidate& a, const Candidate& b, Objective objective) {
   return false;
 }
 
-// A layer's update, and the copy of its state before it when `stepBefore`
-// (NOTE [Timing the update], profile/measure.cc).
-Seconds updateSeconds(const profile::LayerInfo& layer, bool stepBefore) {
-  return (layer.optimizer_ms + (stepBefore ? layer.snapshot_ms : 0)) / 1e3;
-}
 
 std::string limitText(const std::optional<Bytes>& limit) { return limit ? formatBytes(*limit) : "unlimited memory"; }
 
@@ -308,7 +306,7 @@ class Searcher {
     std::optional<Candidate> best;
     for (const profile::Measurement& meas : profile_.measurements) {
       if (o_.microbatch_size && meas.microbatch_size != *o_.microbatch_size) continue;
-      std::optional<Candidate> c = roundRobin(meas);
+      std::optional<Candidate> c = roundRobinCandidate(profile_, catalog_, o_, limit_, meas);
       if (c && (!best || better(*c, *best, o_.objective))) best = std::move(c);
     }
     return best;
@@ -345,105 +343,6 @@ class Searcher {
   }
 
  private:
-  std::optional<Candidate> roundRobin(const profile::Measurement& meas) {
-    const std::int64_t m = meas.microbatch_size;
-    PipeDreamOptions po;
-    po.levels = {{o_.workers, o_.bandwidth}};
-    auto dp = planPipeDream(pipeDreamChain(profile_, m), po);
-    if (!dp.ok()) return std::nullopt;
-    const std::vector<PipeDreamStage>& stages = dp->levels.back();
-    const int B = static_cast<int>(stages.size());
-    Candidate c;
-    c.stages = B;
-    c.microbatch_size = m;
-    for (const PipeDreamStage& st : stages) c.stage_replicas.push_back(st.replicas);
-    if (std::adjacent_find(c.stage_replicas.begin(), c.stage_replicas.end(), std::not_equal_to<>()) ==
-        c.stage_replicas.end()) {
-      return std::nullopt;
-    }
-    const int A = c.data_parallel = c.stage_replicas.front();
-    c.reason = "1F1B-RR: stages replicated unevenly (PipeDream's optimizer)";
-    // A step's K = A·M microbatches, which every stage's copies divide
-    // (NOTE [Unevenly replicated stages], plan.cc): the global batch's, or
-    // PipeDream's NOAM raised until they do.
-    std::int64_t unit = 1;
-    for (int r : c.stage_replicas) unit = std::lcm(unit, std::int64_t{r});
-    std::int64_t M = 0;
-    if (o_.global_batch) {
-      if (*o_.global_batch % (A * m) != 0 || (*o_.global_batch / m) % unit != 0) return std::nullopt;
-      M = *o_.global_batch / m / A;
-    } else {
-      M = (c.workersUsed() + A - 1) / A;
-      while ((A * M) % unit != 0) ++M;
-    }
-    if (o_.microbatches && M != *o_.microbatches) return std::nullopt;
-    c.microbatches = M;
-    ChainCosts costs = chainCosts(profile_, meas, o_.bandwidth, o_.latency + o_.transfer_latency);
-    if (o_.recompute) {
-      for (int i = 0; i < costs.numLayers(); ++i) costs.backward[i] += costs.forward[i];
-    }
-    const std::vector<std::int64_t> held = roundRobinInFlight(c.stage_replicas);
-    std::vector<RoundRobinStage> rr;
-    std::vector<WorkerSpec> workers;
-    for (int s = 0; s < B; ++s) {
-      const int first = stages[s].first_layer, last = stages[s].last_layer, r = c.stage_replicas[s];
-      StageDetail d;
-      d.first_layer = first;
-      d.last_layer = last;
-      std::vector<Bytes> bytes;
-      std::vector<Seconds> backward;
-      for (int i = first; i <= last; ++i) {
-        d.forward += costs.forward[i];
-        d.backward += costs.backward[i];
-        d.parameter_bytes += profile_.layers[i].parameter_bytes;
-        d.update += updateSeconds(profile_.layers[i], false);
-        bytes.push_back(profile_.layers[i].parameter_bytes);
-        backward.push_back(costs.backward[i]);
-      }
-      if (r > 1) {
-        d.allreduce = o_.shared_memory ? sharedMemoryAllreduce(bytes, 0, r, *o_.shared_memory).total
-                                       : overlappedAllreduce(bytes, backward, 0, r, o_.bandwidth, o_.allreduce_alpha,
-                                                             o_.allreduce_beta + o_.latency)
-                                             .total;
-      }
-      d.allreduce_exposed = d.allreduce;
-      d.tail = d.allreduce + d.update;
-      const auto copies = static_cast<size_t>(s);
-      MemoryCosts mem = memoryCosts(profile_, meas, false, o_.data_bytes, o_.shared_memory && r > 1,
-                                    held[copies] > 1 ? static_cast<int>(held[copies]) : 0);
-      mem.recompute = o_.recompute;
-      d.memory = stageMemory(mem, first, last, held[copies]);
-      if (limit_ && d.memory > *limit_) {
-        c.reason = fmt::format("1F1B-RR {}: stage {} (layers {}-{}) needs {}, more than {}", c.strategy(), s, first,
-                               last, formatBytes(d.memory), formatBytes(*limit_));
-        c.memory_bound = true;
-        return c;
-      }
-      d.worker = rightSize(catalog_, {d.memory, d.parameter_bytes, o_.accelerator});
-      if (!d.worker.feasible) {
-        c.reason = fmt::format("1F1B-RR {}: stage {}: {}", c.strategy(), s, d.worker.reason);
-        return c;
-      }
-      for (int k = 0; k < r; ++k) workers.push_back(d.worker);
-      rr.push_back({d.forward + d.backward, d.tail, s > 0 ? costs.cut[first - 1] : 0, r});
-      c.stage_details.push_back(std::move(d));
-    }
-    const HostShare host{o_.host_cores, 1, o_.threads, o_.busy_slowdown};
-    const Seconds perMicrobatch = roundRobinSecondsPerMicrobatch(rr, host);
-    const auto K = static_cast<double>(A * M);
-    // (Each copy's sums and updates are in its steady state, not after it.)
-    c.iteration = c.pipeline.total = perMicrobatch * K;
-    c.compute_scale = 1 / host.rate(o_.host_cores > 0 ? std::min(c.workersUsed(), o_.host_cores) : 1);
-    Seconds busy = 0;
-    for (const RoundRobinStage& st : rr) busy += (st.compute + st.update) * K;
-    c.bubble_fraction = std::max(0.0, 1 - busy / (c.workersUsed() * c.iteration));
-    c.samples_per_second = static_cast<double>(c.globalBatch()) / c.iteration;
-    c.cost_per_hour = totalCostPerHour(catalog_, workers);
-    c.samples_per_dollar = c.cost_per_hour > 0 ? c.samples_per_second * 3600.0 / c.cost_per_hour : 0;
-    c.feasible = true;
-    return c;
-  }
-
   // GPipe keeps M microbatches of activations: the largest M that fits
   // (binary search; memory grows with M, under 1F1B up to M = stages).
   // The interleaved schedule runs multiples of B only: the search is over

@@ -180,6 +180,10 @@ struct SearchResult {
 // (docs/plan.md, "Shared hosts").
 double computeScale(int workers, int threads, int hostCores);
 
+// A layer's update, and the copy of its state before it when `stepBefore`
+// (NOTE [Timing the update], profile/measure.cc), in seconds.
+Seconds updateSeconds(const profile::LayerInfo& layer, bool stepBefore);
+
 // Per-layer costs of `profile` at microbatch size m, bandwidth D and a
 // message latency: the cut after layer i costs latency + output_i / D.
 ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth,

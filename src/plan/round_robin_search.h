@@ -1,0 +1,22 @@
+// Hydrozoa's search's row for PipeDream's 1F1B-RR (stages replicated
+// unevenly, docs/schedules.md "In Hydrozoa's own search"): PipeDream's
+// optimizer (planners/pipedream_dp.h) picks the stages and their copies for
+// the plan's workers at one profiled microbatch size, and this search's
+// models cost them: time by cost/round_robin.h, memory by cost/memory.h,
+// workers right-sized and priced by resources.h.
+#pragma once
+
+#include <optional>
+
+#include "plan/search.h"
+
+namespace hydrozoa::plan {
+
+// nullopt when the optimizer replicates every stage alike (an even row), or
+// the global batch or a pinned microbatch count cannot be dealt over its
+// copies; an infeasible row when a stage does not fit `limit` or any worker.
+std::optional<Candidate> roundRobinCandidate(const profile::Profile& profile, const Catalog& catalog,
+                                             const SearchOptions& o, const std::optional<Bytes>& limit,
+                                             const profile::Measurement& meas);
+
+}  // namespace hydrozoa::plan
