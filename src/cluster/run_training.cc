@@ -10,12 +10,12 @@
 
 #include "cluster/coordinator.h"
 #include "cluster/coordinator_job.h"
-#include "cluster/job_data.h"
 #include "cluster/job_plan.h"
 #include "cluster/progress.h"
 #include "cluster/run_dir.h"
 #include "data/dataset.h"
 #include "model/zoo.h"
+#include "runtime/job_data.h"
 
 namespace hydrozoa::cluster {
 namespace {
@@ -77,7 +77,7 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
   HZ_ASSIGN_OR_RETURN(ModelInfo model, inspectModel(spec));
 
   // The data must be there before any worker starts.
-  const data::DataSpec ds = jobDataSpec(spec, model.input, model.task);
+  const data::DataSpec ds = runtime::jobDataSpec(spec, model.input, model.task);
   HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
   std::int64_t testSize = 0;
   Bytes dataBytes = train->memoryBytes();

@@ -4,9 +4,9 @@
 #include <map>
 #include <optional>
 
-#include "cluster/job_data.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
+#include "runtime/job_data.h"
 #include "runtime/optimizer.h"
 #include "runtime/schedule/pipedream.h"
 #include "runtime/stage.h"
@@ -191,7 +191,7 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
   torch::set_num_threads(job.threads);
   HZ_ASSIGN_OR_RETURN(model::Model m, model::buildModel({job.model, job.model_options}, {job.seed, 0, -1}));
   m.train(true);
-  const data::DataSpec ds = cluster::jobDataSpec(job, m.input, m.task);
+  const data::DataSpec ds = jobDataSpec(job, m.input, m.task);
   HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
   data::SamplerOptions so;
   so.dataset_size = train->size();

@@ -9,12 +9,12 @@
 #include <cerrno>
 #include <cstring>
 
-#include "cluster/job_data.h"
 #include "core/limits.h"
 #include "data/dataset.h"
 #include "model/model.h"
 #include "plan/cost/allreduce.h"
 #include "runtime/exec/tags.h"
+#include "runtime/job_data.h"
 
 namespace hydrozoa::runtime {
 namespace {
@@ -95,7 +95,7 @@ Status Worker::build() {
     testSampler_.emplace(so);
   }
   if (firstStage() || lastStage()) {
-    const data::DataSpec ds = cluster::jobDataSpec(job, input, task);
+    const data::DataSpec ds = jobDataSpec(job, input, task);
     const int depth = static_cast<int>(2 * role_.microbatches);
     HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
     trainLoader_ = std::make_unique<data::PrefetchLoader>(train, *trainSampler_, role_.replica, depth);

@@ -8,9 +8,9 @@
 #include "data/dataset.h"
 #include "model/arch.h"
 
-namespace hydrozoa::cluster {
+namespace hydrozoa::runtime {
 
-inline data::DataSpec jobDataSpec(const JobSpec& job, const model::InputSpec& input, const model::TaskSpec& task) {
+inline data::DataSpec jobDataSpec(const cluster::JobSpec& job, const model::InputSpec& input, const model::TaskSpec& task) {
   data::DataSpec ds;
   ds.kind = job.dataset;
   ds.path = job.data_path;
@@ -23,4 +23,4 @@ inline data::DataSpec jobDataSpec(const JobSpec& job, const model::InputSpec& in
   return ds;
 }
 
-}  // namespace hydrozoa::cluster
+}  // namespace hydrozoa::runtime
