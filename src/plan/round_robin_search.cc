@@ -17,6 +17,11 @@ namespace hydrozoa::plan {
 std::optional<Candidate> roundRobinCandidate(const profile::Profile& prof, const Catalog& catalog,
                                              const SearchOptions& o, const std::optional<Bytes>& limit,
                                              const profile::Measurement& meas) {
+  // PipeDream's DP takes about L³·W² steps: past this, a search that runs
+  // it at every profiled size would take seconds; the row is left out.
+  constexpr double kMostSteps = 5e7;
+  const auto L = static_cast<double>(prof.numLayers());
+  if (L * L * L * o.workers * o.workers > kMostSteps) return std::nullopt;
   const std::int64_t m = meas.microbatch_size;
   PipeDreamOptions po;
   po.levels = {{o.workers, o.bandwidth}};

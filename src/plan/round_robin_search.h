@@ -12,9 +12,10 @@
 
 namespace hydrozoa::plan {
 
-// nullopt when the optimizer replicates every stage alike (an even row), or
-// the global batch or a pinned microbatch count cannot be dealt over its
-// copies; an infeasible row when a stage does not fit `limit` or any worker.
+// nullopt when the optimizer replicates every stage alike (an even row),
+// when the global batch or a pinned microbatch count cannot be dealt over
+// its copies, or when the optimizer would take long (L layers and W workers
+// with L³·W² above 5·10^7); an infeasible row when a stage does not fit `limit` or any worker.
 std::optional<Candidate> roundRobinCandidate(const profile::Profile& profile, const Catalog& catalog,
                                              const SearchOptions& o, const std::optional<Bytes>& limit,
                                              const profile::Measurement& meas);

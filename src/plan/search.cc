@@ -70,7 +70,6 @@ bool better(const Candidate& a, const Candidate& b, Objective objective) {
   return false;
 }
 
-
 std::string limitText(const std::optional<Bytes>& limit) { return limit ? formatBytes(*limit) : "unlimited memory"; }
 
 class Searcher {

@@ -229,7 +229,7 @@ void wholePass(model::Model& m, const torch::Tensor& input, const torch::Tensor&
 
 // Copies of the model computing on other cores while the caller times its
 // own passes: each helper thread, pinned to a core of its own, runs whole
-// passes while loaded() is on and sleeps otherwise.
+// passes while set(true) holds and sleeps otherwise.
 class CoreLoad {
  public:
   CoreLoad(std::vector<model::Model> copies, const std::vector<int>& cpus, const torch::Tensor& input,
@@ -296,7 +296,12 @@ class CoreLoad {
 // workers of a plan on this host would. The two kinds of passes alternate,
 // so that interference from outside falls on both, for at least five
 // rounds and `seconds`; the slowdown is the ratio of their medians (at
-// least 1). Nothing when this process may use one core only.
+// least 1). Nothing when this process may use one core only, or on a host
+// of more cores than kMostCorunCores, or when a copy of the model for every
+// other core would take more than a quarter of its memory (the planner then
+// counts no slowdown).
+constexpr size_t kMostCorunCores = 64;
+
 std::optional<CorunProfile> measureCorun(const std::function<Result<model::Model>()>& build, model::Model& m,
                                          const std::vector<int>& cpus, std::int64_t microbatch,
                                          const torch::Tensor& input, const torch::Tensor& labels, double seconds) {
@@ -305,7 +310,12 @@ std::optional<CorunProfile> measureCorun(const std::function<Result<model::Model
   for (int cpu : cpus) {
     if (cpu != here) others.push_back(cpu);
   }
-  if (here < 0 || others.empty()) return std::nullopt;
+  if (here < 0 || others.empty() || cpus.size() > kMostCorunCores) return std::nullopt;
+  Bytes modelBytes = 0;
+  for (const auto& t : m.parameters()) modelBytes += tensorBytes(t);
+  // Each copy's weights, gradients and a pass's activations (a guess: the weights again).
+  const Bytes memory = static_cast<Bytes>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  if (static_cast<Bytes>(others.size()) * 3 * modelBytes > memory / 4) return std::nullopt;
   std::vector<model::Model> copies;
   for (size_t i = 0; i < others.size(); ++i) {
     auto copy = build();

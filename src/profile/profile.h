@@ -91,7 +91,8 @@ struct NetworkProfile {
 // computes than alone (NOTE [Compute beside busy cores], plan/cost/
 // pipeline.cc), measured by the profiler with the model's passes on every
 // usable core at once (measure.cc). Absent in profiles from before it
-// existed, measured on one core or with more than one thread, predicted,
+// existed, measured on one core, on more than 64 or with more than one
+// thread, where the copies would not fit a quarter of memory, predicted,
 // and PipeDream's.
 struct CorunProfile {
   int cores = 0;                     // the cores that computed at once, at least 2

@@ -23,10 +23,11 @@ bool HostShare::oversubscribed(int stages) const {
 // NOTE [Compute beside busy cores]
 // Cores of one host are not independent: they share caches, memory
 // bandwidth, a power budget and, on a virtual machine, often the physical
-// core (two hyperthreads). Measured on this 2-core machine, a pinned
-// one-thread convolution ran 1.17–1.36× slower while the other core
-// computed too, and a CNN's 2x1 (two replicas, no transfers) ran 22% over a
-// plan that counted its compute as the profile's, measured alone
+// core (two hyperthreads), and how much depends on the neighbours of the
+// day. Measured on this 2-core VM on 2026-11-25, a pinned one-thread
+// convolution ran 1.17–1.36× slower while the other core computed too, and
+// a CNN's 2x1 (two replicas, no transfers) ran 22% over a plan that counted
+// its compute as the profile's, measured alone; the next day, 1.02×
 // (bench/README.md). The profiler measures the slowdown s with every usable
 // core running the model's passes (profile/measure.cc); here n busy threads
 // on c cores each run at min(1, c/n) of a core over 1 + (s − 1)(m − 1)/(c − 1)
