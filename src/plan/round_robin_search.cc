@@ -109,7 +109,8 @@ std::optional<Candidate> roundRobinCandidate(const profile::Profile& prof, const
   const auto K = static_cast<double>(A * M);
   // (Each copy's sums and updates are in its steady state, not after it.)
   c.iteration = c.pipeline.total = perMicrobatch * K;
-  c.compute_scale = 1 / host.rate(o.host_cores > 0 ? std::min(c.workersUsed(), o.host_cores) : 1);
+  // Every copy busy: the host's sharing and contention, as HostShare::scale for an even plan.
+  c.compute_scale = 1 / host.rate(static_cast<double>(c.workersUsed()) * std::max(1, o.threads));
   Seconds busy = 0;
   for (const RoundRobinStage& st : rr) busy += (st.compute + st.update) * K;
   c.bubble_fraction = std::max(0.0, 1 - busy / (c.workersUsed() * c.iteration));
