@@ -31,6 +31,7 @@ Result<double> nonNegativeNumber(const std::string& text, const std::string& fla
 
 namespace {
 
+// Powers of two up to `limit` (the global batch, or 512).
 std::vector<std::int64_t> powersOfTwo(std::int64_t limit) {
   std::vector<std::int64_t> sizes;
   for (std::int64_t m = 1; m <= limit; m *= 2) sizes.push_back(m);
@@ -70,8 +71,6 @@ Result<profile::Profile> obtainProfile(const PlanArgs& a, const std::optional<st
 
 namespace {
 
-
-
 Result<plan::Partition> parsePartition(const std::string& text) {
   // "0-3,4-9,10-17"
   plan::Partition p;
@@ -96,9 +95,6 @@ Result<plan::Partition> parsePartition(const std::string& text) {
   if (p.first.empty()) return invalidArgument("--partition is empty");
   return p;
 }
-
-// Powers of two up to `limit` (the global batch, or 512).
-
 
 // When --memory asks for more than the platform's largest worker, the search
 // plans with that worker's memory: say so, and which platform lifts it.

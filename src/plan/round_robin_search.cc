@@ -5,14 +5,21 @@
 
 #include <algorithm>
 #include <functional>
-#include <numeric>
 
+#include "core/limits.h"
 #include "plan/cost/allreduce.h"
 #include "plan/cost/memory.h"
 #include "plan/cost/round_robin.h"
 #include "plan/planners/pipedream_dp.h"
 
 namespace hydrozoa::plan {
+
+Bytes roundRobinStageMemory(const profile::Profile& prof, const profile::Measurement& meas, int first, int last,
+                            std::int64_t held, Bytes data, bool sharedSlot, bool recompute) {
+  MemoryCosts mem = memoryCosts(prof, meas, /*stepBefore=*/false, data, sharedSlot, held > 1 ? static_cast<int>(held) : 0);
+  mem.recompute = recompute;
+  return stageMemory(mem, first, last, held);
+}
 
 std::optional<Candidate> roundRobinCandidate(const profile::Profile& prof, const Catalog& catalog,
                                              const SearchOptions& o, const std::optional<Bytes>& limit,
@@ -42,15 +49,14 @@ std::optional<Candidate> roundRobinCandidate(const profile::Profile& prof, const
   // A step's K = A·M microbatches, which every stage's copies divide
   // (NOTE [Unevenly replicated stages], plan.cc): the global batch's, or
   // PipeDream's NOAM raised until they do.
-  std::int64_t unit = 1;
-  for (int r : c.stage_replicas) unit = std::lcm(unit, std::int64_t{r});
+  const std::int64_t unit = roundRobinUnit(c.stage_replicas, kMicrobatchesRange.max);
+  if (unit > kMicrobatchesRange.max) return std::nullopt;
   std::int64_t M = 0;
   if (o.global_batch) {
     if (*o.global_batch % (A * m) != 0 || (*o.global_batch / m) % unit != 0) return std::nullopt;
     M = *o.global_batch / m / A;
   } else {
-    M = (c.workersUsed() + A - 1) / A;
-    while ((A * M) % unit != 0) ++M;
+    M = roundRobinNoam(c.stage_replicas, unit);
   }
   if (o.microbatches && M != *o.microbatches) return std::nullopt;
   c.microbatches = M;
@@ -84,11 +90,8 @@ std::optional<Candidate> roundRobinCandidate(const profile::Profile& prof, const
     }
     d.allreduce_exposed = d.allreduce;
     d.tail = d.allreduce + d.update;
-    const auto copies = static_cast<size_t>(s);
-    MemoryCosts mem = memoryCosts(prof, meas, false, o.data_bytes, o.shared_memory && r > 1,
-                                  held[copies] > 1 ? static_cast<int>(held[copies]) : 0);
-    mem.recompute = o.recompute;
-    d.memory = stageMemory(mem, first, last, held[copies]);
+    d.memory = roundRobinStageMemory(prof, meas, first, last, held[static_cast<size_t>(s)], o.data_bytes,
+                                     o.shared_memory && r > 1, o.recompute);
     if (limit && d.memory > *limit) {
       c.reason = fmt::format("1F1B-RR {}: stage {} (layers {}-{}) needs {}, more than {}", c.strategy(), s, first,
                              last, formatBytes(d.memory), formatBytes(*limit));

@@ -20,4 +20,12 @@ std::optional<Candidate> roundRobinCandidate(const profile::Profile& profile, co
                                              const SearchOptions& o, const std::optional<Bytes>& limit,
                                              const profile::Measurement& meas);
 
+// What a copy of the stage of layers first..last holds with `held`
+// microbatches in flight (cost/round_robin.h): cost/memory.h's stage memory
+// with their activations and, beyond the first, a stashed weight version
+// each; `data`, `sharedSlot` and `recompute` as memoryCosts and MemoryCosts
+// take them.
+Bytes roundRobinStageMemory(const profile::Profile& prof, const profile::Measurement& meas, int first, int last,
+                            std::int64_t held, Bytes data = 0, bool sharedSlot = false, bool recompute = false);
+
 }  // namespace hydrozoa::plan

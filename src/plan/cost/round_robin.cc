@@ -1,6 +1,7 @@
 #include "plan/cost/round_robin.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/status.h"
 
@@ -38,6 +39,25 @@ std::vector<std::int64_t> roundRobinInFlight(const std::vector<int>& replicas) {
     held[s] = (downstream + replicas[s] - 1) / replicas[s];
   }
   return held;
+}
+
+std::int64_t roundRobinUnit(const std::vector<int>& replicas, std::int64_t most) {
+  std::int64_t unit = 1;
+  for (int r : replicas) {
+    HZ_CHECK(r >= 1);
+    unit = std::lcm(unit, std::int64_t{r});
+    if (unit > most) break;
+  }
+  return unit;
+}
+
+std::int64_t roundRobinNoam(const std::vector<int>& replicas, std::int64_t unit) {
+  HZ_CHECK(!replicas.empty() && replicas.front() >= 1 && unit >= 1);
+  const std::int64_t A = replicas.front();
+  const std::int64_t workers = std::accumulate(replicas.begin(), replicas.end(), std::int64_t{0});
+  const std::int64_t step = unit / std::gcd(A, unit);  // unit divides A·M exactly when step divides M
+  const std::int64_t noam = (workers + A - 1) / A;
+  return (noam + step - 1) / step * step;
 }
 
 }  // namespace hydrozoa::plan

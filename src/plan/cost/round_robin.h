@@ -50,4 +50,14 @@ Seconds roundRobinSecondsPerMicrobatch(const std::vector<RoundRobinStage>& stage
 // Microbatches in flight on a copy of each stage (the memory term above).
 std::vector<std::int64_t> roundRobinInFlight(const std::vector<int>& replicas);
 
+// The least number of microbatches a step deals evenly over every stage's
+// copies (their least common multiple; NOTE [Unevenly replicated stages],
+// plan.cc), or the first partial multiple above `most` once it passes it
+// (so that it never overflows). REQUIRES: every replicas >= 1.
+std::int64_t roundRobinUnit(const std::vector<int>& replicas, std::int64_t most);
+
+// PipeDream's NOAM per input-stage copy, ⌈workers / replicas[0]⌉, raised to
+// the first count whose step (replicas[0] of them) `unit` divides.
+std::int64_t roundRobinNoam(const std::vector<int>& replicas, std::int64_t unit);
+
 }  // namespace hydrozoa::plan

@@ -4,12 +4,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cmath>
-#include <numeric>
 
 #include "core/limits.h"
-#include "plan/cost/memory.h"
-#include "plan/search.h"
+#include "plan/cost/round_robin.h"
+#include "plan/round_robin_search.h"
 
 namespace hydrozoa::plan {
 namespace {
@@ -19,10 +17,6 @@ std::vector<int> stageReplicas(const std::vector<PipeDreamStage>& stages) {
   for (const PipeDreamStage& s : stages) out.push_back(s.replicas);
   return out;
 }
-
-// PipeDream's microbatches in flight on a copy of a stage: the workers of it
-// and the stages after it, over its copies.
-std::int64_t inFlight(int downstream, int replicas) { return (downstream + replicas - 1) / replicas; }
 
 }  // namespace
 
@@ -49,17 +43,15 @@ Result<Plan> pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates&
   p.pipeline_stages = static_cast<int>(flat.size());
   p.data_parallel = flat.front().replicas;
   p.microbatch_size = microbatch_size;
+  const std::vector<int> replicas = stageReplicas(flat);
   int workers = 0;
   for (const PipeDreamStage& s : flat) workers += s.replicas;
   // A step's microbatches must be a multiple of every stage's copies.
-  std::int64_t unit = 1;
-  for (const PipeDreamStage& s : flat) {
-    unit = std::lcm(unit, std::int64_t{s.replicas});
-    if (unit > kMicrobatchesRange.max) {
-      return invalidArgument(fmt::format("the stages are replicated {}: a step would need a multiple of more than {} "
-                                         "microbatches to deal them evenly; plan with fewer machines",
-                                         fmt::join(stageReplicas(flat), ", "), kMicrobatchesRange.max));
-    }
+  const std::int64_t unit = roundRobinUnit(replicas, kMicrobatchesRange.max);
+  if (unit > kMicrobatchesRange.max) {
+    return invalidArgument(fmt::format("the stages are replicated {}: a step would need a multiple of more than {} "
+                                       "microbatches to deal them evenly; plan with fewer machines",
+                                       fmt::join(replicas, ", "), kMicrobatchesRange.max));
   }
   std::int64_t M = 0;
   if (global_batch) {
@@ -69,7 +61,7 @@ Result<Plan> pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates&
       return invalidArgument(fmt::format(
           "--global-batch {} is not a whole number of steps' microbatches: microbatches of {} go round-robin over "
           "stages replicated {}, so a step holds a multiple of {} microbatches ({} samples); use --global-batch {}{}",
-          *global_batch, microbatch_size, fmt::join(stageReplicas(flat), ", "), unit, samples,
+          *global_batch, microbatch_size, fmt::join(replicas, ", "), unit, samples,
           below > 0 ? fmt::format("{} or ", below) : "", below + samples));
     }
     M = *global_batch / microbatch_size / p.data_parallel;
@@ -80,11 +72,10 @@ Result<Plan> pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates&
     }
   } else {
     // NOAM, then the first count every stage's copies divide.
-    M = (workers + p.data_parallel - 1) / p.data_parallel;
-    while ((p.data_parallel * M) % unit != 0) ++M;
+    M = roundRobinNoam(replicas, unit);
   }
   p.num_microbatches = M;
-  int downstream = workers;  // the machines of this stage and the ones after it
+  const std::vector<std::int64_t> inFlight = roundRobinInFlight(replicas);
   for (const PipeDreamStage& s : flat) {
     PlanStage st;
     st.first_layer = s.first_layer;
@@ -96,11 +87,10 @@ Result<Plan> pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates&
     st.parameter_bytes = static_cast<Bytes>(range(states.parameters, s.first_layer, s.last_layer));
     // PipeDream's memory per machine: a weight version and the activations
     // of each microbatch in flight on it.
-    const auto held = static_cast<double>(inFlight(downstream, s.replicas));
+    const auto held = static_cast<double>(inFlight[p.stages.size()]);
     st.memory_bytes = static_cast<Bytes>(
         held * (range(states.activation, s.first_layer, s.last_layer) + range(states.parameters, s.first_layer,
                                                                                    s.last_layer)));
-    downstream -= s.replicas;
     p.stages.push_back(st);
   }
   p.workers = workers;
@@ -126,14 +116,12 @@ Result<Plan> pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates&
 }
 
 void stageMemoryFromProfile(Plan& plan, const profile::Profile& prof, const profile::Measurement& meas) {
-  int downstream = plan.workersUsed();
-  for (PlanStage& st : plan.stages) {
-    const int replicas = plan.replicasOf(static_cast<size_t>(&st - plan.stages.data()));
-    const std::int64_t held = inFlight(downstream, replicas);
-    const MemoryCosts costs = memoryCosts(prof, meas, /*stepBefore=*/false, /*data=*/0, /*sharedSlot=*/false,
-                                          held > 1 ? static_cast<int>(held) : 0);
-    st.memory_bytes = stageMemory(costs, st.first_layer, st.last_layer, held);
-    downstream -= replicas;
+  std::vector<int> replicas;
+  for (size_t s = 0; s < plan.stages.size(); ++s) replicas.push_back(plan.replicasOf(s));
+  const std::vector<std::int64_t> inFlight = roundRobinInFlight(replicas);
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    PlanStage& st = plan.stages[s];
+    st.memory_bytes = roundRobinStageMemory(prof, meas, st.first_layer, st.last_layer, inFlight[s]);
   }
 }
 

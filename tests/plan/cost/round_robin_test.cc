@@ -31,5 +31,17 @@ TEST(RoundRobin, InFlightIsTheWorkersFromTheStageOnOverItsCopies) {
   EXPECT_EQ(roundRobinInFlight({2, 1, 1}), (std::vector<std::int64_t>{2, 2, 1}));
 }
 
+// A step deals its microbatches evenly over every stage's copies: the lcm,
+// which stops once past the bound rather than overflowing; NOAM raised to it.
+TEST(RoundRobin, AStepIsAMultipleOfEveryStagesCopies) {
+  EXPECT_EQ(roundRobinUnit({3, 1}, 1 << 20), 3);
+  EXPECT_EQ(roundRobinUnit({2, 3, 4}, 1 << 20), 12);
+  EXPECT_GT(roundRobinUnit({1009, 1013, 1019, 1021, 1031}, 1 << 20), 1 << 20);
+  EXPECT_EQ(roundRobinNoam({3, 1}, 3), 2);        // ⌈4 / 3⌉, and 3·2 is a multiple of 3
+  EXPECT_EQ(roundRobinNoam({2, 3}, 6), 3);        // ⌈5 / 2⌉ = 3: 2·3 = 6
+  EXPECT_EQ(roundRobinNoam({4, 3, 1}, 12), 3);    // ⌈8 / 4⌉ = 2, raised: 4·3 = 12
+  EXPECT_EQ(roundRobinNoam({1, 1, 1}, 1), 3);     // 1F1B's p in flight
+}
+
 }  // namespace
 }  // namespace hydrozoa::plan
