@@ -1,7 +1,6 @@
 #include "plan/plan.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <numeric>
@@ -45,8 +44,7 @@ double optSeconds(ObjectReader& r, const char* key) {
 }  // namespace
 
 std::string PlanAlternative::strategy() const {
-  if (stage_replicas.empty()) return fmt::format("{}×{}", data_parallel, pipeline_stages);
-  return fmt::format("{}", fmt::join(stage_replicas, "+"));
+  return strategyText(data_parallel, pipeline_stages, stage_replicas);
 }
 
 Plan makePlan(const SearchResult& result, const profile::Profile& profile, const SearchOptions& o,

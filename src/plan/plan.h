@@ -61,8 +61,7 @@ struct PlanAlternative {
   double samples_per_dollar = 0;
   Bytes max_worker_memory = 0;
 
-  // "2×3", or with stages replicated unevenly "3+1+1".
-  std::string strategy() const;
+  std::string strategy() const;  // strategyText (search.h)
 };
 
 struct Plan {

@@ -46,10 +46,12 @@ int Candidate::workersUsed() const {
   return std::accumulate(stage_replicas.begin(), stage_replicas.end(), 0);
 }
 
-std::string Candidate::strategy() const {
-  if (stage_replicas.empty()) return fmt::format("{}×{}", data_parallel, stages);
-  return fmt::format("{}", fmt::join(stage_replicas, "+"));
+std::string strategyText(int dataParallel, int stages, const std::vector<int>& stageReplicas) {
+  if (stageReplicas.empty()) return fmt::format("{}×{}", dataParallel, stages);
+  return fmt::format("{}", fmt::join(stageReplicas, "+"));
 }
+
+std::string Candidate::strategy() const { return strategyText(data_parallel, stages, stage_replicas); }
 
 namespace {
 
@@ -476,26 +478,23 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
   Searcher searcher(profile, catalog, o, partitioner ? *partitioner : exact);
   SearchResult result;
   result.memory_limit = searcher.limit();
-  for (const auto& [A, B] : strategies) {
-    Candidate c = searcher.bestFor(A, B);
-    if (c.feasible && A * B < o.workers) c.reason = fmt::format("uses {} of {} workers", A * B, o.workers);
+  auto consider = [&](Candidate c) {
     result.considered.push_back(std::move(c));
     const Candidate& row = result.considered.back();
     if (row.feasible && (result.chosen < 0 || better(row, result.best(), o.objective))) {
       result.chosen = static_cast<int>(result.considered.size()) - 1;
     }
+  };
+  for (const auto& [A, B] : strategies) {
+    Candidate c = searcher.bestFor(A, B);
+    if (c.feasible && A * B < o.workers) c.reason = fmt::format("uses {} of {} workers", A * B, o.workers);
+    consider(std::move(c));
   }
   // PipeDream's stages replicated unevenly, for its schedule when nothing
   // pins the strategy (cost/round_robin.h).
   if (o.schedule == ScheduleKind::kPipeDream && o.round_robin && !o.data_parallel && !o.stages && !o.partition &&
       o.workers >= 3) {
-    if (std::optional<Candidate> rr = searcher.bestRoundRobin()) {
-      result.considered.push_back(std::move(*rr));
-      const Candidate& row = result.considered.back();
-      if (row.feasible && (result.chosen < 0 || better(row, result.best(), o.objective))) {
-        result.chosen = static_cast<int>(result.considered.size()) - 1;
-      }
-    }
+    if (std::optional<Candidate> rr = searcher.bestRoundRobin()) consider(std::move(*rr));
   }
   if (result.chosen < 0) return nothingFits(profile, o, searcher.limit(), result.considered, strategies);
   return result;

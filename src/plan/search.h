@@ -159,9 +159,12 @@ struct Candidate {
     return saturatingMul(saturatingMul(data_parallel, microbatch_size), microbatches);
   }
   int workersUsed() const;
-  // "2×3", or with stages replicated unevenly "3+1+1".
-  std::string strategy() const;
+  std::string strategy() const;  // strategyText
 };
+
+// A strategy as the tables show it: "2×3" (A copies of B stages), or with
+// each stage's own copies "3+1+1".
+std::string strategyText(int dataParallel, int stages, const std::vector<int>& stageReplicas);
 
 // Whether `a` is the better plan than `b` for `objective` (feasible first).
 bool betterCandidate(const Candidate& a, const Candidate& b, Objective objective);
