@@ -302,19 +302,18 @@ class CoreLoad {
 // counts no slowdown).
 constexpr size_t kMostCorunCores = 64;
 
+// `modelBytes`: the model's parameters; `memory`: the host's.
 std::optional<CorunProfile> measureCorun(const std::function<Result<model::Model>()>& build, model::Model& m,
-                                         const std::vector<int>& cpus, std::int64_t microbatch,
-                                         const torch::Tensor& input, const torch::Tensor& labels, double seconds) {
+                                         Bytes modelBytes, Bytes memory, const std::vector<int>& cpus,
+                                         std::int64_t microbatch, const torch::Tensor& input,
+                                         const torch::Tensor& labels, double seconds) {
   const int here = ::sched_getcpu();
   std::vector<int> others;
   for (int cpu : cpus) {
     if (cpu != here) others.push_back(cpu);
   }
   if (here < 0 || others.empty() || cpus.size() > kMostCorunCores) return std::nullopt;
-  Bytes modelBytes = 0;
-  for (const auto& t : m.parameters()) modelBytes += tensorBytes(t);
   // Each copy's weights, gradients and a pass's activations (a guess: the weights again).
-  const Bytes memory = static_cast<Bytes>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
   if (static_cast<Bytes>(others.size()) * 3 * modelBytes > memory / 4) return std::nullopt;
   std::vector<model::Model> copies;
   for (size_t i = 0; i < others.size(); ++i) {
@@ -477,7 +476,10 @@ Result<Profile> measureBuilt(const std::function<Result<model::Model>()>& build,
     }
     if (o.progress) o.progress(fmt::format("profiling {}: its passes with every core busy", p.model));
     try {
-      p.corun = measureCorun(build, m, cpus, runs[at].microbatch, runs[at].input, runs[at].labels, o.min_seconds);
+      Bytes modelBytes = 0;
+      for (const LayerInfo& l : p.layers) modelBytes += l.parameter_bytes;
+      p.corun = measureCorun(build, m, modelBytes, *p.device_memory, cpus, runs[at].microbatch, runs[at].input,
+                             runs[at].labels, o.min_seconds);
     } catch (const c10::Error& e) {
       const std::string what = e.what_without_backtrace();
       return invalidArgument(fmt::format("{}: running microbatch size {} on every core failed: {}", p.model,
