@@ -20,6 +20,19 @@ ChainCosts chainCosts(const profile::Profile& profile, const profile::Measuremen
   return c;
 }
 
+void addMessageCpu(ChainCosts& costs, const profile::Measurement& m, const profile::MessageCpuTable& cpu,
+                   bool fullHost) {
+  const int L = costs.numLayers();
+  costs.send.assign(static_cast<size_t>(std::max(0, L - 1)), 0);
+  costs.receive.assign(costs.send.size(), 0);
+  for (int u = 0; u + 1 < L; ++u) {
+    // The activation, and its gradient back: the same bytes.
+    const profile::MessageCpu c = cpu.at(m.layers[static_cast<size_t>(u)].output_bytes);
+    costs.send[u] = c.send + (fullHost ? c.send_threads : 0);
+    costs.receive[u] = c.post + (fullHost ? c.receive : 0);
+  }
+}
+
 MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurement& m, bool stepBefore, Bytes data,
                         bool sharedSlot, int workingCopies) {
   MemoryCosts mem;
@@ -52,6 +65,7 @@ void useMeasuredTransport(SearchOptions& o, const profile::NetworkProfile& netwo
   o.allreduce_alpha = std::max(0.0, network.alpha);
   o.allreduce_beta = network.beta;
   o.transfer_latency = network.latency;
+  o.message_cpu = network.messages;
 }
 
 }  // namespace hydrozoa::plan

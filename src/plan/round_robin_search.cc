@@ -64,6 +64,9 @@ std::optional<Candidate> roundRobinCandidate(const profile::Profile& prof, const
   if (o.recompute) {
     for (int i = 0; i < costs.numLayers(); ++i) costs.backward[i] += costs.forward[i];
   }
+  if (o.message_cpu) {
+    addMessageCpu(costs, meas, *o.message_cpu, o.host_cores > 0 && c.workersUsed() * std::max(1, o.threads) >= o.host_cores);
+  }
   const std::vector<std::int64_t> held = roundRobinInFlight(c.stage_replicas);
   std::vector<RoundRobinStage> rr;
   std::vector<WorkerSpec> workers;
@@ -104,7 +107,9 @@ std::optional<Candidate> roundRobinCandidate(const profile::Profile& prof, const
       return c;
     }
     for (int k = 0; k < r; ++k) workers.push_back(d.worker);
-    rr.push_back({d.forward + d.backward, d.tail, s > 0 ? costs.cut[first - 1] : 0, r});
+    const MessagePasses messages = stageMessages(costs, first, last);
+    rr.push_back({d.forward + d.backward + messages.forward + messages.backward, d.tail,
+                  s > 0 ? costs.cut[first - 1] : 0, r});
     c.stage_details.push_back(std::move(d));
   }
   const HostShare host{o.host_cores, 1, o.threads, o.busy_slowdown};

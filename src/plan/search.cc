@@ -97,7 +97,11 @@ class Searcher {
     if (o_.recompute) {  // every backward pass runs its forward pass again first
       for (int i = 0; i < problem.costs.numLayers(); ++i) problem.costs.backward[i] += problem.costs.forward[i];
     }
-    const ChainCosts ownCores = problem.costs;  // before the shared host's scaling
+    const bool fullHost = o_.host_cores > 0 && A * B * std::max(1, o_.threads) >= o_.host_cores;
+    // Before the shared host's scaling; with the messages' CPU on the passes
+    // that send and receive them (not in the partitioner's choice).
+    ChainCosts ownCores = problem.costs;
+    if (o_.message_cpu) addMessageCpu(ownCores, meas, *o_.message_cpu, fullHost);
     const HostShare host{o_.host_cores, A, o_.threads, o_.busy_slowdown};
     // Every stage computing at once: the host's cores shared and slowing
     // each other (NOTE [Compute beside busy cores], cost/pipeline.cc). The
@@ -196,7 +200,6 @@ class Searcher {
       c.pipeline = pipelineTime(ownCores, c.partition, M, host, o_.schedule, v);
     }
     std::vector<WorkerSpec> workers;
-    const bool fullHost = o_.host_cores > 0 && A * B * std::max(1, o_.threads) >= o_.host_cores;
     Seconds tail = 0;
     for (int s = 0; s < B; ++s) {
       // Stage s's last backward pass ends this long before the pipeline does.

@@ -66,6 +66,9 @@ struct SearchOptions {
   // small-message ping-pong: profile network.latency_s): each transfer
   // between stages pays it; an allreduce round does not, its β holds it.
   Seconds transfer_latency = 0;
+  // What each of those transfers takes from the cores of the workers on
+  // either side (the network probe's; none: nothing beyond the link).
+  std::optional<profile::MessageCpuTable> message_cpu;
   std::optional<std::int64_t> global_batch;
   std::int64_t max_microbatches = 64;  // cap of the search when there is no global batch
   Objective objective = Objective::kFastest;
@@ -191,6 +194,14 @@ Seconds updateSeconds(const profile::LayerInfo& layer, bool stepBefore);
 // message latency: the cut after layer i costs latency + output_i / D.
 ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth,
                       Seconds latency = 0);
+// Charges `costs` (of `profile` at microbatch size m) with what each
+// transfer's message takes from the passes on either side (ChainCosts::send,
+// receive): their compute threads' part, and on a host whose cores the
+// compute threads fill (`fullHost`), the other threads' part too, which then
+// runs on the same cores (NOTE [What a message costs the cores],
+// profile/network.cc).
+void addMessageCpu(ChainCosts& costs, const profile::Measurement& m, const profile::MessageCpuTable& cpu,
+                   bool fullHost);
 // `stepBefore`: count recovery's copy of the state before the last update;
 // `sharedSlot`: the replica's slot of the shared-memory allreduce's segment,
 // one more copy of the gradients (SearchOptions::shared_memory, A > 1);
@@ -204,7 +215,7 @@ MemoryCosts memoryCosts(const profile::Profile& profile, const profile::Measurem
 std::optional<SharedMemoryCost> sharedMemoryCost(const profile::NetworkProfile& network);
 
 // The transport's figures the network probe measured: the ring allreduce's
-// α and β and the latency every transfer pays (the bandwidth, and whether
+// α and β, the latency every transfer pays and the CPU its message takes (the bandwidth, and whether
 // replicas sum through shared memory, are the caller's to decide).
 void useMeasuredTransport(SearchOptions& options, const profile::NetworkProfile& network);
 

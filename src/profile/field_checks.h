@@ -40,6 +40,10 @@ inline constexpr NumberRange kBandwidthRange{0, static_cast<double>(kMaxBytes), 
 // A fitted cost per byte (the shared-memory allreduce's): a second per byte
 // is beyond any machine.
 inline constexpr NumberRange kSecondsPerByteRange{0, 1, "seconds per byte"};
+// The sizes of the network probe's messages (NetworkProfile::messages):
+// 1 byte to kMaxBytes, a few dozen of them at most.
+inline constexpr Range kMessageBytesRange{1, kMaxBytes};
+inline constexpr size_t kMaxMessageSizes = 64;
 // vCPUs of one worker or instance.
 inline constexpr NumberRange kVcpusRange{0, 65536, "vCPUs", /*exclusive_min=*/true};
 // A compute thread's time with every core of its host busy over its time

@@ -14,6 +14,10 @@
 #include <atomic>
 #include <cstring>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <time.h>
 #include <thread>
 
 #include "core/cpus.h"
@@ -63,6 +67,99 @@ class BusyCompute {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
+
+double cpuSeconds(clockid_t clock) {
+  timespec ts{};
+  ::clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// NOTE [What a message costs the cores]
+// A pipeline's transfer is not only a delay on its link: each message takes
+// CPU time from both workers. Gloo writes a tensor into the socket on the
+// thread that sends it when the receiver is ready (the stage's compute
+// thread), a channel's thread waits for the completion, and on the other
+// side Gloo's thread reads it and the channel's thread hands it over.
+// Measured on this project's 2-core machine, the sending thread spent
+// 50–70 us per activation of a small CNN microbatch (bench/README.md,
+// schedule_bench), the same order as the passes of a few samples. So rank 0
+// sends `count` messages of each size to rank 1, which posted its receives
+// first (ready, as a pipeline's channels post theirs ahead), the way a
+// stage's channels do: the sends posted by one thread, their completions
+// waited for by another, the receives waited for one by one. Per message:
+// the sending thread's CPU time, the rest of the sender's process, and the
+// whole receiving process (clock_gettime's thread and process CPU clocks).
+Json timeMessages(c10d::ProcessGroupGloo& pg, int rank, const std::vector<Bytes>& sizes, int repeats) {
+  constexpr int kCount = 32;
+  constexpr int kTag = 2;
+  Json rows = Json::array();
+  for (Bytes n : sizes) {
+    const std::int64_t floats = std::max<Bytes>(1, n / 4);
+    std::vector<double> caller, sender, poster, receiver;
+    for (int r = 0; r < repeats + 1; ++r) {
+      if (rank == 0) {
+        std::vector<at::Tensor> buf = {torch::ones({floats}, torch::kFloat)};
+        pg.barrier()->wait();
+        // The receiver reads its CPU clock as it leaves the barrier: start after.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::mutex mu;
+        std::condition_variable cv;
+        std::deque<c10::intrusive_ptr<c10d::Work>> posted;
+        int waited = 0;
+        std::thread completions([&] {  // as a channel's outbound thread
+          while (waited < kCount) {
+            c10::intrusive_ptr<c10d::Work> w;
+            {
+              std::unique_lock<std::mutex> lock(mu);
+              cv.wait(lock, [&] { return !posted.empty(); });
+              w = posted.front();
+              posted.pop_front();
+            }
+            w->wait();
+            ++waited;
+          }
+        });
+        const double process0 = cpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
+        const double thread0 = cpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+        for (int i = 0; i < kCount; ++i) {
+          auto w = pg.send(buf, 1, kTag);
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            posted.push_back(std::move(w));
+          }
+          cv.notify_one();
+        }
+        const double thread1 = cpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+        completions.join();
+        const double process1 = cpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
+        if (r > 0) {
+          caller.push_back((thread1 - thread0) / kCount);
+          sender.push_back((process1 - process0 - (thread1 - thread0)) / kCount);
+        }
+      } else if (rank == 1) {
+        std::vector<std::vector<at::Tensor>> bufs;
+        std::vector<c10::intrusive_ptr<c10d::Work>> works;
+        for (int i = 0; i < kCount; ++i) bufs.push_back({torch::empty({floats}, torch::kFloat)});
+        const double posting0 = cpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+        for (int i = 0; i < kCount; ++i) works.push_back(pg.recv(bufs[static_cast<size_t>(i)], 0, kTag));
+        const double posting1 = cpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+        pg.barrier()->wait();  // the sender starts a millisecond after it
+        const double process0 = cpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
+        for (auto& w : works) w->wait();
+        const double process1 = cpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
+        if (r > 0) {
+          poster.push_back((posting1 - posting0) / kCount);
+          receiver.push_back((process1 - process0) / kCount);
+        }
+      } else {
+        pg.barrier()->wait();
+      }
+    }
+    if (rank == 0) rows.push_back({n, median(caller), median(sender)});
+    if (rank == 1) rows.push_back({n, median(poster), median(receiver)});
+  }
+  return rows;
+}
 
 std::string joinSizes(const std::vector<Bytes>& sizes) {
   std::string s;
@@ -127,6 +224,22 @@ Status runNetprobeWorker(const std::string& endpoint, const std::string& token, 
       if (r > 0) times.push_back(seconds(t0) / 2);
     }
     if (rank == 0) result["p2p"].push_back({n, median(times)});
+  }
+  {
+    std::vector<Bytes> messageSizes = {8};
+    for (Bytes n : sizes) {
+      if (n <= 4 * kMB) messageSizes.push_back(n);
+    }
+    const Json rows = timeMessages(pg, rank, messageSizes, repeats);
+    // Rank 1's rows reach rank 0 through the store.
+    if (rank == 1) {
+      const std::string text = rows.dump();
+      store->set("messages.receiver", std::vector<uint8_t>(text.begin(), text.end()));
+    }
+    if (rank == 0) {
+      const std::vector<uint8_t> raw = store->get("messages.receiver");
+      result["messages"] = {{"sender", rows}, {"receiver", Json::parse(std::string(raw.begin(), raw.end()))}};
+    }
   }
   // The allreduce through shared memory, as co-located replicas sum: on the
   // calling thread (a worker's compute thread, which has no other work then),
@@ -293,6 +406,17 @@ Result<NetworkProfile> probeNetwork(const NetworkProbeOptions& o) {
     spdlog::warn("the network probe could not time an allreduce through shared memory ({}): replicas on this host "
                  "will be planned as summing over the network",
                  result.value("shared_memory_problem", std::string("no result")));
+  }
+  if (result.contains("messages")) {
+    const Json& sender = result["messages"]["sender"];      // [n, sending thread, the sender's other threads]
+    const Json& receiver = result["messages"]["receiver"];  // [n, posting thread, the receiver's other threads]
+    MessageCpuTable table;
+    for (size_t i = 0; i < sender.size() && i < receiver.size(); ++i) {
+      auto at = [](const Json& row, size_t k) { return std::max(0.0, row[k].get<double>()); };
+      table.rows.push_back({sender[i][0].get<Bytes>(), at(sender[i], 1), at(sender[i], 2), at(receiver[i], 1),
+                            at(receiver[i], 2)});
+    }
+    if (!table.rows.empty()) net.messages = table;
   }
   return net;
 }

@@ -83,12 +83,43 @@ Json profileToJson(const Profile& p) {
                                                  {"r2", n.shared_memory->r2}};
     }
   }
+  if (p.network && p.network->messages) {
+    Json rows = Json::array();
+    for (const MessageCpu& m : p.network->messages->rows) {
+      rows.push_back({{"bytes", m.bytes},
+                      {"send_s", m.send},
+                      {"send_threads_s", m.send_threads},
+                      {"post_s", m.post},
+                      {"receive_s", m.receive}});
+    }
+    j["network"]["messages"] = rows;
+  }
   if (p.corun) {
     j["corun"] = {{"cores", p.corun->cores},
                   {"microbatch_size", p.corun->microbatch_size},
                   {"slowdown", p.corun->slowdown}};
   }
   return j;
+}
+
+MessageCpu MessageCpuTable::at(Bytes n) const {
+  HZ_CHECK(!rows.empty());
+  if (n <= rows.front().bytes || rows.size() == 1) {
+    MessageCpu m = n <= rows.front().bytes ? rows.front() : rows.back();
+    m.bytes = n;
+    return m;
+  }
+  size_t hi = 1;
+  while (hi + 1 < rows.size() && rows[hi].bytes < n) ++hi;
+  const MessageCpu& a = rows[hi - 1];
+  const MessageCpu& b = rows[hi];
+  const double t = static_cast<double>(n - a.bytes) / static_cast<double>(b.bytes - a.bytes);
+  auto line = [&](Seconds MessageCpu::*f) {
+    const Seconds v = a.*f + t * (b.*f - a.*f);
+    return n > b.bytes ? std::max(b.*f, v) : v;
+  };
+  return {n, line(&MessageCpu::send), line(&MessageCpu::send_threads), line(&MessageCpu::post),
+          line(&MessageCpu::receive)};
 }
 
 namespace {
@@ -214,6 +245,31 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
       fit.r2 = optNumberIn(m, "r2", kR2Range).value_or(0);
       HZ_RETURN_IF_ERROR(m.status());
       net.shared_memory = fit;
+    }
+    if (n.raw("messages")) {
+      const Json& rows = n.array("messages", /*nonEmpty=*/true);
+      HZ_RETURN_IF_ERROR(n.status());
+      if (rows.size() > kMaxMessageSizes) {
+        n.fail("messages", fmt::format("has {} rows; at most {} message sizes", rows.size(), kMaxMessageSizes));
+      }
+      HZ_RETURN_IF_ERROR(n.status());
+      MessageCpuTable table;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        ObjectReader r(rows[i], n.element("messages", i));
+        MessageCpu m;
+        m.bytes = r.count("bytes", kMessageBytesRange);
+        m.send = numberIn(r, "send_s", kSecondsRange);
+        m.send_threads = numberIn(r, "send_threads_s", kSecondsRange);
+        m.post = numberIn(r, "post_s", kSecondsRange);
+        m.receive = numberIn(r, "receive_s", kSecondsRange);
+        if (r.ok() && !table.rows.empty() && m.bytes <= table.rows.back().bytes) {
+          r.fail("bytes", fmt::format("{} is not above the row before's {}: sizes ascend", m.bytes,
+                                      table.rows.back().bytes));
+        }
+        HZ_RETURN_IF_ERROR(r.status());
+        table.rows.push_back(m);
+      }
+      net.messages = table;
     }
     p.network = net;
   }

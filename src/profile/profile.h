@@ -66,6 +66,24 @@ struct Measurement {
   std::vector<LayerCost> layers;
 };
 
+// The CPU a pipeline's message of `bytes` takes on either side, in seconds
+// (NOTE [What a message costs the cores], profile/network.cc).
+struct MessageCpu {
+  Bytes bytes = 0;
+  Seconds send = 0;          // the thread that sends it: a stage's compute thread
+  Seconds send_threads = 0;  // the sender's other threads (the channel's, Gloo's)
+  Seconds post = 0;          // the thread that posts the receive: the receiving stage's compute thread
+  Seconds receive = 0;       // the receiver's other threads (reading it in, handing it over)
+};
+
+// Measured at a few sizes, ascending: between two, interpolated linearly;
+// below the smallest, the smallest's; past the largest, along the last
+// segment's slope (never below the largest's).
+struct MessageCpuTable {
+  std::vector<MessageCpu> rows;
+  MessageCpu at(Bytes n) const;
+};
+
 // Network figures between two workers and the ring-allreduce fit of docs/plan.md ("Strategies").
 struct NetworkProfile {
   BytesPerSecond bandwidth = 0;  // point-to-point
@@ -85,6 +103,8 @@ struct NetworkProfile {
     double r2 = 0;
   };
   std::optional<SharedMemoryFit> shared_memory;
+  // Absent in profiles from before it was measured.
+  std::optional<MessageCpuTable> messages;
 };
 
 // How much slower one compute thread runs while every core of its host

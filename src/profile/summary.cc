@@ -48,6 +48,13 @@ std::string renderProfileTable(const Profile& p) {
                          "(R² {:.3f})\n",
                          shm->seconds_per_byte, formatSeconds(shm->seconds_per_allreduce), shm->r2);
     }
+    if (const auto& table = p.network->messages) {
+      const MessageCpu m = table->at(64 * kKB);
+      out += fmt::format("CPU per message between stages (64 KB): {} on the sending thread, {} on its other threads; "
+                         "{} posting the receive, {} receiving it\n",
+                         formatSeconds(m.send), formatSeconds(m.send_threads), formatSeconds(m.post),
+                         formatSeconds(m.receive));
+    }
   }
   if (p.corun) {
     out += fmt::format("Beside busy cores: a pass at microbatch size {} took {:.2f}x its time alone while all {} cores "

@@ -83,6 +83,11 @@ const std::vector<Field> kFields = {
     {"tests/fixtures/profile_cnn_k80.json", "/network/shared_memory_allreduce/s_per_byte", kZero},
     {"tests/fixtures/profile_cnn_k80.json", "/network/shared_memory_allreduce/s_per_allreduce", kSeconds},
     {"tests/fixtures/profile_cnn_k80.json", "/network/shared_memory_allreduce/r2", kSigned},
+    {"tests/fixtures/profile_cnn_k80.json", "/network/messages/0/bytes", kPositive},
+    {"tests/fixtures/profile_cnn_k80.json", "/network/messages/0/send_s", kSeconds},
+    {"tests/fixtures/profile_cnn_k80.json", "/network/messages/0/send_threads_s", kSeconds},
+    {"tests/fixtures/profile_cnn_k80.json", "/network/messages/0/post_s", kSeconds},
+    {"tests/fixtures/profile_cnn_k80.json", "/network/messages/0/receive_s", kSeconds},
     // plan.json (1 × 4 stages of one layer each, 8 microbatches of 4)
     {"tests/fixtures/plan_cnn_k80.json", "/strategy/data_parallel", kNone},
     {"tests/fixtures/plan_cnn_k80.json", "/strategy/pipeline_stages", kNone},

@@ -214,6 +214,42 @@ TEST(SearchPlan, TheTransportsLatencyIsPaidByEveryTransferOnly) {
   EXPECT_NE(bad.status().message().find("network.latency_s"), std::string::npos) << bad.status().message();
 }
 
+// NOTE [What a message costs the cores] (profile/network.cc): the compute
+// threads' part of every transfer's message is charged to the passes that
+// send and receive it; on a host whose cores the compute threads fill, the
+// other threads' part too.
+TEST(SearchPlan, MessagesTakeCpuFromThePassesOnEitherSide) {
+  const auto prof = toyProfile(6);
+  SearchOptions o = twoByTwoReducing();
+  auto without = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(without.ok());
+  o.partition = without->best().partition;
+  o.message_cpu = profile::MessageCpuTable{{{8, 1e-3, 2e-3, 4e-4, 3e-3}}};
+  auto spare = searchPlan(prof, aci(), o);
+  o.host_cores = 64;  // 4 workers, 60 cores to spare
+  auto spareCores = searchPlan(prof, aci(), o);
+  o.host_cores = 4;  // every core computes
+  auto full = searchPlan(prof, aci(), o);
+  ASSERT_TRUE(spare.ok() && spareCores.ok() && full.ok());
+  const Partition& p = without->best().partition;
+  ChainCosts own = chainCosts(prof, *prof.at(4), o.bandwidth);
+  addMessageCpu(own, *prof.at(4), *o.message_cpu, /*fullHost=*/false);
+  EXPECT_DOUBLE_EQ(own.send[0], 1e-3);
+  EXPECT_DOUBLE_EQ(own.receive[0], 4e-4);
+  EXPECT_NEAR(spare->best().pipeline.total, pipelineTime(own, p, 3).total, 1e-12);
+  EXPECT_NEAR(spareCores->best().pipeline.total, spare->best().pipeline.total, 1e-12);
+  // Each of 3 microbatches: a forward and a backward pass on each side of the one boundary.
+  EXPECT_GT(spare->best().pipeline.total, without->best().pipeline.total + 2 * (1e-3 + 4e-4) - 1e-12);
+  addMessageCpu(own, *prof.at(4), *o.message_cpu, /*fullHost=*/true);
+  EXPECT_DOUBLE_EQ(own.send[0], 3e-3);
+  EXPECT_DOUBLE_EQ(own.receive[0], 3.4e-3);
+  EXPECT_GT(full->best().pipeline.total, spare->best().pipeline.total + 2 * (2e-3 + 3e-3) - 1e-12);
+  // The per-stage times are the passes' own (what the runtime's traces time).
+  for (size_t s = 0; s < 2; ++s) {
+    EXPECT_EQ(full->best().stage_details[s].forward, without->best().stage_details[s].forward) << s;
+  }
+}
+
 TEST(SearchPlan, AllreduceTermUsesTheReplicaGroupSize) {
   const auto prof = toyProfile(6);
   auto r = planWithAllreduce(prof, 4, 1);

@@ -46,6 +46,16 @@ TEST(ProbeNetwork, TwoLocalWorkersOverGloo) {
   EXPECT_GT(net->shared_memory->seconds_per_byte, 1e-12);
   EXPECT_LT(net->shared_memory->seconds_per_byte, 5e-8);
   EXPECT_GE(net->shared_memory->seconds_per_allreduce, 0);
+  // NOTE [What a message costs the cores]: timed on both sides; sending
+  // 64 KB costs the sending thread something, and under 10 ms.
+  ASSERT_TRUE(net->messages);
+  ASSERT_EQ(net->messages->rows.size(), 4u);  // 8 bytes, and the sizes up to 4 MB
+  EXPECT_EQ(net->messages->rows[0].bytes, 8);
+  const MessageCpu m = net->messages->at(64 * kKB);
+  EXPECT_GT(m.send, 0);
+  EXPECT_LT(m.send, 0.01);
+  EXPECT_GT(m.receive, 0);
+  EXPECT_LT(m.receive, 0.01);
   EXPECT_TRUE(noChildrenLeft());
 }
 

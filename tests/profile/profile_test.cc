@@ -29,7 +29,9 @@ Profile sample() {
     meas.layers = {{1.5 * m, 3.0 * m, 200 * m, 300 * m, 10}, {0.5 * m, 1.0 * m, 40 * m, 40 * m, 0}};
     p.measurements.push_back(meas);
   }
-  p.network = NetworkProfile{1.25e9, 50e-6, 1e-10, 20e-6, 2, 0.99, NetworkProfile::SharedMemoryFit{2e-10, 30e-6, 0.98}};
+  p.network = NetworkProfile{1.25e9, 50e-6, 1e-10, 20e-6, 2, 0.99, NetworkProfile::SharedMemoryFit{2e-10, 30e-6, 0.98},
+                             std::nullopt};
+  p.network->messages = MessageCpuTable{{{8, 40e-6, 10e-6, 5e-6, 30e-6}, {1000, 50e-6, 10e-6, 5e-6, 40e-6}}};
   p.corun = CorunProfile{2, 4, 1.25};
   return p;
 }
@@ -66,6 +68,20 @@ TEST(ProfileJson, RoundTrips) {
   auto older = profileFromJson(noShm, "old.json");
   ASSERT_TRUE(older.ok()) << older.status().message();
   EXPECT_FALSE(older->network->shared_memory);
+  // NOTE [What a message costs the cores]: kept as measured; absent before it was.
+  ASSERT_TRUE(back->network->messages);
+  EXPECT_EQ(back->network->messages->rows.size(), 2u);
+  EXPECT_EQ(back->network->messages->rows[1].receive, 40e-6);
+  // Between sizes, interpolated; below the smallest, the smallest's; past
+  // the largest, along the last segment.
+  EXPECT_DOUBLE_EQ(back->network->messages->at(504).send, 45e-6);
+  EXPECT_DOUBLE_EQ(back->network->messages->at(1).receive, 30e-6);
+  EXPECT_DOUBLE_EQ(back->network->messages->at(1992).receive, 50e-6);
+  EXPECT_DOUBLE_EQ(back->network->messages->at(1992).post, 5e-6);
+  noShm["network"].erase("messages");
+  auto noMessages = profileFromJson(noShm, "old.json");
+  ASSERT_TRUE(noMessages.ok()) << noMessages.status().message();
+  EXPECT_FALSE(noMessages->network->messages);
   // NOTE [Compute beside busy cores]: kept as measured; absent before it was.
   ASSERT_TRUE(back->corun);
   EXPECT_EQ(back->corun->cores, 2);
@@ -107,6 +123,10 @@ TEST(ProfileJson, RejectsMalformedFieldsNamingThem) {
       {[](Json& j) { j["layers"][0]["snapshot_ms"] = -2; }, "p.json.layers[0].snapshot_ms: -2 is out of range"},
       {[](Json& j) { j["network"]["bandwidth_bytes_per_s"] = 0; }, "network.bandwidth_bytes_per_s: 0 is out of range; expected bytes per second above 0"},
       {[](Json& j) { j["network"]["shared_memory_allreduce"]["s_per_byte"] = -1; }, "network.shared_memory_allreduce.s_per_byte: -1 is out of range"},
+      {[](Json& j) { j["network"]["messages"][0]["post_s"] = -1; }, "network.messages[0].post_s: -1 is out of range"},
+      {[](Json& j) { j["network"]["messages"][1].erase("receive_s"); }, "network.messages[1].receive_s: missing"},
+      {[](Json& j) { j["network"]["messages"][1]["bytes"] = 8; }, "network.messages[1].bytes: 8 is not above the row before's 8"},
+      {[](Json& j) { j["network"]["messages"] = Json::array(); }, "network.messages"},
       {[](Json& j) { j["corun"]["slowdown"] = 0.5; }, "p.json.corun.slowdown: 0.5 is out of range"},
       {[](Json& j) { j["corun"]["cores"] = 1; }, "p.json.corun.cores: 1 is out of range"},
       {[](Json& j) { j["corun"]["microbatch_size"] = "big"; }, "p.json.corun.microbatch_size: expected"},

@@ -49,10 +49,26 @@ double HostShare::scale(int stages) const {
   return 1 / rate(static_cast<double>(std::max(1, replicas)) * std::max(1, stages) * std::max(1, threads));
 }
 
+MessagePasses stageMessages(const ChainCosts& costs, int first, int last) {
+  const int L = costs.numLayers();
+  MessagePasses m;
+  if (costs.send.empty()) return m;
+  HZ_CHECK(static_cast<int>(costs.send.size()) == L - 1 && costs.receive.size() == costs.send.size());
+  if (last + 1 < L) {
+    m.forward += costs.send[last];
+    m.backward += costs.receive[last];
+  }
+  if (first > 0) {
+    m.forward += costs.receive[first - 1];
+    m.backward += costs.send[first - 1];
+  }
+  return m;
+}
+
 namespace {
 
-// Stage s's forward and backward time per microbatch and the transfer into
-// it (0 for the first stage).
+// Stage s's forward and backward time per microbatch, its messages'
+// CPU included, and the transfer into it (0 for the first stage).
 struct StageCosts {
   std::vector<Seconds> forward, backward, cut_in;
 };
@@ -70,8 +86,9 @@ StageCosts stageCosts(const ChainCosts& costs, const Partition& partition) {
       f += costs.forward[i];
       b += costs.backward[i];
     }
-    sc.forward.push_back(f);
-    sc.backward.push_back(b);
+    const MessagePasses messages = stageMessages(costs, first, last);
+    sc.forward.push_back(f + messages.forward);
+    sc.backward.push_back(b + messages.backward);
     sc.cut_in.push_back(s > 0 ? costs.cut[first - 1] : 0);
   }
   return sc;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/units.h"
@@ -25,12 +26,31 @@ namespace hydrozoa::plan {
 
 // Per-layer costs of a chain at one microbatch size, in seconds.
 struct ChainCosts {
+  ChainCosts() = default;
+  ChainCosts(std::vector<Seconds> f, std::vector<Seconds> b, std::vector<Seconds> c)
+      : forward(std::move(f)), backward(std::move(b)), cut(std::move(c)) {}
+
   std::vector<Seconds> forward;   // f_i
   std::vector<Seconds> backward;  // b_i
   std::vector<Seconds> cut;       // cut[u]: transfer time if a boundary follows layer u (a_u / D); size L−1
+  // The CPU time a message across a boundary after layer u takes from the
+  // pass that sends it and from the pass that receives it (NOTE [What a
+  // message costs the cores], profile/network.cc): size L−1, or empty for
+  // none. Charged to a partition's passes (pipelineTime, simulation); the
+  // partitioner chooses without them.
+  std::vector<Seconds> send, receive;
 
   int numLayers() const { return static_cast<int>(forward.size()); }
 };
+
+// What the messages of a stage (or chunk) of layers [first, last] take from
+// its own passes per microbatch: its forward pass sends its output (unless
+// last) and received its input (unless first); its backward pass sends the
+// input's gradient and received the output's.
+struct MessagePasses {
+  Seconds forward = 0, backward = 0;
+};
+MessagePasses stageMessages(const ChainCosts& costs, int first, int last);
 
 // A partition of layers 0..L−1 into consecutive stages: stage s covers
 // layers [first[s], first[s+1]) (the last one to the end).

@@ -31,6 +31,28 @@ TEST(PipelineTime, HandComputedTwoStages) {
   EXPECT_DOUBLE_EQ(t.total, 18 + 3 + 4 * (3 + 6));
 }
 
+// NOTE [What a message costs the cores]: each boundary's message takes CPU
+// from the pass that sends it and the pass that receives it.
+TEST(PipelineTime, MessagesTakeTheirCpuFromThePassesOnEitherSide) {
+  ChainCosts c = threeLayers();
+  c.send = {0.1, 0.2};     // after layer 0, after layer 1
+  c.receive = {0.3, 0.4};
+  const MessagePasses middle = stageMessages(c, 1, 1);
+  EXPECT_DOUBLE_EQ(middle.forward, 0.2 + 0.3);   // sends its output, received its input
+  EXPECT_DOUBLE_EQ(middle.backward, 0.1 + 0.4);  // sends its input's gradient, received its output's
+  EXPECT_DOUBLE_EQ(stageMessages(c, 0, 2).forward, 0);
+  EXPECT_DOUBLE_EQ(stageMessages(c, 0, 0).forward, 0.1);
+  EXPECT_DOUBLE_EQ(stageMessages(c, 2, 2).backward, 0.2);
+  // Stages {0,1} and {2}: f = 3 + 0.2, 3 + 0.4; b = 6 + 0.4, 6 + 0.2; c = 1.5.
+  const auto t = pipelineTime(c, Partition{{0, 2}}, 5);
+  EXPECT_DOUBLE_EQ(t.compute, 18 + 1.2);
+  EXPECT_DOUBLE_EQ(t.t_k, 3.4);
+  EXPECT_DOUBLE_EQ(t.r_1, 6.4);
+  EXPECT_DOUBLE_EQ(t.total, 19.2 + 3 + 4 * (3.4 + 6.4));
+  // The same in the simulation (a core for every thread).
+  EXPECT_NEAR(simulatedPipelineTime(c, Partition{{0, 2}}, 5, HostShare{}).total, t.total, 1e-9);
+}
+
 TEST(PipelineTime, CommunicationCanBeTheBottleneck) {
   ChainCosts c = {{1, 1}, {1, 1}, {5}};
   const auto t = pipelineTime(c, Partition{{0, 1}}, 3);
