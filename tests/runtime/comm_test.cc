@@ -48,15 +48,19 @@ void runRanks(int world, int stages, const std::function<void(int, Transport&)>&
   for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-TEST(Pipe, TensorsArriveInOrderAndCanBeTakenInAnyOrder) {
-  runRanks(2, 2, [](int rank, Transport& t) {
+// NOTE [Posting transfers on the channel's thread]: the same behaviour
+// whoever posts.
+class Pipe : public ::testing::TestWithParam<Posting> {};
+
+TEST_P(Pipe, TensorsArriveInOrderAndCanBeTakenInAnyOrder) {
+  runRanks(2, 2, [posting = GetParam()](int rank, Transport& t) {
     TraceRecorder trace;
     if (rank == 0) {
-      Outbound out(t, 1, trace, "activation");
+      Outbound out(t, 1, trace, "activation", posting);
       for (int i = 0; i < 5; ++i) out.send(i, torch::full({3, 4}, static_cast<float>(i)), "mb");
       out.flush();
     } else {
-      Inbound in(t, 0, trace, "activation");
+      Inbound in(t, 0, trace, "activation", posting);
       for (int i = 0; i < 5; ++i) in.expect(i, i, torch::empty({3, 4}), "mb");
       for (int i : {3, 0, 4, 1, 2}) {
         const torch::Tensor x = in.take(i);
@@ -67,12 +71,12 @@ TEST(Pipe, TensorsArriveInOrderAndCanBeTakenInAnyOrder) {
   });
 }
 
-TEST(Pipe, BothDirectionsAtOnce) {
-  runRanks(2, 2, [](int rank, Transport& t) {
+TEST_P(Pipe, BothDirectionsAtOnce) {
+  runRanks(2, 2, [posting = GetParam()](int rank, Transport& t) {
     TraceRecorder trace(false);
     const int peer = 1 - rank;
-    Outbound out(t, peer, trace, "x");
-    Inbound in(t, peer, trace, "x");
+    Outbound out(t, peer, trace, "x", posting);
+    Inbound in(t, peer, trace, "x", posting);
     for (int i = 0; i < 20; ++i) in.expect(i, 100 + i, torch::empty({1000}), "m");
     for (int i = 0; i < 20; ++i) out.send(100 + i, torch::full({1000}, static_cast<float>(rank * 100 + i)), "m");
     for (int i = 0; i < 20; ++i) EXPECT_EQ(in.take(i)[0].item<float>(), static_cast<float>(peer * 100 + i));
@@ -80,13 +84,13 @@ TEST(Pipe, BothDirectionsAtOnce) {
   });
 }
 
-TEST(Pipe, APeerThatGoesAwayIsAnErrorNotAHang) {
+TEST_P(Pipe, APeerThatGoesAwayIsAnErrorNotAHang) {
   std::string caught;
   bool lost = false;
-  runRanks(2, 2, [&](int rank, Transport& t) {
+  runRanks(2, 2, [&, posting = GetParam()](int rank, Transport& t) {
     TraceRecorder trace(false);
     if (rank == 1) {
-      Inbound in(t, 0, trace, "activation");
+      Inbound in(t, 0, trace, "activation", posting);
       in.expect(0, 0, torch::empty({4}), "mb");
       try {
         (void)in.take(0);
@@ -100,6 +104,9 @@ TEST(Pipe, APeerThatGoesAwayIsAnErrorNotAHang) {
   EXPECT_FALSE(caught.empty());
   EXPECT_TRUE(lost) << caught;
 }
+
+INSTANTIATE_TEST_SUITE_P(Postings, Pipe, ::testing::Values(Posting::kCaller, Posting::kChannel),
+                         [](const auto& info) { return info.param == Posting::kCaller ? "Caller" : "Channel"; });
 
 TEST(GradientSync, SumsEachStagesGradientsOverItsReplicas) {
   // 2 replicas x 1 stage; three layers, buckets small enough for one layer each.

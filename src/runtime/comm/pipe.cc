@@ -13,8 +13,13 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 
 // ---------------------------------------------------------------- Inbound
 
-Inbound::Inbound(Transport& transport, int peer, TraceRecorder& trace, std::string what)
-    : transport_(transport), peer_(peer), trace_(trace), what_(std::move(what)), thread_([this] { run(); }) {}
+Inbound::Inbound(Transport& transport, int peer, TraceRecorder& trace, std::string what, Posting posting)
+    : transport_(transport),
+      peer_(peer),
+      trace_(trace),
+      what_(std::move(what)),
+      posting_(posting),
+      thread_([this] { run(); }) {}
 
 Inbound::~Inbound() {
   {
@@ -29,10 +34,8 @@ Inbound::~Inbound() {
 }
 
 void Inbound::expect(int key, int tag, torch::Tensor buffer, const std::string& label) {
-  Pending p{key, buffer, {}, traceNowUs(), label};
-  // Posting here, on the compute thread, lets the transport receive while
-  // this thread computes; the inbound thread only waits for completions.
-  p.work = transport_.recv(p.buffer, peer_, tag);
+  Pending p{key, tag, buffer, {}, traceNowUs(), label};
+  if (posting_ == Posting::kCaller) p.work = transport_.recv(p.buffer, peer_, tag);
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.push_back(std::move(p));
@@ -56,11 +59,31 @@ torch::Tensor Inbound::take(int key, double* waited) {
 void Inbound::run() {
   for (;;) {
     c10::intrusive_ptr<c10d::Work> work;
-    {
+    try {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
       if (stop_) return;
+      // Every receive expected so far, posted in order (only this thread
+      // pops the front, so the indices hold while the lock is released).
+      for (size_t i = 0; i < pending_.size(); ++i) {
+        if (pending_[i].work) continue;
+        torch::Tensor buffer = pending_[i].buffer;
+        const int tag = pending_[i].tag;
+        lock.unlock();
+        auto posted = transport_.recv(buffer, peer_, tag);
+        lock.lock();
+        if (stop_) {  // the destructor aborted the others
+          posted->abort();
+          return;
+        }
+        pending_[i].work = std::move(posted);
+      }
       work = pending_.front().work;  // stays in pending_ so the destructor can abort it
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!stop_) error_ = std::current_exception();
+      cv_.notify_all();
+      return;
     }
     try {
       work->wait();
@@ -83,8 +106,13 @@ void Inbound::run() {
 
 // --------------------------------------------------------------- Outbound
 
-Outbound::Outbound(Transport& transport, int peer, TraceRecorder& trace, std::string what)
-    : transport_(transport), peer_(peer), trace_(trace), what_(std::move(what)), thread_([this] { run(); }) {}
+Outbound::Outbound(Transport& transport, int peer, TraceRecorder& trace, std::string what, Posting posting)
+    : transport_(transport),
+      peer_(peer),
+      trace_(trace),
+      what_(std::move(what)),
+      posting_(posting),
+      thread_([this] { run(); }) {}
 
 Outbound::~Outbound() {
   {
@@ -99,8 +127,8 @@ Outbound::~Outbound() {
 }
 
 void Outbound::send(int tag, torch::Tensor tensor, const std::string& label) {
-  Pending p{tensor.contiguous(), {}, traceNowUs(), label};
-  p.work = transport_.send(p.tensor, peer_, tag);
+  Pending p{tag, tensor.contiguous(), {}, traceNowUs(), label};
+  if (posting_ == Posting::kCaller) p.work = transport_.send(p.tensor, peer_, tag);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_) std::rethrow_exception(error_);
@@ -119,11 +147,29 @@ void Outbound::flush() {
 void Outbound::run() {
   for (;;) {
     c10::intrusive_ptr<c10d::Work> work;
-    {
+    try {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
       if (stop_) return;
+      for (size_t i = 0; i < pending_.size(); ++i) {  // as Inbound::run
+        if (pending_[i].work) continue;
+        torch::Tensor tensor = pending_[i].tensor;
+        const int tag = pending_[i].tag;
+        lock.unlock();
+        auto posted = transport_.send(tensor, peer_, tag);
+        lock.lock();
+        if (stop_) {
+          posted->abort();
+          return;
+        }
+        pending_[i].work = std::move(posted);
+      }
       work = pending_.front().work;
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!stop_) error_ = std::current_exception();
+      cv_.notify_all();
+      return;
     }
     try {
       work->wait();

@@ -9,13 +9,15 @@ const char* payloadName(Payload p) {
 
 }  // namespace
 
-Channels::Channels(Transport& transport, TraceRecorder& trace, std::function<int(int, int)> rankOf)
-    : transport_(transport), trace_(trace), rankOf_(std::move(rankOf)) {}
+Channels::Channels(Transport& transport, TraceRecorder& trace, std::function<int(int, int)> rankOf,
+                   Posting posting)
+    : transport_(transport), trace_(trace), rankOf_(std::move(rankOf)), posting_(posting) {}
 
 Inbound& Channels::in(int peerStage, int peerReplica, Payload payload) {
   auto& slot = in_[{peerStage, peerReplica, payload}];
   if (!slot) {
-    slot = std::make_unique<Inbound>(transport_, rankOf_(peerStage, peerReplica), trace_, payloadName(payload));
+    slot = std::make_unique<Inbound>(transport_, rankOf_(peerStage, peerReplica), trace_, payloadName(payload),
+                                     posting_);
   }
   return *slot;
 }
@@ -23,7 +25,8 @@ Inbound& Channels::in(int peerStage, int peerReplica, Payload payload) {
 Outbound& Channels::out(int peerStage, int peerReplica, Payload payload) {
   auto& slot = out_[{peerStage, peerReplica, payload}];
   if (!slot) {
-    slot = std::make_unique<Outbound>(transport_, rankOf_(peerStage, peerReplica), trace_, payloadName(payload));
+    slot = std::make_unique<Outbound>(transport_, rankOf_(peerStage, peerReplica), trace_, payloadName(payload),
+                                      posting_);
   }
   return *slot;
 }

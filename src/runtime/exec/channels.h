@@ -19,8 +19,10 @@ namespace hydrozoa::runtime {
 // (worker of a neighbouring stage, payload), made on first use.
 class Channels {
  public:
-  // `rankOf(stage, replica)`: the rank of that worker.
-  Channels(Transport& transport, TraceRecorder& trace, std::function<int(int, int)> rankOf);
+  // `rankOf(stage, replica)`: the rank of that worker; `posting`: who posts
+  // each transfer (NOTE [Posting transfers on the channel's thread]).
+  Channels(Transport& transport, TraceRecorder& trace, std::function<int(int, int)> rankOf,
+           Posting posting = Posting::kCaller);
   Inbound& in(int peerStage, int peerReplica, Payload payload);
   Outbound& out(int peerStage, int peerReplica, Payload payload);
   // Waits until everything sent so far has left.
@@ -31,6 +33,7 @@ class Channels {
   Transport& transport_;
   TraceRecorder& trace_;
   std::function<int(int, int)> rankOf_;
+  Posting posting_;
   std::map<Key, std::unique_ptr<Inbound>> in_;
   std::map<Key, std::unique_ptr<Outbound>> out_;
 };

@@ -151,8 +151,12 @@ Status Worker::build() {
     syncs_.push_back(std::make_unique<GradientSync>(transport_.get(), std::move(layerParams), plan::kFirstBucketBytes,
                                                     plan::kBucketBytes, trace_));
   }
-  channels_ = std::make_unique<Channels>(*transport_, trace_,
-                                         [this](int stage, int replica) { return rankOf(stage, replica); });
+  // Schedules that post their receives a window ahead, between passes, post
+  // through the channels' threads; GPipe, all at once, on the compute thread
+  // (NOTE [Posting transfers on the channel's thread], runtime/comm/pipe.h).
+  channels_ = std::make_unique<Channels>(
+      *transport_, trace_, [this](int stage, int replica) { return rankOf(stage, replica); },
+      schedule_->receiveWindow() > 0 ? Posting::kChannel : Posting::kCaller);
   HZ_RETURN_IF_ERROR(exchangeShapes());
   for (size_t v = 0; v < versions.size(); ++v) {
     for (int c = 0; c < numChunks(); ++c) {
