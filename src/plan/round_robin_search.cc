@@ -65,7 +65,8 @@ std::optional<Candidate> roundRobinCandidate(const profile::Profile& prof, const
     for (int i = 0; i < costs.numLayers(); ++i) costs.backward[i] += costs.forward[i];
   }
   if (o.message_cpu) {
-    addMessageCpu(costs, meas, *o.message_cpu, o.host_cores > 0 && c.workersUsed() * std::max(1, o.threads) >= o.host_cores);
+    const bool fullHost = o.host_cores > 0 && c.workersUsed() * std::max(1, o.threads) >= o.host_cores;
+    addMessageCpu(costs, meas, *o.message_cpu, fullHost);
   }
   const std::vector<std::int64_t> held = roundRobinInFlight(c.stage_replicas);
   std::vector<RoundRobinStage> rr;

@@ -1,12 +1,35 @@
 #include "runtime/comm/pipe.h"
 
 #include <chrono>
+#include <deque>
+#include <mutex>
 
 namespace hydrozoa::runtime {
 namespace {
 
 double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Posts, in order, every entry of `pending` not posted yet, `post(entry)`
+// starting its transfer with `lock` released (entries stay where they are:
+// the caller only appends, and only the channel's thread pops the front).
+// False when the channel stopped meanwhile (the destructor aborted the rest).
+template <typename Entry, typename Post>
+bool postInOrder(std::unique_lock<std::mutex>& lock, std::deque<Entry>& pending, const bool& stop, Post post) {
+  for (size_t i = 0; i < pending.size(); ++i) {
+    Entry& entry = pending[i];
+    if (entry.work) continue;
+    lock.unlock();
+    c10::intrusive_ptr<c10d::Work> work = post(entry);
+    lock.lock();
+    if (stop) {
+      work->abort();
+      return false;
+    }
+    entry.work = std::move(work);
+  }
+  return true;
 }
 
 }  // namespace
@@ -60,32 +83,14 @@ void Inbound::run() {
   for (;;) {
     c10::intrusive_ptr<c10d::Work> work;
     try {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-      if (stop_) return;
-      // Every receive expected so far, posted in order (only this thread
-      // pops the front, so the indices hold while the lock is released).
-      for (size_t i = 0; i < pending_.size(); ++i) {
-        if (pending_[i].work) continue;
-        torch::Tensor buffer = pending_[i].buffer;
-        const int tag = pending_[i].tag;
-        lock.unlock();
-        auto posted = transport_.recv(buffer, peer_, tag);
-        lock.lock();
-        if (stop_) {  // the destructor aborted the others
-          posted->abort();
-          return;
-        }
-        pending_[i].work = std::move(posted);
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+        if (stop_) return;
+        auto post = [&](Pending& p) { return transport_.recv(p.buffer, peer_, p.tag); };
+        if (!postInOrder(lock, pending_, stop_, post)) return;
+        work = pending_.front().work;  // stays in pending_ so the destructor can abort it
       }
-      work = pending_.front().work;  // stays in pending_ so the destructor can abort it
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!stop_) error_ = std::current_exception();
-      cv_.notify_all();
-      return;
-    }
-    try {
       work->wait();
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -148,30 +153,14 @@ void Outbound::run() {
   for (;;) {
     c10::intrusive_ptr<c10d::Work> work;
     try {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-      if (stop_) return;
-      for (size_t i = 0; i < pending_.size(); ++i) {  // as Inbound::run
-        if (pending_[i].work) continue;
-        torch::Tensor tensor = pending_[i].tensor;
-        const int tag = pending_[i].tag;
-        lock.unlock();
-        auto posted = transport_.send(tensor, peer_, tag);
-        lock.lock();
-        if (stop_) {
-          posted->abort();
-          return;
-        }
-        pending_[i].work = std::move(posted);
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+        if (stop_) return;
+        auto post = [&](Pending& p) { return transport_.send(p.tensor, peer_, p.tag); };
+        if (!postInOrder(lock, pending_, stop_, post)) return;
+        work = pending_.front().work;
       }
-      work = pending_.front().work;
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!stop_) error_ = std::current_exception();
-      cv_.notify_all();
-      return;
-    }
-    try {
       work->wait();
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
