@@ -50,7 +50,6 @@ enum class Posting {
   kChannel,  // the channel's thread posts, in order
 };
 
-
 class Inbound {
  public:
   Inbound(Transport& transport, int peer, TraceRecorder& trace, std::string what,
