@@ -13,6 +13,11 @@
 #   bench/schedule_bench.sh [rounds=2] [steps=30] [models="cnn gpt"]
 #   SCHEDULES="gpipe 2bw" bench/schedule_bench.sh   # some of them
 #   STAGES=4 GPT_LAYERS=6 bench/schedule_bench.sh 1 20 gpt   # 4 workers
+#   VS=HYDROZOA_HELPER_SLICE_US=0 bench/schedule_bench.sh      # A/B
+#
+# VS=NAME=value runs every cell a second time in each round, right after the
+# first, with that variable in the environment, and adds a column: the
+# measured step against that variant's (below 1: the default is faster).
 #
 # About 14 minutes on 2 cores with the defaults.
 set -euo pipefail
@@ -51,36 +56,45 @@ YAML
   for M in $((4 * stages)) $((8 * stages)); do
     for round in $(seq "$rounds"); do
       for schedule in ${SCHEDULES:-gpipe 1f1b interleaved 2bw pipedream}; do
-        out="$work/run-$model-$M-$schedule-$round"
-        extra=(); [ "$schedule" = interleaved ] && extra=(--chunks 2)
-        echo "$model M=$M $schedule (round $round)..." >&2
-        if ! $hz train "$work/$model.yaml" --launcher local --data-parallel 1 --stages "$stages" --microbatches "$M" \
-            --schedule "$schedule" "${extra[@]}" --max-steps "$steps" --no-progress --out "$out" > "$out.log" 2>&1; then
-          echo "  failed: $(tail -1 "$out.log")" >&2
-          continue
-        fi
-        /usr/bin/python3 - "$out" "$model" "$M" "$schedule" >> "$rows" <<'PY'
+        for variant in default ${VS:+vs}; do
+          out="$work/run-$model-$M-$schedule-$round-$variant"
+          extra=(); [ "$schedule" = interleaved ] && extra=(--chunks 2)
+          env=(); [ "$variant" = vs ] && env=("$VS")
+          echo "$model M=$M $schedule (round $round${VS:+, $variant})..." >&2
+          if ! env "${env[@]}" $hz train "$work/$model.yaml" --launcher local --data-parallel 1 --stages "$stages" --microbatches "$M" \
+              --schedule "$schedule" "${extra[@]}" --max-steps "$steps" --no-progress --out "$out" > "$out.log" 2>&1; then
+            echo "  failed: $(tail -1 "$out.log")" >&2
+            continue
+          fi
+          /usr/bin/python3 - "$out" "$model" "$M" "$schedule" "$variant" >> "$rows" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1] + "/summary.json"))
-model, M, schedule = sys.argv[2:5]
+model, M, schedule, variant = sys.argv[2:6]
 mem = {}
 for w in s["workers"]:
     mem[w["stage"]] = max(mem.get(w["stage"], 0), w.get("peak_tensor_memory", 0))
 it = s["iteration_seconds"]
-print(json.dumps({"model": model, "M": int(M), "schedule": schedule, "predicted": it["predicted"],
+print(json.dumps({"model": model, "M": int(M), "schedule": schedule, "variant": variant, "predicted": it["predicted"],
                   "measured": it["measured_median"], "samples_per_s": s["throughput_samples_per_s"],
                   "memory": [mem[k] for k in sorted(mem)]}))
 PY
-        rm -rf "$out"
+          rm -rf "$out"
+        done
       done
     done
   done
 done
 
-/usr/bin/python3 - "$rows" "$stages" <<'PY'
+/usr/bin/python3 - "$rows" "$stages" "${VS:-}" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 p = int(sys.argv[2])
+vs = sys.argv[3]
+versus = {}
+for r in rows:
+    if r["variant"] == "vs":
+        versus.setdefault((r["model"], r["M"], r["schedule"]), []).append(r["measured"])
+rows = [r for r in rows if r["variant"] == "default"]
 ORDER = ["gpipe", "1f1b", "interleaved", "2bw", "pipedream"]
 cells = {}
 for r in rows:
@@ -89,7 +103,8 @@ def med(rs, key): return statistics.median(r[key] for r in rs)
 def medmem(rs, s): return statistics.median(r["memory"][s] for r in rs)
 print(f"\nSchedules on a {p}-stage pipeline, global batch 64, plain processes (median of rounds)\n")
 print(f"  {'model':5} {'M':>3} {'schedule':12} {'measured':>9} {'predicted':>9} {'error':>6} {'samples/s':>9} "
-      f"{'vs gpipe':>8}   " + "  ".join(f"{'stage ' + str(s) + ' tensors':>16}" for s in range(p)))
+      f"{'vs gpipe':>8}   " + "  ".join(f"{'stage ' + str(s) + ' tensors':>16}" for s in range(p))
+      + (f"   step vs {vs}" if vs else ""))
 for (model, M, schedule), rs in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], ORDER.index(kv[0][2]) if kv[0][2] in ORDER else len(ORDER))):
     base = cells.get((model, M, "gpipe"))
     meas, pred, sps = med(rs, "measured"), med(rs, "predicted"), med(rs, "samples_per_s")
@@ -100,5 +115,6 @@ for (model, M, schedule), rs in sorted(cells.items(), key=lambda kv: (kv[0][0], 
         rel = f" ({m / medmem(base, s):.2f}×)" if base and schedule != "gpipe" else "        "
         mems.append(f"{m / 1e6:7.1f} MB{rel}")
     print(f"  {model:5} {M:3d} {schedule:12} {1e3 * meas:6.1f} ms {1e3 * pred:6.1f} ms {100 * (pred / meas - 1):+5.0f}% "
-          f"{sps:9.0f} {ratio:7.2f}×   " + "  ".join(f"{m:>16}" for m in mems))
+          f"{sps:9.0f} {ratio:7.2f}×   " + "  ".join(f"{m:>16}" for m in mems)
+          + (f"   {meas / statistics.median(versus[(model, M, schedule)]):.3f}×" if (model, M, schedule) in versus else ""))
 PY

@@ -3,6 +3,7 @@
 // to fewer than the machine has (and not necessarily 0..n-1).
 #pragma once
 
+#include <chrono>
 #include <vector>
 
 namespace hydrozoa {
@@ -16,5 +17,19 @@ std::vector<int> usableCpus();
 // thread started by a pinned thread calls this to run elsewhere
 // (NOTE [Cores for compute threads], runtime/worker.cc).
 bool runThreadOn(const std::vector<int>& cpus);
+
+// Asks the kernel to give the calling thread `slice` of CPU at a time
+// (sched_setattr's sched_runtime for a SCHED_OTHER thread, Linux ≥ 6.12; the
+// kernel clamps it to 0.1–100 ms), so that when it wakes on a core another
+// thread keeps busy it runs at once instead of after that thread's slice
+// (NOTE [Helper threads wake at once], runtime/worker/lifecycle.cc). Zero
+// gives the kernel's default back. Threads started afterwards inherit it.
+// False if the kernel refuses (errno says why); older kernels ignore it.
+bool setThreadSlice(std::chrono::microseconds slice);
+
+// The calling thread's slice as the kernel reports it (sched_getattr's
+// sched_runtime): what setThreadSlice asked for, clamped; the kernel's
+// default when none was asked for; zero where the kernel does not say.
+std::chrono::microseconds threadSlice();
 
 }  // namespace hydrozoa

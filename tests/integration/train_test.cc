@@ -417,6 +417,8 @@ TEST(Train, WorkersArePinnedWithinTheCoresTheJobWasGiven) {
   const std::string log = testing::slurp(dir / "run/workers/worker-0.log");
   EXPECT_NE(log.find(fmt::format("compute thread pinned to core {}\n", last)), std::string::npos) << log;
   EXPECT_EQ(log.find("could not pin"), std::string::npos) << log;
+  // NOTE [Helper threads wake at once]
+  EXPECT_NE(log.find("helper threads ask for 100 us time slices\n"), std::string::npos) << log;
 }
 
 // Four workers on two cores: the plan counts their compute up to twice as
@@ -1161,6 +1163,17 @@ TEST(TrainBadInput, ControlPortInUse) {
   expectRunError(dir, {"train", "port.yaml", "--out", "run"},
                  "cluster.control_port " + std::to_string(port) + " is in use");
   ::close(fd);
+}
+
+// The knob for comparisons (NOTE [Helper threads wake at once]) is checked
+// like any other number.
+TEST(TrainBadInput, AHelperSliceThatIsNotAWholeNumberOfMicroseconds) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << smallJob("", 1);
+  ::setenv("HYDROZOA_HELPER_SLICE_US", "1e30", 1);
+  expectRunError(dir, {"train", "job.yaml", "--no-progress", "--launcher", "local", "--out", "run"},
+                 "HYDROZOA_HELPER_SLICE_US: \"1e30\" is not a whole number from 0 to 100,000");
+  ::unsetenv("HYDROZOA_HELPER_SLICE_US");
 }
 
 TEST(TrainBadInput, AWorkerThatCannotStart) {

@@ -198,6 +198,7 @@ Status Worker::build() {
       spdlog::info("compute thread pinned to core{} {}", role_.cpus.size() == 1 ? "" : "s", fmt::join(role_.cpus, ","));
     }
   }
+  setThreadSlice(std::chrono::microseconds(0));  // NOTE [Helper threads wake at once]
   return Status();
 }
 
