@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "runtime/comm/pipe.h"
@@ -64,13 +65,49 @@ std::vector<std::string> runGroup(int size, SharedMemoryOptions options,
   return errors;
 }
 
+// The group segments left in /dev/shm: those this process still has open,
+// and those no process holds. A segment is in /dev/shm only while its group
+// connects, locked by its creator from its creation to just before its
+// removal, so the groups of tests that CTest runs beside this one are not
+// counted; a segment seen unheld is counted only if it is still there, and
+// still unheld, a moment later.
 int hydrozoaSegments() {
-  int n = 0;
-  if (DIR* d = ::opendir("/dev/shm")) {
-    while (const dirent* e = ::readdir(d)) n += std::string(e->d_name).rfind("hydrozoa-", 0) == 0;
-    ::closedir(d);
+  auto unheld = [] {
+    std::set<std::string> names;
+    if (DIR* d = ::opendir("/dev/shm")) {
+      while (const dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name.rfind("hydrozoa-", 0) != 0) continue;
+        const int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;  // gone meanwhile
+        struct flock l {};
+        l.l_type = F_WRLCK;
+        l.l_whence = SEEK_SET;  // l_start = l_len = 0: the whole file
+        if (::fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type == F_UNLCK) names.insert(name);
+        ::close(fd);
+      }
+      ::closedir(d);
+    }
+    return names;
+  };
+  std::set<std::string> left;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(fd.path(), error).string();
+    const std::string prefix = "/dev/shm/hydrozoa-";
+    if (!error && target.rfind(prefix, 0) == 0 && target.find(' ') == std::string::npos) {
+      left.insert(target.substr(std::string("/dev/shm/").size()));
+    }
   }
-  return n;
+  const std::set<std::string> first = unheld();
+  if (!first.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const std::set<std::string> second = unheld();
+    for (const std::string& n : first) {
+      if (second.count(n) > 0) left.insert(n);
+    }
+  }
+  return static_cast<int>(left.size());
 }
 
 // Rank r's tensors: sizes that do not divide by the group (down to fewer
