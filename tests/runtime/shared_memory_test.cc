@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -66,45 +66,27 @@ std::vector<std::string> runGroup(int size, SharedMemoryOptions options,
 }
 
 // The group segments left in /dev/shm: those this process still has open,
-// and those no process holds. A segment is in /dev/shm only while its group
-// connects, locked by its creator from its creation to just before its
-// removal, so the groups of tests that CTest runs beside this one are not
-// counted; a segment seen unheld is counted only if it is still there, and
-// still unheld, a moment later.
+// and those no process holds (unheldSegments). A segment is in /dev/shm only
+// while its group connects, locked by its creator throughout, so the groups
+// of tests that CTest runs beside this one are not counted; a segment seen
+// unheld is counted only if it is still there, and still unheld, a moment
+// later.
 int hydrozoaSegments() {
-  auto unheld = [] {
-    std::set<std::string> names;
-    if (DIR* d = ::opendir("/dev/shm")) {
-      while (const dirent* e = ::readdir(d)) {
-        const std::string name = e->d_name;
-        if (name.rfind("hydrozoa-", 0) != 0) continue;
-        const int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0) continue;  // gone meanwhile
-        struct flock l {};
-        l.l_type = F_WRLCK;
-        l.l_whence = SEEK_SET;  // l_start = l_len = 0: the whole file
-        if (::fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type == F_UNLCK) names.insert(name);
-        ::close(fd);
-      }
-      ::closedir(d);
-    }
-    return names;
-  };
+  const std::string shm = "/dev/shm/";
   std::set<std::string> left;
   for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
     std::error_code error;
     const std::string target = std::filesystem::read_symlink(fd.path(), error).string();
-    const std::string prefix = "/dev/shm/hydrozoa-";
-    if (!error && target.rfind(prefix, 0) == 0 && target.find(' ') == std::string::npos) {
-      left.insert(target.substr(std::string("/dev/shm/").size()));
+    if (!error && target.rfind(shm + "hydrozoa-", 0) == 0 && target.find(' ') == std::string::npos) {
+      left.insert(target.substr(shm.size()));
     }
   }
-  const std::set<std::string> first = unheld();
+  const std::vector<std::string> first = unheldSegments();
   if (!first.empty()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    const std::set<std::string> second = unheld();
+    const std::vector<std::string> second = unheldSegments();
     for (const std::string& n : first) {
-      if (second.count(n) > 0) left.insert(n);
+      if (std::find(second.begin(), second.end(), n) != second.end()) left.insert(n);
     }
   }
   return static_cast<int>(left.size());

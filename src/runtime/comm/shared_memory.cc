@@ -446,34 +446,42 @@ c10::intrusive_ptr<c10d::Work> SharedMemoryGroup::allreduce(const std::vector<at
   return c10::make_intrusive<SharedMemoryWork>(this, completed_);
 }
 
-std::vector<std::string> removeAbandonedSegments(const std::string& dir) {
-  std::vector<std::string> removed;
+std::vector<std::string> unheldSegments(const std::string& dir) {
+  std::vector<std::string> names;
   DIR* d = ::opendir(dir.c_str());
-  if (!d) return removed;
-  const auto now = std::chrono::system_clock::now();
+  if (!d) return names;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (name.size() != 41 || name.rfind("hydrozoa-", 0) != 0 ||
         name.find_first_not_of("0123456789abcdef", 9) != std::string::npos) {
       continue;
     }
-    const std::string path = dir + "/" + name;
-    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    const int fd = ::open((dir + "/" + name).c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) continue;
-    struct stat st {};
     struct flock l {};
     l.l_type = F_WRLCK;
     l.l_whence = SEEK_SET;
     l.l_start = 0;
     l.l_len = kMaxRanks;
     const bool held = ::fcntl(fd, F_OFD_GETLK, &l) != 0 || l.l_type != F_UNLCK;
-    const bool young = ::fstat(fd, &st) != 0 ||
-                       now - std::chrono::system_clock::from_time_t(st.st_mtime) < std::chrono::minutes(1);
     ::close(fd);
-    if (held || young) continue;
-    if (::unlink(path.c_str()) == 0) removed.push_back(path);
+    if (!held) names.push_back(name);
   }
   ::closedir(d);
+  return names;
+}
+
+std::vector<std::string> removeAbandonedSegments(const std::string& dir) {
+  std::vector<std::string> removed;
+  const auto now = std::chrono::system_clock::now();
+  for (const std::string& name : unheldSegments(dir)) {
+    const std::string path = dir + "/" + name;
+    struct stat st {};
+    const bool young = ::stat(path.c_str(), &st) != 0 ||
+                       now - std::chrono::system_clock::from_time_t(st.st_mtime) < std::chrono::minutes(1);
+    if (young) continue;
+    if (::unlink(path.c_str()) == 0) removed.push_back(path);
+  }
   return removed;
 }
 

@@ -7,6 +7,11 @@
 
 namespace hydrozoa::runtime {
 
+// The names of the group segments in `dir` ("hydrozoa-" and 32 hex digits)
+// that no process holds: no rank has its byte locked. A segment's creator
+// locks it from its creation to just before removing it.
+std::vector<std::string> unheldSegments(const std::string& dir = "/dev/shm");
+
 // Removes the segments in `dir` that no process holds (no rank's lock) and
 // that are older than a minute: what a job's rank 0 leaves when it dies in
 // the moment between making its group's segment and every rank opening it
