@@ -14,6 +14,7 @@
 #include "cluster/launch/local/local_launcher.h"
 #include "core/cpus.h"
 #include "model/model.h"
+#include "plan/cost/round_robin.h"
 #include "plan/search.h"
 #include "profile/profile.h"
 
@@ -255,13 +256,15 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
                                          "sync) needs every stage replicated alike: use --schedule pipedream",
                                          spec.plan_file));
     }
-    // Round-robin, stage 0 keeps the workers after it plus one microbatch in
-    // flight, and a step must hold them (runtime/schedule/two_bw.cc).
-    const std::int64_t inFlight = p.workersUsed() - p.data_parallel + 1;
+    // Round-robin, a step must hold what each stage's copies keep in flight
+    // (runtime/schedule/two_bw.cc).
+    std::vector<int> replicas;
+    for (size_t s = 0; s < p.stages.size(); ++s) replicas.push_back(p.replicasOf(s));
+    const std::int64_t inFlight = plan::roundRobinStepInFlight(replicas);
     if (p.schedule == plan::ScheduleKind::kTwoBW && !p.evenlyReplicated() &&
         p.data_parallel * p.num_microbatches < inFlight) {
-      return invalidArgument(fmt::format("{}: the 2bw schedule needs at least as many microbatches per step as the "
-                                         "workers after the first stage, plus one ({} < {}); raise num_microbatches "
+      return invalidArgument(fmt::format("{}: the 2bw schedule needs at least as many microbatches per step as a "
+                                         "stage's copies keep in flight over them ({} < {}); raise num_microbatches "
                                          "to {}",
                                          spec.plan_file, p.data_parallel * p.num_microbatches, inFlight,
                                          (inFlight + p.data_parallel - 1) / p.data_parallel));

@@ -327,6 +327,10 @@ void expectRoundRobinEquivalent(const std::string& schedule, const std::vector<i
 TEST(Equivalence, StagesReplicatedUnevenly) {
   for (const std::string schedule : {"gpipe", "1f1b", "2bw", "pipedream"}) {
     expectRoundRobinEquivalent(schedule, {2, 1, 1});
+    // Each copy of the first stage holds two of its own, one more than the
+    // single stage after it would give (NOTE [Round-robin over a stage's
+    // replicas]).
+    expectRoundRobinEquivalent(schedule, {2, 1});
   }
 }
 

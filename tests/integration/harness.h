@@ -184,16 +184,17 @@ inline std::vector<double> stepLosses(const std::string& runDir) {
   return losses;
 }
 
-// Writes dir/plan.json for the MLP of 3 layers (hidden 32, depth 2) on 3
-// stages with `replicas` copies each (stages replicated unevenly: NOTE
+// Writes dir/plan.json for the MLP of 3 layers (hidden 32, depth 2) on
+// replicas.size() stages (at most 3) with `replicas` copies each (stages replicated unevenly: NOTE
 // [Unevenly replicated stages] in plan/plan.cc), a global batch of 24 in
 // `microbatches` microbatches of 24 / microbatches a step, and `schedule`:
 // the hydrozoa planner's split, its replicas then changed. Empty on success,
 // else what failed.
 inline std::string writeRoundRobinPlan(const std::string& dir, const std::vector<int>& replicas, int microbatches,
                                        const std::string& schedule) {
+  const std::string stages = std::to_string(replicas.size());
   const Outcome r = runHydrozoa(dir, {"plan", "--model", "mlp", "-O", "hidden=32", "-O", "depth=2", "--device", "k80",
-                                      "--workers", "3", "--stages", "3", "--data-parallel", "1", "--microbatches",
+                                      "--workers", stages, "--stages", stages, "--data-parallel", "1", "--microbatches",
                                       std::to_string(microbatches), "--global-batch", "24", "--microbatch-sizes",
                                       std::to_string(24 / microbatches), "-o", "plan.json"});
   if (r.code != 0) return r.err;

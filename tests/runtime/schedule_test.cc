@@ -8,6 +8,7 @@
 
 #include <numeric>
 
+#include "plan/cost/round_robin.h"
 #include "runtime/schedule/gpipe.h"
 #include "runtime/schedule/interleaved.h"
 #include "runtime/schedule/one_f_one_b.h"
@@ -245,6 +246,28 @@ TEST(RoundRobin, EvenReplicasDealTheOrderOfEachCopy) {
   }
 }
 
+// Each copy of stage s holds h_s = ⌈(r_s + Σ_{t>s} r_t) / r_s⌉ microbatches
+// of its own at once, the planner's memory term (plan/cost/round_robin.h):
+// 4 copies before a single stage hold 2 each, so that a copy forwards its
+// next microbatch before its last one's gradient is back.
+TEST(RoundRobin, EachCopyHoldsPipeDreamsNoamOfItsOwn) {
+  for (const std::vector<int>& r : std::vector<std::vector<int>>{{4, 1}, {2, 1}, {3, 1, 2}, {2, 2, 1}, {1, 4, 1}}) {
+    const int p = static_cast<int>(r.size());
+    const std::vector<std::int64_t> held = plan::roundRobinInFlight(r);
+    const int K = 12 * std::accumulate(r.begin(), r.end(), 0);
+    for (int s = 0; s < p; ++s) {
+      for (int j = 0; j < r[static_cast<size_t>(s)]; ++j) {
+        const PipelineShape shape = PipelineShape{s, p, 1, 0, r, j}.forStep(K);
+        EXPECT_EQ(peakStashed(OneFOneBSchedule().actions(shape)), held[static_cast<size_t>(s)])
+            << fmt::format("{}", fmt::join(r, ",")) << " stage " << s << " replica " << j;
+      }
+    }
+  }
+  const std::vector<Action> copy = OneFOneBSchedule().computeOrder(PipelineShape{0, 2, 1, 0, {4, 1}, 0}.forStep(12));
+  EXPECT_EQ(std::vector<Action>(copy.begin(), copy.begin() + 4), (std::vector<Action>{F(0), F(1), B(0), F(2)}))
+      << "microbatches 0 and 4 of the step before 0's backward pass";
+}
+
 TEST(RoundRobin, RoutesEachMicrobatchToTheReplicaItIsDealtTo) {
   const PipelineShape shape{0, 2, 1, 2, {3, 2}, 1, 6};  // replica 1 of 3: microbatches 1 and 4
   EXPECT_EQ(shape.stepMicrobatch(0), 1);
@@ -289,6 +312,12 @@ TEST(TwoBwSchedule, NeedsAtLeastAsManyMicrobatchesAsStages) {
       << s.message();
   EXPECT_NE(s.message().find("--microbatches 4"), std::string::npos);
   EXPECT_TRUE(TwoBwSchedule().check({0, 4, 1, 4}).ok());
+  // Round-robin: a step holds what the first stage's order does, 5 for 4
+  // copies before 1 (NOTE [Round-robin over a stage's replicas]).
+  const Status rr = TwoBwSchedule().check({1, 2, 1, 1, {4, 1}, 0, 4});
+  ASSERT_FALSE(rr.ok());
+  EXPECT_NE(rr.message().find("(4 < 5)"), std::string::npos) << rr.message();
+  EXPECT_TRUE(TwoBwSchedule().check({1, 2, 1, 1, {4, 1}, 0, 8}).ok());
   EXPECT_FALSE(TwoBwSchedule().check({0, 4, 2, 8}).ok());  // one chunk only
 }
 

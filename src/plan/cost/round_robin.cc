@@ -41,6 +41,17 @@ std::vector<std::int64_t> roundRobinInFlight(const std::vector<int>& replicas) {
   return held;
 }
 
+std::int64_t roundRobinWindow(const std::vector<int>& replicas, int stage) {
+  const auto s = static_cast<size_t>(stage);
+  return replicas.at(s) * (roundRobinInFlight(replicas)[s] - 1) + 1;
+}
+
+std::int64_t roundRobinStepInFlight(const std::vector<int>& replicas) {
+  std::int64_t most = 0;
+  for (size_t s = 0; s < replicas.size(); ++s) most = std::max(most, roundRobinWindow(replicas, static_cast<int>(s)));
+  return most;
+}
+
 std::int64_t roundRobinUnit(const std::vector<int>& replicas, std::int64_t most) {
   std::int64_t unit = 1;
   for (int r : replicas) {

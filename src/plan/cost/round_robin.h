@@ -50,6 +50,16 @@ Seconds roundRobinSecondsPerMicrobatch(const std::vector<RoundRobinStage>& stage
 // Microbatches in flight on a copy of each stage (the memory term above).
 std::vector<std::int64_t> roundRobinInFlight(const std::vector<int>& replicas);
 
+// The window of stage s's order over a step's microbatches (all of its
+// copies'), W_s = r_s·(h_s − 1) + 1 for the h_s above: in a 1F1B order
+// holding W of them at once, dealt round-robin, each copy holds
+// ⌊(W − 1) / r_s⌋ + 1 of its own (NOTE [Round-robin over a stage's
+// replicas], runtime/schedule/schedule.h).
+std::int64_t roundRobinWindow(const std::vector<int>& replicas, int stage);
+// The largest window over the stages: a 2bw step must hold as many
+// microbatches (runtime/schedule/two_bw.cc).
+std::int64_t roundRobinStepInFlight(const std::vector<int>& replicas);
+
 // The least number of microbatches a step deals evenly over every stage's
 // copies (their least common multiple; NOTE [Unevenly replicated stages],
 // plan.cc), or the first partial multiple above `most` once it passes it

@@ -6,8 +6,8 @@
 
 namespace hydrozoa::runtime {
 
-// p − s without replicas, the workers after the stage plus one.
-int AsyncOneFOneB::inFlight(const PipelineShape& shape) { return shape.downstreamWorkers() + 1; }
+// p − s without replicas; round-robin, NOTE [Round-robin over a stage's replicas].
+int AsyncOneFOneB::inFlight(const PipelineShape& shape) { return shape.inFlight(); }
 
 std::vector<Action> AsyncOneFOneB::passes(const PipelineShape& shape, int carried, int next) {
   return dealtPasses(plan::asyncOneFOneBOrderInFlight(inFlight(shape), shape.orderMicrobatches(), carried, next),

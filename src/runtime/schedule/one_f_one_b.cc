@@ -4,10 +4,11 @@
 
 namespace hydrozoa::runtime {
 
-// p − s − 1 warm-up forwards are the workers after the stage, one per
-// stage; round-robin, all of theirs (NOTE [Round-robin over a stage's replicas]).
+// p − s − 1 warm-up forwards, one in flight fewer than the stage holds;
+// round-robin, over the step's microbatches (NOTE [Round-robin over a
+// stage's replicas]).
 std::vector<Action> OneFOneBSchedule::computeOrder(const PipelineShape& shape) const {
-  return dealtPasses(plan::oneFOneBOrderWithWarmup(shape.downstreamWorkers(), shape.orderMicrobatches()), shape);
+  return dealtPasses(plan::oneFOneBOrderWithWarmup(shape.inFlight() - 1, shape.orderMicrobatches()), shape);
 }
 
 }  // namespace hydrozoa::runtime

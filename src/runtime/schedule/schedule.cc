@@ -7,6 +7,8 @@
 #include <set>
 #include <tuple>
 
+#include "plan/cost/round_robin.h"
+
 namespace hydrozoa::runtime {
 
 std::string toString(const Action& a) {
@@ -56,6 +58,10 @@ int PipelineShape::downstreamWorkers() const {
   int n = 0;
   for (int s = stage + 1; s < stages; ++s) n += replicasOf(s);
   return n;
+}
+
+int PipelineShape::inFlight() const {
+  return roundRobin() ? static_cast<int>(plan::roundRobinWindow(stageReplicas, stage)) : stages - stage;
 }
 
 int PipelineShape::dealt(int microbatches) const {

@@ -74,10 +74,17 @@ struct PipelineShape {
   // the step's K microbatches are dealt round-robin, microbatch k to replica
   // k mod r_s of stage s as its local microbatch k div r_s. Replica j of
   // stage s runs the passes of an unreplicated stage over all K
-  // microbatches, with as many in flight as the stages after it have
-  // workers (Σ_{t>s} r_t, which for r_t = 1 is 1F1B's p − s − 1), keeping
-  // only the microbatches it is dealt: a subsequence of a deadlock-free
-  // order, so itself deadlock-free. Each transfer goes to the replica the
+  // microbatches, keeping only those it is dealt: a subsequence of a
+  // deadlock-free order, so itself deadlock-free. The order holds W_s =
+  // r_s·(h_s − 1) + 1 of them at once (inFlight()), so that each copy holds
+  // h_s = ⌈(r_s + Σ_{t>s} r_t) / r_s⌉ of its own, PipeDream's NOAM over the
+  // workers of the stage and after it: for r_s = 1 1F1B's p − s, for every
+  // stage replicated alike each copy's own 1F1B, and what the planner's
+  // memory model holds (plan/cost/round_robin.h). With W_s = Σ_{t>s} r_t + 1
+  // instead, 4 copies of a stage before a single one held one microbatch
+  // each: every copy waited for its backward pass before its next forward,
+  // and the single stage for that forward (the CNN's 4+1 on 16 cores ran at
+  // 0.57× the even 4×1's samples/s). Each transfer goes to the replica the
   // microbatch is dealt to on the peer stage. Empty: every stage has the
   // same copies, replica j of each stage talking to replica j of the others.
   std::vector<int> stageReplicas;
@@ -103,6 +110,9 @@ struct PipelineShape {
   // The workers of the stages after this one (round-robin; else one per
   // stage: p − s − 1).
   int downstreamWorkers() const;
+  // The most microbatches of the order (orderMicrobatches()) a 1F1B stage
+  // holds at once: p − s; round-robin, W_s (NOTE above).
+  int inFlight() const;
   // How many of a step's first `microbatches` are dealt to this replica.
   int dealt(int microbatches) const;
   // The microbatches a schedule's order runs over: the step's over all of

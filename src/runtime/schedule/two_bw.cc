@@ -2,19 +2,19 @@
 
 #include <fmt/format.h>
 
+#include "plan/cost/round_robin.h"
+
 namespace hydrozoa::runtime {
 
 Status TwoBwSchedule::check(const PipelineShape& shape) const {
   HZ_RETURN_IF_ERROR(Schedule::check(shape));
   if (shape.roundRobin()) {
-    // Stage 0 keeps the most in flight: a step must hold them.
-    PipelineShape first = shape;
-    first.stage = 0;
-    const int w = inFlight(first);
+    // A step must hold what every stage's copies keep in flight.
+    const auto w = static_cast<int>(plan::roundRobinStepInFlight(shape.stageReplicas));
     if (shape.stepMicrobatches < w) {
       return invalidArgument(fmt::format(
-          "the 2bw schedule needs at least as many microbatches per step as the workers after the first stage, plus "
-          "one ({} < {}), or a third weight version would be live; raise num_microbatches",
+          "the 2bw schedule needs at least as many microbatches per step as a stage's copies keep in flight over "
+          "them ({} < {}), or a third weight version would be live; raise num_microbatches",
           shape.stepMicrobatches, w));
     }
     return Status();

@@ -31,6 +31,19 @@ TEST(RoundRobin, InFlightIsTheWorkersFromTheStageOnOverItsCopies) {
   EXPECT_EQ(roundRobinInFlight({2, 1, 1}), (std::vector<std::int64_t>{2, 2, 1}));
 }
 
+// The window of a stage's order over the step's microbatches that leaves
+// each copy that many of its own: r_s·(h_s − 1) + 1, the unreplicated
+// 1F1B's p − s and, every stage replicated alike, Σ_{t>s} r_t + 1.
+TEST(RoundRobin, TheOrdersWindowLeavesEachCopyItsShare) {
+  EXPECT_EQ(roundRobinWindow({4, 1}, 0), 5);  // 2 of its own each: 0 and 4 before 0's gradient
+  EXPECT_EQ(roundRobinWindow({4, 1}, 1), 1);
+  EXPECT_EQ(roundRobinWindow({1, 1, 1}, 0), 3);
+  EXPECT_EQ(roundRobinWindow({2, 2, 2}, 0), 5);
+  EXPECT_EQ(roundRobinWindow({2, 2, 2}, 1), 3);
+  EXPECT_EQ(roundRobinStepInFlight({1, 4, 1}), 6);
+  EXPECT_EQ(roundRobinStepInFlight({4, 1}), 5);
+}
+
 // A step deals its microbatches evenly over every stage's copies: the lcm,
 // which stops once past the bound rather than overflowing; NOAM raised to it.
 TEST(RoundRobin, AStepIsAMultipleOfEveryStagesCopies) {
