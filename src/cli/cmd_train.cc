@@ -182,17 +182,18 @@ Status runTrain(const TrainArgs& a) {
   if (summary.ok()) {
     if (auto c = summary->value("/outputs/checkpoints"_json_pointer, std::string()); !c.empty()) checkpoints = c;
     const Json& j = *summary;
-    if (j.value("status", "") == "stopped") {
-      std::cout << fmt::format("Stopped at step {} of {}; continue with: hydrozoa train --resume {}\n",
-                               j["steps"]["done"].dump(), j["steps"]["total"].dump(), dir);
+    const bool stopped = j.value("status", "") == "stopped";
+    if (stopped) {
+      std::cout << fmt::format("Stopped at step {} of {}", j["steps"]["done"].dump(), j["steps"]["total"].dump());
     } else {
       std::cout << "Finished " << j["steps"]["done"] << " steps";
     }
     if (j["final_test_accuracy"].is_number()) {
       std::cout << fmt::format(": test accuracy {:.2f}%", 100 * j["final_test_accuracy"].get<double>());
     }
-    std::cout << fmt::format(", {:.0f} samples/s, {} in {}\n", j["throughput_samples_per_s"].get<double>(),
+    std::cout << fmt::format(", {:.0f} samples/s, {} in {}", j["throughput_samples_per_s"].get<double>(),
                              formatUsd(j["cost_usd"].get<double>()), formatSeconds(j["wall_seconds"].get<double>()));
+    std::cout << (stopped ? "; continue with: hydrozoa train --resume " + dir : std::string()) << "\n";
   }
   std::cout << "Run directory: " << dir << "\n  metrics:     " << dir << "/metrics.jsonl\n  trace:       " << dir
             << "/trace.json (open in https://ui.perfetto.dev or chrome://tracing)\n  summary:     " << dir

@@ -140,7 +140,9 @@ TEST(Train, IssueCommandsAsWritten) {
     EXPECT_GE(s["allreduce_wait_seconds"]["predicted"].get<double>(), 0) << s.dump();
   }
   EXPECT_NE(r.out.find("Stopped at step 5 of "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("continue with: hydrozoa train --resume"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("samples/s, $"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; continue with: hydrozoa train --resume " + run + "\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\n, "), std::string::npos) << "one line: " << r.out;
   EXPECT_TRUE(std::filesystem::exists(run + "/checkpoints/step-00000005"));
   // The trace has every worker's forward, backward, sends, receives and allreduce.
   auto trace = readJsonFile(run + "/trace.json");
