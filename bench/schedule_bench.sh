@@ -14,6 +14,7 @@
 #   SCHEDULES="gpipe 2bw" bench/schedule_bench.sh   # some of them
 #   STAGES=4 GPT_LAYERS=6 bench/schedule_bench.sh 1 20 gpt   # 4 workers
 #   VS=HYDROZOA_HELPER_SLICE_US=0 bench/schedule_bench.sh      # A/B
+#   ROWS=rows.jsonl bench/schedule_bench.sh   # keep each run's figures
 #
 # VS=NAME=value runs every cell a second time in each round, right after the
 # first, with that variable in the environment, and adds a column: the
@@ -42,7 +43,7 @@ data: {dataset: synthetic, synthetic_train: 4096, synthetic_test: 64}" ;;
   esac
 }
 
-rows="$work/rows.jsonl"
+rows="${ROWS:-$work/rows.jsonl}"  # one JSON line per run, written as it ends
 : > "$rows"
 for model in $models; do
   { model_spec "$model"; cat <<YAML
