@@ -185,11 +185,11 @@ inline std::vector<double> stepLosses(const std::string& runDir) {
 }
 
 // Writes dir/plan.json for the MLP of 3 layers (hidden 32, depth 2) on
-// replicas.size() stages (at most 3) with `replicas` copies each (stages replicated unevenly: NOTE
-// [Unevenly replicated stages] in plan/plan.cc), a global batch of 24 in
-// `microbatches` microbatches of 24 / microbatches a step, and `schedule`:
-// the hydrozoa planner's split, its replicas then changed. Empty on success,
-// else what failed.
+// replicas.size() stages (at most 3) with `replicas` copies each (stages
+// replicated unevenly: NOTE [Unevenly replicated stages] in plan/plan.cc),
+// a global batch of 24 in `microbatches` microbatches of 24 / microbatches
+// a step, and `schedule`: the hydrozoa planner's split, its replicas then
+// changed. Empty on success, else what failed.
 inline std::string writeRoundRobinPlan(const std::string& dir, const std::vector<int>& replicas, int microbatches,
                                        const std::string& schedule) {
   const std::string stages = std::to_string(replicas.size());
