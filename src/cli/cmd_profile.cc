@@ -58,7 +58,7 @@ Status correctFromRun(const ProfileArgs& a, const CLI::App& cmd) {
               {false, false, true, true, true, true, true, true});
   for (const auto& s : c.stages) {
     const bool update = s.update_predicted && s.update_measured;
-    t.addRow({std::to_string(s.stage), fmt::format("{}-{}", s.first_layer, s.last_layer), formatSeconds(s.predicted),
+    t.addRow({std::to_string(s.stage), s.layers, formatSeconds(s.predicted),
               formatSeconds(s.measured), fmt::format("{:.2f}x", s.factor),
               update ? formatSeconds(*s.update_predicted) : "-", update ? formatSeconds(*s.update_measured) : "-",
               update ? fmt::format("{:.2f}x", s.update_factor) : "-"});

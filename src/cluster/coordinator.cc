@@ -517,9 +517,7 @@ Status Job::train() {
   }
   std::string split;
   for (const auto& st : gen_.stages) {
-    std::string ranges;
-    for (const plan::LayerRange& r : st.layerRanges()) ranges += fmt::format("{}{}-{}", ranges.empty() ? "" : "+", r.first, r.last);
-    split += fmt::format("{}{}", split.empty() ? "" : " | ", ranges);
+    split += fmt::format("{}{}", split.empty() ? "" : " | ", st.layersText());
   }
   const std::string data =
       spec_.dataset == "synthetic"

@@ -10,6 +10,12 @@
 #include "profile/field_checks.h"
 
 namespace hydrozoa::plan {
+
+std::string PlanStage::layersText() const {
+  std::string out;
+  for (const LayerRange& r : layerRanges()) out += fmt::format("{}{}-{}", out.empty() ? "" : " + ", r.first, r.last);
+  return out;
+}
 namespace {
 
 using profile::bytesIn;
@@ -550,11 +556,8 @@ std::string renderPlanTable(const Plan& p) {
                    {true, false, true, true, true, true, true, true, true, false, true});
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const PlanStage& st = p.stages[s];
-    std::string layers = fmt::format("{}-{}", st.first_layer, st.last_layer);
-    if (!st.chunks.empty()) {  // interleaved: every chunk's range
-      layers.clear();
-      for (const LayerRange& r : st.chunks) layers += fmt::format("{}{}-{}", layers.empty() ? "" : " + ", r.first, r.last);
-    } else if (static_cast<size_t>(st.last_layer) < p.layer_names.size()) {
+    std::string layers = st.layersText();
+    if (st.chunks.empty() && static_cast<size_t>(st.last_layer) < p.layer_names.size()) {
       // Imported names can be whole module descriptions ("node2 Conv2d(3, 64,
       // kernel_size=..."): keep the column readable; plan.json has them whole.
       auto shortName = [](const std::string& name) {

@@ -31,6 +31,8 @@ struct PlanStage {
   std::vector<LayerRange> layerRanges() const {
     return chunks.empty() ? std::vector<LayerRange>{{first_layer, last_layer}} : chunks;
   }
+  // Those ranges as the tables print them: "0-3", or "0-0 + 2-2" (chunks).
+  std::string layersText() const;
   // Its copies (plan.json "replicas"); 0: the plan's data_parallel. Stages
   // replicated unevenly (PipeDream's 1F1B-RR) take the step's microbatches
   // round-robin: NOTE [Unevenly replicated stages] in plan.cc.

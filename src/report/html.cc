@@ -213,7 +213,7 @@ std::string stageSection(const RunReport& run, size_t index) {
     if (allreduce) v.insert(v.end(), {s.predicted_allreduce, s.measured_allreduce});
     c.values.push_back(v);
     table += "<tr>" + td(std::to_string(s.stage), true) +
-             td(s.first_layer && s.last_layer ? fmt::format("{}-{}", *s.first_layer, *s.last_layer) : "-") +
+             td(s.layers) +
              td(optText(s.predicted_compute, formatSeconds), true) + td(optText(s.measured_compute, formatSeconds), true) +
              td(relativeError(s.measured_compute, s.predicted_compute), true) +
              td(optText(s.predicted_allreduce, formatSeconds), true) +
@@ -247,8 +247,8 @@ std::string planSection(const plan::Plan& p) {
          "</tr>";
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const plan::PlanStage& st = p.stages[s];
-    std::string layers = fmt::format("{}-{}", st.first_layer, st.last_layer);
-    if (static_cast<size_t>(st.last_layer) < p.layer_names.size() && st.first_layer >= 0) {
+    std::string layers = st.layersText();
+    if (st.chunks.empty() && static_cast<size_t>(st.last_layer) < p.layer_names.size() && st.first_layer >= 0) {
       layers += fmt::format(" ({}..{})", p.layer_names[static_cast<size_t>(st.first_layer)],
                             p.layer_names[static_cast<size_t>(st.last_layer)]);
     }

@@ -37,8 +37,7 @@ Result<ProfileCorrection> correctProfile(const profile::Profile& profile, const 
     const plan::PlanStage& st = plan.stages[static_cast<size_t>(t.stage)];
     StageCorrection c;
     c.stage = t.stage;
-    c.first_layer = st.first_layer;
-    c.last_layer = st.last_layer;
+    c.layers = st.layersText();
     c.predicted = *t.predicted_compute;
     c.measured = *t.measured_compute;
     c.factor = c.measured / c.predicted;

@@ -33,7 +33,7 @@ namespace hydrozoa::report {
 
 struct StageCorrection {
   int stage = 0;
-  int first_layer = 0, last_layer = 0;
+  std::string layers;                   // the plan's PlanStage::layersText()
   Seconds predicted = 0, measured = 0;  // compute per step
   double factor = 1;                    // measured / predicted
   // The optimizer's update per step, when the plan predicted one and the

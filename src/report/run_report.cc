@@ -348,6 +348,7 @@ Json runReportToJson(const RunReport& run) {
     stages.push_back({{"stage", s.stage},
                       {"first_layer", opt(s.first_layer)},
                       {"last_layer", opt(s.last_layer)},
+                      {"layers", s.layers},
                       {"predicted_compute_seconds", opt(s.predicted_compute)},
                       {"measured_compute_seconds", opt(s.measured_compute)},
                       {"predicted_allreduce_seconds", opt(s.predicted_allreduce)},

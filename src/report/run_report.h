@@ -72,6 +72,7 @@ struct RunEvent {
 struct StageTiming {
   int stage = 0;
   std::optional<int> first_layer, last_layer;  // from the plan
+  std::string layers = "-";                    // the plan's PlanStage::layersText()
   // Compute (every microbatch's forward and backward) and gradient allreduce
   // (what is left of it after the last backward) per step. Predicted:
   // microbatches × (forward + backward) and the stage's allreduce from

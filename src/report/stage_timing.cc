@@ -105,6 +105,7 @@ std::vector<StageTiming> stageTimingsFromTrace(const Json& trace, const plan::Pl
       const plan::PlanStage& ps = plan->stages[static_cast<size_t>(s)];
       t.first_layer = ps.first_layer;
       t.last_layer = ps.last_layer;
+      t.layers = ps.layersText();
       t.predicted_compute = static_cast<double>(plan->num_microbatches) * (ps.forward_seconds + ps.backward_seconds);
       if (plan->data_parallel > 1) t.predicted_allreduce = ps.allreduce_exposed_seconds;
       if (ps.update_seconds > 0) t.predicted_update = ps.update_seconds;

@@ -134,9 +134,7 @@ std::string renderRunText(const RunReport& run) {
                  "update predicted", "measured"},
                 {true, false, true, true, true, true, true, true, true, true});
     for (const auto& s : run.stages) {
-      const std::string layers =
-          s.first_layer && s.last_layer ? fmt::format("{}-{}", *s.first_layer, *s.last_layer) : "-";
-      t.addRow({std::to_string(s.stage), layers, optSeconds(s.predicted_compute), optSeconds(s.measured_compute),
+      t.addRow({std::to_string(s.stage), s.layers, optSeconds(s.predicted_compute), optSeconds(s.measured_compute),
                 relativeError(s.measured_compute, s.predicted_compute), optSeconds(s.predicted_allreduce),
                 optSeconds(s.measured_allreduce), relativeError(s.measured_allreduce, s.predicted_allreduce),
                 optSeconds(s.predicted_update), optSeconds(s.measured_update)});

@@ -81,6 +81,10 @@ TEST(CorrectProfile, AnInterleavedStagesFactorGoesToEveryChunk) {
     EXPECT_DOUBLE_EQ(c->profile.measurements[0].layers[i].forward_ms, f * before.measurements[0].layers[i].forward_ms)
         << "layer " << i;
   }
+  ASSERT_EQ(c->stages.size(), 2u);
+  EXPECT_EQ(c->stages[0].layers, "0-1 + 3-3");  // every chunk, as `hydrozoa profile --from-run` prints them
+  EXPECT_EQ(c->stages[1].layers, "2-2 + 4-5");
+  EXPECT_EQ(twoStageRun().plan->stages[1].layersText(), "3-5");
 }
 
 TEST(CorrectProfile, TheUpdateTakesItsOwnFactorWhereTheRunTracedIt) {
