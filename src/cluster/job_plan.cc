@@ -258,11 +258,10 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
     }
     // Round-robin, a step must hold what each stage's copies keep in flight
     // (runtime/schedule/two_bw.cc).
-    std::vector<int> replicas;
-    for (size_t s = 0; s < p.stages.size(); ++s) replicas.push_back(p.replicasOf(s));
-    const std::int64_t inFlight = plan::roundRobinStepInFlight(replicas);
-    if (p.schedule == plan::ScheduleKind::kTwoBW && !p.evenlyReplicated() &&
-        p.data_parallel * p.num_microbatches < inFlight) {
+    const std::int64_t inFlight = p.schedule == plan::ScheduleKind::kTwoBW && !p.evenlyReplicated()
+                                      ? plan::roundRobinStepInFlight(p.stageReplicas())
+                                      : 0;
+    if (p.data_parallel * p.num_microbatches < inFlight) {
       return invalidArgument(fmt::format("{}: the 2bw schedule needs at least as many microbatches per step as a "
                                          "stage's copies keep in flight over them ({} < {}); raise num_microbatches "
                                          "to {}",

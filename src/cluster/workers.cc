@@ -71,7 +71,7 @@ void Job::setReplicas(int replicas) {
   stageReplicas_.clear();
   W_ = A_ * B_;
   if (!gen_.evenlyReplicated()) {
-    for (size_t s = 0; s < gen_.stages.size(); ++s) stageReplicas_.push_back(gen_.replicasOf(s));
+    stageReplicas_ = gen_.stageReplicas();
     W_ = gen_.workersUsed();
   }
 }

@@ -184,6 +184,12 @@ int workerRank(const std::vector<int>& replicas, int stage, int replica) {
   return rank;
 }
 
+std::vector<int> Plan::stageReplicas() const {
+  std::vector<int> replicas;
+  for (size_t s = 0; s < stages.size(); ++s) replicas.push_back(replicasOf(s));
+  return replicas;
+}
+
 bool Plan::evenlyReplicated() const {
   for (size_t s = 0; s < stages.size(); ++s) {
     if (replicasOf(s) != data_parallel) return false;

@@ -108,6 +108,7 @@ struct Plan {
   // Stage s's copies; whether every stage has data_parallel of them; the
   // workers all stages take.
   int replicasOf(size_t s) const { return stages[s].replicas > 0 ? stages[s].replicas : data_parallel; }
+  std::vector<int> stageReplicas() const;  // every stage's replicasOf
   bool evenlyReplicated() const;
   int workersUsed() const;
   // The model's pieces in order: the stages' layer ranges, or interleaved,

@@ -23,8 +23,7 @@ std::string optSeconds(const std::optional<Seconds>& s) { return s ? formatSecon
 
 std::string describePlan(const plan::Plan& p) {
   if (!p.evenlyReplicated()) {
-    std::vector<int> replicas;
-    for (size_t s = 0; s < p.stages.size(); ++s) replicas.push_back(p.replicasOf(s));
+    const std::vector<int> replicas = p.stageReplicas();
     const std::int64_t K = p.num_microbatches * p.data_parallel;
     return fmt::format("{} stages replicated {} ({} workers), {} microbatch{} of {} a step dealt round-robin, global "
                        "batch {}",

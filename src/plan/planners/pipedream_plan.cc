@@ -116,9 +116,7 @@ Result<Plan> pipeDreamPlan(const PipeDreamResult& result, const PipeDreamStates&
 }
 
 void stageMemoryFromProfile(Plan& plan, const profile::Profile& prof, const profile::Measurement& meas) {
-  std::vector<int> replicas;
-  for (size_t s = 0; s < plan.stages.size(); ++s) replicas.push_back(plan.replicasOf(s));
-  const std::vector<std::int64_t> inFlight = roundRobinInFlight(replicas);
+  const std::vector<std::int64_t> inFlight = roundRobinInFlight(plan.stageReplicas());
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     PlanStage& st = plan.stages[s];
     st.memory_bytes = roundRobinStageMemory(prof, meas, st.first_layer, st.last_layer, inFlight[s]);

@@ -6,11 +6,8 @@
 
 namespace hydrozoa::runtime {
 
-// p − s without replicas; round-robin, NOTE [Round-robin over a stage's replicas].
-int AsyncOneFOneB::inFlight(const PipelineShape& shape) { return shape.inFlight(); }
-
 std::vector<Action> AsyncOneFOneB::passes(const PipelineShape& shape, int carried, int next) {
-  return dealtPasses(plan::asyncOneFOneBOrderInFlight(inFlight(shape), shape.orderMicrobatches(), carried, next),
+  return dealtPasses(plan::asyncOneFOneBOrderInFlight(shape.inFlight(), shape.orderMicrobatches(), carried, next),
                      shape);
 }
 
@@ -25,7 +22,7 @@ std::vector<Action> AsyncOneFOneB::actions(const PipelineShape& shape, int carri
 }
 
 int AsyncOneFOneB::carriedInto(const PipelineShape& shape, int next) const {
-  return std::min(inFlight(shape) - 1, next);
+  return std::min(shape.inFlight() - 1, next);
 }
 
 }  // namespace hydrozoa::runtime

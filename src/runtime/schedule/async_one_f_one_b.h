@@ -26,8 +26,6 @@ class AsyncOneFOneB : public Schedule {
   static std::vector<Action> passes(const PipelineShape& shape, int carried, int next);
   // Flushed, or an update per microbatch.
   virtual std::vector<Action> lower(const std::vector<Action>& passes, const PipelineShape& shape) const = 0;
-  // The microbatches in flight on the shape's stage at most (w).
-  static int inFlight(const PipelineShape& shape);
 };
 
 }  // namespace hydrozoa::runtime

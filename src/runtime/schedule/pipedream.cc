@@ -20,7 +20,7 @@ int PipeDreamSchedule::weightVersions(const PipelineShape& shape) const {
   if (!shape.roundRobin()) return std::max(1, shape.stages - shape.stage);
   // Round-robin: the most microbatches in flight on a replica, in the
   // steady state of its dealt order.
-  const PipelineShape steady = shape.forStep(2 * shape.replicasOf(shape.stage) * (inFlight(shape) + 1));
+  const PipelineShape steady = shape.forStep(2 * shape.replicasOf(shape.stage) * (shape.inFlight() + 1));
   return std::max(1, peakStashed(passes(steady, 0, steady.stepMicrobatches)));
 }
 
