@@ -1167,6 +1167,23 @@ TEST(TrainBadInput, ControlPortInUse) {
   ::close(fd);
 }
 
+// A 2bw plan over stages replicated 2, 1 whose step cannot hold what the
+// first stage's copies keep in flight (NOTE [Round-robin over a stage's
+// replicas]: 3 of the step's microbatches, 2 of each copy's own): refused
+// before any worker starts, with the count to use.
+TEST(TrainBadInput, A2bwPlanWhoseStepCannotHoldItsCopiesMicrobatches) {
+  ScratchDir dir;
+  ASSERT_EQ(testing::writeRoundRobinPlan(dir.path().string(), {2, 1}, 2, "2bw"), "");
+  std::ofstream(dir / "job.yaml") << "name: rr\n"
+                                     "model: {name: mlp, options: {hidden: 32, depth: 2}}\n"
+                                     "data: {dataset: synthetic, synthetic_train: 96, synthetic_test: 48}\n"
+                                     "training: {epochs: 1, global_batch: 24}\n"
+                                     "cluster: {workers: 3}\n"
+                                     "plan: {file: plan.json}\n";
+  expectRunError(dir, {"train", "job.yaml", "--no-progress", "--launcher", "local", "--out", "run"},
+                 "keep in flight over them (2 < 3); raise num_microbatches to 2");
+}
+
 // The knob for comparisons (NOTE [Helper threads wake at once]) is checked
 // like any other number.
 TEST(TrainBadInput, AHelperSliceThatIsNotAWholeNumberOfMicroseconds) {
