@@ -8,13 +8,15 @@
 namespace hydrozoa::plan {
 
 ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth,
-                      Seconds latency) {
+                      Seconds latency, bool afterOtherChunk) {
   HZ_CHECK(bandwidth > 0);
   ChainCosts c;
   const size_t L = profile.numLayers();
   for (size_t i = 0; i < L; ++i) {
-    c.forward.push_back(m.layers[i].forward_ms / 1e3);
-    c.backward.push_back(m.layers[i].backward_ms / 1e3);
+    const profile::LayerCost& l = m.layers[i];
+    const bool cold = afterOtherChunk && l.cold_forward_ms > 0 && l.cold_backward_ms > 0;
+    c.forward.push_back((cold ? l.cold_forward_ms : l.forward_ms) / 1e3);
+    c.backward.push_back((cold ? l.cold_backward_ms : l.backward_ms) / 1e3);
     if (i + 1 < L) c.cut.push_back(latency + static_cast<double>(m.layers[i].output_bytes) / bandwidth);
   }
   return c;

@@ -92,8 +92,11 @@ class Searcher {
     c.stages = B;
     c.microbatch_size = meas.microbatch_size;
     c.microbatches = M;
+    // Interleaved: the model is cut into B·v pieces, stage s holding pieces
+    // s, s + B, ... (cost/interleaved.h); otherwise v = 1.
+    const int v = chunksOf(o_.schedule, o_.chunks);
     PartitionProblem problem;
-    problem.costs = chainCosts(profile_, meas, o_.bandwidth, o_.latency + o_.transfer_latency);
+    problem.costs = chainCosts(profile_, meas, o_.bandwidth, o_.latency + o_.transfer_latency, v > 1);
     if (o_.recompute) {  // every backward pass runs its forward pass again first
       for (int i = 0; i < problem.costs.numLayers(); ++i) problem.costs.backward[i] += problem.costs.forward[i];
     }
@@ -113,9 +116,6 @@ class Searcher {
       for (Seconds& t : *times) t *= c.compute_scale;
     }
     problem.microbatches = M;
-    // Interleaved: the model is cut into B·v pieces, stage s holding pieces
-    // s, s + B, ... (cost/interleaved.h); otherwise v = 1.
-    const int v = chunksOf(o_.schedule, o_.chunks);
     const int pieces = B * v;
     // The first stage holds the most microbatches' activations; every piece
     // is partitioned within that (exact for GPipe, a bound for the others).

@@ -192,8 +192,11 @@ Seconds updateSeconds(const profile::LayerInfo& layer, bool stepBefore);
 
 // Per-layer costs of `profile` at microbatch size m, bandwidth D and a
 // message latency: the cut after layer i costs latency + output_i / D.
+// `afterOtherChunk`: each pass follows another chunk's (interleaved), so its
+// layers' cold times where the profile has them (NOTE [Passes after another
+// chunk's], profile/measure.cc).
 ChainCosts chainCosts(const profile::Profile& profile, const profile::Measurement& m, BytesPerSecond bandwidth,
-                      Seconds latency = 0);
+                      Seconds latency = 0, bool afterOtherChunk = false);
 // Charges `costs` (of `profile` at microbatch size m) with what each
 // transfer's message takes from the passes on either side (ChainCosts::send,
 // receive): their compute threads' part, and on a host whose cores the

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -62,6 +63,7 @@ class PinToCurrentCpu {
 
 struct LayerSamples {
   std::vector<double> forward, backward, update, snapshot;
+  std::vector<double> cold_forward, cold_backward;  // NOTE [Passes after another chunk's]
   Bytes output = 0, stashed = 0, workspace = 0;
 };
 
@@ -179,6 +181,91 @@ void measurePass(model::Model& m, const torch::Tensor& input, const torch::Tenso
       }
     }
     if (keep) (*samples)[i].snapshot.push_back(msSince(t0));
+  }
+  for (auto& t : m.parameters()) {
+    if (t.grad().defined()) t.mutable_grad().zero_();
+  }
+}
+
+// NOTE [Passes after another chunk's]
+// The passes above run the layers one after another on one microbatch, so
+// each finds the weights, gradients and activations that it reads where the
+// layers before it left them: in the core's own caches. Under interleaved
+// 1F1B a worker alternates between the passes of its chunks, and each pass
+// follows another chunk's, which has filled those caches with its own
+// tensors. Traced on 2 cores (the CNN, 2 workers, 2 chunks each, microbatches
+// of 4) every pass took longer than profiled: backward passes 1.4-1.9x. So
+// each layer's forward and backward pass is also timed right after a buffer
+// of twice the core's private cache (its L2, from sysfs; 8 MB where unknown)
+// is written, which leaves none of its tensors in it; the planner charges
+// those times to passes that follow another chunk's (chainCosts, plan/
+// profile_costs.cc). The forward runs on a detached copy of the layer's input, the
+// backward from a gradient of ones, as a stage would run them; every other
+// repetition, so that a profile takes 1.5 times as many passes, not twice.
+// Measured on 2 cores (the CNN at microbatches of 4, profiles of 1-4 s):
+// cold passes 0-12% longer in the two convolutions, 10-30% in fc1 and
+// 10-90% in fc2's 30-70 us; the same with another profile computing on the
+// other core (so not the memory bus). They explain about a third of what
+// interleaving's passes lost in a traced run (fc1's backward: 464 us cold,
+// 359 warm, 671 in the run); bench/README.md, "Passes after another chunk's".
+class CacheFlush {
+ public:
+  CacheFlush() : buffer_(static_cast<size_t>(2 * privateCacheBytes())) {}
+  void operator()() {
+    ++round_;
+    std::fill(buffer_.begin(), buffer_.end(), static_cast<unsigned char>(round_));
+  }
+
+ private:
+  static Bytes privateCacheBytes() {
+    // index2 is the level-2 unified cache on x86 and ARM, written as "2048K".
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index2/size");
+    long long n = 0;
+    char unit = 0;
+    if (in >> n >> unit) {
+      const Bytes size = unit == 'K' ? n * kKiB : unit == 'M' ? n * kMiB : 0;
+      if (size >= 64 * kKiB && size <= 64 * kMiB) return size;
+    }
+    return 4 * kMiB;
+  }
+  std::vector<unsigned char> buffer_;
+  unsigned round_ = 0;
+};
+
+void measureColdPasses(model::Model& m, const torch::Tensor& input, const torch::Tensor& labels, CacheFlush& flush,
+                       std::vector<LayerSamples>* samples) {
+  const int L = static_cast<int>(m.layers.size());
+  std::vector<torch::Tensor> ins(L);
+  {
+    torch::NoGradGuard noGrad;
+    torch::Tensor x = input;
+    for (int i = 0; i < L; ++i) {
+      ins[i] = x;
+      x = m.layers[i].module->forward(x);
+    }
+  }
+  for (int i = 0; i < L; ++i) {
+    torch::Tensor in = ins[i].detach();
+    if (i > 0 && in.is_floating_point()) in.requires_grad_(true);
+    flush();
+    auto t0 = Clock::now();
+    torch::Tensor y = m.layers[i].module->forward(in);
+    torch::Tensor loss;
+    if (i == L - 1) loss = model::taskLoss(m.task, y, labels);
+    (*samples)[i].cold_forward.push_back(msSince(t0));
+    if (!(i == L - 1 ? loss : y).requires_grad()) {  // nothing to differentiate: the warm time stands
+      (*samples)[i].cold_backward.push_back(0);
+      continue;
+    }
+    torch::Tensor grad = i == L - 1 ? torch::Tensor() : torch::ones_like(y);
+    flush();
+    t0 = Clock::now();
+    if (i == L - 1) {
+      loss.backward();
+    } else {
+      y.backward(grad);
+    }
+    (*samples)[i].cold_backward.push_back(msSince(t0));
   }
   for (auto& t : m.parameters()) {
     if (t.grad().defined()) t.mutable_grad().zero_();
@@ -406,6 +493,7 @@ Result<Profile> measureBuilt(const std::function<Result<model::Model>()>& build,
   Clock::time_point measuring = Clock::now();
   std::vector<Bytes> firstPeaks(runs.size(), 0);  // after each size's first pass
   int kept = 0;
+  CacheFlush flush;
   for (int rep = 0;; ++rep) {
     const bool keep = rep >= o.warmup;
     if (rep == o.warmup) measuring = Clock::now();
@@ -422,6 +510,7 @@ Result<Profile> measureBuilt(const std::function<Result<model::Model>()>& build,
       SizeRun& run = runs[r];
       try {
         measurePass(m, run.input, run.labels, keep, tracker, updates, snapshots, &run.samples);
+        if (keep && kept % 2 == 0) measureColdPasses(m, run.input, run.labels, flush, &run.samples);
         if (firstPeaks[r] == 0) firstPeaks[r] = peakResidentBytes();
       } catch (const c10::Error& e) {
         const std::string what = e.what_without_backtrace();
@@ -439,6 +528,10 @@ Result<Profile> measureBuilt(const std::function<Result<model::Model>()>& build,
     for (int i = 0; i < L; ++i) {
       const LayerSamples& s = run.samples[i];
       meas.layers.push_back({median(s.forward), median(s.backward), s.output, s.stashed, s.workspace});
+      if (!s.cold_forward.empty()) {
+        meas.layers.back().cold_forward_ms = median(s.cold_forward);
+        meas.layers.back().cold_backward_ms = median(s.cold_backward);
+      }
     }
     p.measurements.push_back(std::move(meas));
   }

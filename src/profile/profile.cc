@@ -52,11 +52,16 @@ Json profileToJson(const Profile& p) {
   for (const auto& m : p.measurements) {
     Json costs = Json::array();
     for (const auto& c : m.layers) {
-      costs.push_back({{"forward_ms", c.forward_ms},
-                       {"backward_ms", c.backward_ms},
-                       {"output_bytes", c.output_bytes},
-                       {"stashed_bytes", c.stashed_bytes},
-                       {"workspace_bytes", c.workspace_bytes}});
+      Json cost = {{"forward_ms", c.forward_ms},
+                   {"backward_ms", c.backward_ms},
+                   {"output_bytes", c.output_bytes},
+                   {"stashed_bytes", c.stashed_bytes},
+                   {"workspace_bytes", c.workspace_bytes}};
+      if (c.cold_forward_ms > 0 || c.cold_backward_ms > 0) {
+        cost["cold_forward_ms"] = c.cold_forward_ms;
+        cost["cold_backward_ms"] = c.cold_backward_ms;
+      }
+      costs.push_back(std::move(cost));
     }
     measurements.push_back({{"microbatch_size", m.microbatch_size},
                             {"input_bytes", m.input_bytes},
@@ -215,6 +220,8 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
       LayerCost cost;
       cost.forward_ms = numberIn(c, "forward_ms", kMillisecondsRange);
       cost.backward_ms = numberIn(c, "backward_ms", kMillisecondsRange);
+      cost.cold_forward_ms = optNumberIn(c, "cold_forward_ms", kMillisecondsRange).value_or(0);
+      cost.cold_backward_ms = optNumberIn(c, "cold_backward_ms", kMillisecondsRange).value_or(0);
       cost.output_bytes = bytesIn(c, "output_bytes");
       cost.stashed_bytes = bytesIn(c, "stashed_bytes");
       cost.workspace_bytes = bytesIn(c, "workspace_bytes");
@@ -340,10 +347,13 @@ Status validateProfile(const Profile& p, const std::string& origin) {
     Bytes activationBytes = m.input_bytes;
     for (size_t k = 0; k < m.layers.size(); ++k) {
       const auto& c = m.layers[k];
-      if (!inNumberRange(c.forward_ms, kMillisecondsRange) || !inNumberRange(c.backward_ms, kMillisecondsRange)) {
-        return parseError(fmt::format("{}: measurements[{}].layers[{}]: forward_ms {} and backward_ms {} must be {}",
-                                      origin, i, k, c.forward_ms, c.backward_ms,
-                                      describeNumberRange(kMillisecondsRange)));
+      if (!inNumberRange(c.forward_ms, kMillisecondsRange) || !inNumberRange(c.backward_ms, kMillisecondsRange) ||
+          !inNumberRange(c.cold_forward_ms, kMillisecondsRange) ||
+          !inNumberRange(c.cold_backward_ms, kMillisecondsRange)) {
+        return parseError(fmt::format("{}: measurements[{}].layers[{}]: forward_ms {}, backward_ms {}, "
+                                      "cold_forward_ms {} and cold_backward_ms {} must be {}",
+                                      origin, i, k, c.forward_ms, c.backward_ms, c.cold_forward_ms,
+                                      c.cold_backward_ms, describeNumberRange(kMillisecondsRange)));
       }
       for (auto [name, bytes] : {std::pair{"output_bytes", c.output_bytes}, {"stashed_bytes", c.stashed_bytes},
                                  {"workspace_bytes", c.workspace_bytes}}) {

@@ -52,6 +52,12 @@ struct LayerCost {
   Bytes output_bytes = 0;     // crosses a stage boundary placed after this layer
   Bytes stashed_bytes = 0;    // kept from forward until backward (includes the output)
   Bytes workspace_bytes = 0;  // transient peak on top of what is stashed
+  // The same passes with none of their tensors in the core's own caches, as
+  // they run after another chunk's passes under interleaving (NOTE [Passes
+  // after another chunk's], measure.cc); 0 where not measured (profiles from
+  // before, predicted ones, PipeDream's).
+  double cold_forward_ms = 0;
+  double cold_backward_ms = 0;
 };
 
 // All layers at one microbatch size.

@@ -54,8 +54,8 @@ Result<ProfileCorrection> correctProfile(const profile::Profile& profile, const 
     for (profile::Measurement& m : out.profile.measurements) {
       for (const plan::LayerRange& r : ranges) {
         for (int i = r.first; i <= r.last; ++i) {
-          m.layers[static_cast<size_t>(i)].forward_ms *= c.factor;
-          m.layers[static_cast<size_t>(i)].backward_ms *= c.factor;
+          profile::LayerCost& l = m.layers[static_cast<size_t>(i)];
+          for (double* ms : {&l.forward_ms, &l.backward_ms, &l.cold_forward_ms, &l.cold_backward_ms}) *ms *= c.factor;
         }
       }
     }

@@ -6,7 +6,8 @@
 // median over its traced steps, mean over its workers) over the plan's
 // predicted compute (microbatches × (forward + backward), shared-host scaling
 // included) gives a factor; every layer of that stage has its forward and
-// backward times multiplied by it, at every microbatch size of the profile
+// backward times (and their cold times, NOTE [Passes after another chunk's],
+// profile/measure.cc: the plan's are those of an interleaved stage) multiplied by it, at every microbatch size of the profile
 // (a layer's relative error is taken to be the same at every size: only the
 // run's size was observed). The allreduce and the transfers are not changed:
 // they come from the network figures, not the per-layer times. The

@@ -74,6 +74,8 @@ const std::vector<Field> kFields = {
     {"tests/fixtures/profile_cnn_k80.json", "/measurements/1/layers/2/output_bytes", kZero},  // above stashed_bytes
     {"tests/fixtures/profile_cnn_k80.json", "/measurements/1/layers/2/stashed_bytes", kPositive},  // below output_bytes
     {"tests/fixtures/profile_cnn_k80.json", "/measurements/1/layers/2/workspace_bytes", kNonNegative},
+    {"tests/fixtures/profile_cnn_k80.json", "/measurements/1/layers/2/cold_forward_ms", kNonNegative},
+    {"tests/fixtures/profile_cnn_k80.json", "/measurements/1/layers/2/cold_backward_ms", kNonNegative},
     {"tests/fixtures/profile_cnn_k80.json", "/network/bandwidth_bytes_per_s", kPositive},
     {"tests/fixtures/profile_cnn_k80.json", "/network/latency_s", kSeconds},
     {"tests/fixtures/profile_cnn_k80.json", "/network/allreduce/alpha_s_per_byte", kSigned},

@@ -51,6 +51,9 @@ TEST(MeasureProfile, FashionCnnFiguresAreConsistent) {
       const LayerCost& c = m.layers[i];
       EXPECT_GT(c.forward_ms, 0);
       EXPECT_GT(c.backward_ms, 0);
+      // NOTE [Passes after another chunk's]: each pass timed cold as well.
+      EXPECT_GT(c.cold_forward_ms, 0);
+      EXPECT_GT(c.cold_backward_ms, 0);
       EXPECT_EQ(c.output_bytes, m.microbatch_size * analysis[i].output_bytes);
       EXPECT_GE(c.stashed_bytes, c.output_bytes);
     }

@@ -27,6 +27,8 @@ Profile sample() {
     meas.input_bytes = 100 * m;
     meas.heap_bytes = m == 4 ? 5 * kMB : 0;
     meas.layers = {{1.5 * m, 3.0 * m, 200 * m, 300 * m, 10}, {0.5 * m, 1.0 * m, 40 * m, 40 * m, 0}};
+    meas.layers[0].cold_forward_ms = 2.0 * m;
+    meas.layers[0].cold_backward_ms = 4.0 * m;
     p.measurements.push_back(meas);
   }
   p.network = NetworkProfile{1.25e9, 50e-6, 1e-10, 20e-6, 2, 0.99, NetworkProfile::SharedMemoryFit{2e-10, 30e-6, 0.98},
@@ -47,6 +49,10 @@ TEST(ProfileJson, RoundTrips) {
   EXPECT_EQ(back->layers[1].optimizer_ms, 0.5);
   EXPECT_EQ(back->at(4)->heap_bytes, 5 * kMB);
   EXPECT_EQ(back->layers[1].snapshot_ms, 0.25);
+  // NOTE [Passes after another chunk's]: kept where measured, absent (0) where not.
+  EXPECT_EQ(back->at(4)->layers[0].cold_backward_ms, 16.0);
+  EXPECT_EQ(back->at(4)->layers[1].cold_forward_ms, 0);
+  EXPECT_FALSE(profileToJson(p)["measurements"][0]["layers"][1].contains("cold_forward_ms"));
   // Profiles from before the update and the heap were measured: none.
   Json old = profileToJson(p);
   for (Json& l : old["layers"]) {
@@ -121,6 +127,10 @@ TEST(ProfileJson, RejectsMalformedFieldsNamingThem) {
       {[](Json& j) { j["layers"][0]["optimizer_ms"] = -1; }, "p.json.layers[0].optimizer_ms: -1 is out of range"},
       {[](Json& j) { j["layers"][1]["optimizer_ms"] = "fast"; }, "p.json.layers[1].optimizer_ms: expected a number"},
       {[](Json& j) { j["layers"][0]["snapshot_ms"] = -2; }, "p.json.layers[0].snapshot_ms: -2 is out of range"},
+      {[](Json& j) { j["measurements"][1]["layers"][0]["cold_backward_ms"] = -3; },
+       "p.json.measurements[1].layers[0].cold_backward_ms: -3 is out of range"},
+      {[](Json& j) { j["measurements"][0]["layers"][0]["cold_forward_ms"] = "warm"; },
+       "p.json.measurements[0].layers[0].cold_forward_ms: expected a number"},
       {[](Json& j) { j["network"]["bandwidth_bytes_per_s"] = 0; }, "network.bandwidth_bytes_per_s: 0 is out of range; expected bytes per second above 0"},
       {[](Json& j) { j["network"]["shared_memory_allreduce"]["s_per_byte"] = -1; }, "network.shared_memory_allreduce.s_per_byte: -1 is out of range"},
       {[](Json& j) { j["network"]["messages"][0]["post_s"] = -1; }, "network.messages[0].post_s: -1 is out of range"},

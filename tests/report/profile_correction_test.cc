@@ -41,7 +41,13 @@ RunReport twoStageRun() {
 }
 
 TEST(CorrectProfile, EachStagesLayersTakeItsMeasuredOverPredictedFactorAtEverySize) {
-  const profile::Profile before = plan::testing::toyProfile(6);
+  profile::Profile before = plan::testing::toyProfile(6);
+  for (profile::Measurement& m : before.measurements) {  // NOTE [Passes after another chunk's]: scaled alike
+    for (profile::LayerCost& l : m.layers) {
+      l.cold_forward_ms = 1.25 * l.forward_ms;
+      l.cold_backward_ms = 1.5 * l.backward_ms;
+    }
+  }
   auto c = correctProfile(before, twoStageRun());
   ASSERT_TRUE(c.ok()) << c.status().message();
   ASSERT_EQ(c->stages.size(), 2u);
@@ -54,6 +60,8 @@ TEST(CorrectProfile, EachStagesLayersTakeItsMeasuredOverPredictedFactorAtEverySi
       const auto& now = c->profile.measurements[m].layers[i];
       EXPECT_DOUBLE_EQ(now.forward_ms, f * was.forward_ms);
       EXPECT_DOUBLE_EQ(now.backward_ms, f * was.backward_ms);
+      EXPECT_DOUBLE_EQ(now.cold_forward_ms, f * was.cold_forward_ms);
+      EXPECT_DOUBLE_EQ(now.cold_backward_ms, f * was.cold_backward_ms);
       EXPECT_EQ(now.output_bytes, was.output_bytes);  // only times change
       EXPECT_EQ(now.stashed_bytes, was.stashed_bytes);
     }

@@ -95,6 +95,48 @@ TEST(Interleaved, ThePlanHoldsEachStagesChunks) {
   EXPECT_FALSE(planFromJson(bad, "plan.json").ok());
 }
 
+// NOTE [Passes after another chunk's] (profile/measure.cc): an interleaved
+// stage's passes each follow another chunk's, so the planner charges the
+// layers' cold times where the profile has them; 1F1B's passes follow the
+// same layers' and keep the warm ones.
+TEST(Interleaved, EachPassIsChargedItsColdTime) {
+  profile::Profile cold = testing::toyProfile(8);
+  for (profile::Measurement& m : cold.measurements) {
+    for (profile::LayerCost& c : m.layers) {
+      c.cold_forward_ms = 1.5 * c.forward_ms;
+      c.cold_backward_ms = 2 * c.backward_ms;
+    }
+  }
+  SearchOptions o = testing::twoStagePipeline();
+  o.microbatches = 4;
+  o.schedule = ScheduleKind::kInterleaved;
+  o.chunks = 2;
+  auto warmPlan = searchPlan(testing::toyProfile(8), *loadCatalog("aci"), o);
+  auto coldPlan = searchPlan(cold, *loadCatalog("aci"), o);
+  ASSERT_TRUE(warmPlan.ok() && coldPlan.ok());
+  const Candidate& w = warmPlan->best();
+  const Candidate& c = coldPlan->best();
+  ASSERT_EQ(c.microbatch_size, w.microbatch_size);
+  const profile::Measurement& meas = *cold.at(c.microbatch_size);
+  for (size_t s = 0; s < c.stage_details.size(); ++s) {
+    double forward = 0, backward = 0;
+    for (const LayerRange& r : c.stage_details[s].chunks) {
+      for (int i = r.first; i <= r.last; ++i) {
+        forward += meas.layers[static_cast<size_t>(i)].cold_forward_ms / 1e3;
+        backward += meas.layers[static_cast<size_t>(i)].cold_backward_ms / 1e3;
+      }
+    }
+    EXPECT_NEAR(c.stage_details[s].forward, forward, 1e-9);
+    EXPECT_NEAR(c.stage_details[s].backward, backward, 1e-9);
+  }
+  EXPECT_GT(c.pipeline.total, 1.4 * w.pipeline.total);
+  o.schedule = ScheduleKind::kOneFOneB;
+  auto warm1f1b = searchPlan(testing::toyProfile(8), *loadCatalog("aci"), o);
+  auto cold1f1b = searchPlan(cold, *loadCatalog("aci"), o);
+  ASSERT_TRUE(warm1f1b.ok() && cold1f1b.ok());
+  EXPECT_EQ(cold1f1b->best().pipeline.total, warm1f1b->best().pipeline.total);
+}
+
 TEST(Interleaved, ThePlannerSaysWhatCannotBeInterleaved) {
   // 3 layers cannot make 2 stages × 2 chunks.
   auto few = planInterleaved(3, 4);
