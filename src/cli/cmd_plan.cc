@@ -245,9 +245,10 @@ Result<plan::Plan> planWithTwoBw(const PlanArgs& a, const profile::Profile& prof
 
 Status runPlan(const PlanArgs& given, bool json) {
   if (given.planner == "pipedream") return runPipeDream(given, json);
+  if (given.planner == "funcpipe") return runFuncPipe(given, json);
   if (given.planner != "hydrozoa" && given.planner != "2bw") {
-    return invalidArgument(
-        fmt::format("--planner: unknown planner \"{}\"; available: hydrozoa, pipedream, 2bw", given.planner));
+    return invalidArgument(fmt::format("--planner: unknown planner \"{}\"; available: hydrozoa, pipedream, 2bw, funcpipe",
+                                       given.planner));
   }
   PlanArgs a = given;
   // --planner 2bw: the bandwidth between stages, then (optionally) between replicas.
@@ -428,9 +429,14 @@ void addPlanCommand(CLI::App& app, Status* status) {
   cmd->add_flag("--recompute", args->recompute, "Plan with activations recomputed in the backward pass");
   cmd->add_option("--planner", args->planner,
                   "hydrozoa (stages × replicas × microbatches, right-sized), 2bw (PipeDream-2BW's planner: d × p, "
-                  "microbatch size, recomputation, 2bw or 1f1b, by its closed-form costs), or pipedream (PipeDream's "
-                  "hierarchical "
-                  "DP: stages with their own replica counts over --machines)")
+                  "microbatch size, recomputation, 2bw or 1f1b, by its closed-form costs), pipedream (PipeDream's "
+                  "hierarchical DP: stages with their own replica counts over --machines), or funcpipe (FuncPipe's "
+                  "co-optimiser of stages, replicas and function sizes on --platform lambda or alibaba-fc: the "
+                  "cost/time frontier; docs/functions.md)")
+      ->capture_default_str();
+  cmd->add_option("--merge-layers", args->merge_layers,
+                  "funcpipe: merge the profile's layers, balancing compute, down to at most this many for the "
+                  "solver (FuncPipe §4; fewer solve faster)")
       ->capture_default_str();
   cmd->add_option("--machines", args->machines,
                   "pipedream: machines per level, the lowest first (4; or 4,4: 4 servers of 4), with one "

@@ -21,8 +21,8 @@ struct PlanArgs {
   std::string alpha, beta, latency, host_cores, threads, schedule = "gpipe", chunks = "2";
   bool all_strategies = false;
   bool recompute = false;
-  // --planner pipedream
-  std::string planner = "hydrozoa", machines, activation_compression;
+  // --planner pipedream; --planner funcpipe
+  std::string planner = "hydrozoa", machines, activation_compression, merge_layers = "100";
   bool straight_pipeline = false, fewer_machines = false;
   bool output_given = false;  // -o on the command line
   bool schedule_given = false;  // --schedule on the command line
@@ -41,5 +41,7 @@ std::vector<std::string> splitList(const std::string& text);
 
 // --planner pipedream: PipeDream's hierarchical DP, printed, and with -o its plan.
 Status runPipeDream(const PlanArgs& a, bool json);
+// --planner funcpipe: FuncPipe's co-optimiser on a function platform, its frontier printed.
+Status runFuncPipe(const PlanArgs& a, bool json);
 
 }  // namespace hydrozoa::cli

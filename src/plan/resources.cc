@@ -131,6 +131,35 @@ Result<Catalog> catalogFromYaml(const std::string& text, const std::string& orig
     if (r.ok() && c.min_memory > c.max_memory) {
       r.fail("min_memory", fmt::format("{} is above max_memory; expected at most {}", c.min_memory, c.max_memory));
     }
+    if (r.has("tiers")) {
+      const Json& list = r.array("tiers", /*nonEmpty=*/true);
+      for (size_t i = 0; i < list.size() && r.ok(); ++i) {
+        auto size = list[i].is_number_integer() ? Result<Bytes>(list[i].get<Bytes>())
+                    : list[i].is_string()       ? parseBytes(list[i].get<std::string>(), r.element("tiers", i))
+                                                : Result<Bytes>(invalidArgument(r.element("tiers", i) + ": expected a size"));
+        if (!size.ok()) {
+          r.adopt(size.status());
+        } else if (*size < std::max<Bytes>(1, c.min_memory) || *size > c.max_memory ||
+                   (!c.tiers.empty() && *size <= c.tiers.back())) {
+          r.fail("tiers", fmt::format("{} is not a size from min_memory to max_memory above the one before", *size));
+        } else {
+          c.tiers.push_back(*size);
+        }
+      }
+    } else {
+      // FuncPipe's (§5.1: 512 MB to 10,240 MB), in this catalog format's decimal units.
+      for (Bytes mb : {512, 1000, 2000, 3000, 4000, 6000, 8000, 10000}) {
+        if (mb * kMB >= c.min_memory && mb * kMB <= c.max_memory) c.tiers.push_back(mb * kMB);
+      }
+      if (c.tiers.empty()) c.tiers.push_back(c.max_memory);
+    }
+    if (r.has("storage_latency")) {
+      const double latency = r.seconds("storage_latency");
+      if (r.ok() && !(latency >= 0 && latency <= 60)) {
+        r.fail("storage_latency", fmt::format("{} s is out of range; expected 0 to 60 s", latency));
+      }
+      c.storage_latency = latency;
+    }
   } else if (kind == "vm") {
     c.kind = PlatformKind::kVm;
     const Json& list = r.array("instances", /*nonEmpty=*/true);

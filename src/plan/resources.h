@@ -50,6 +50,12 @@ struct Catalog {
   Bytes min_memory = 0, max_memory = 0;
   UsdPerHour memory_gb_per_hour = 0;
   double vcpus_per_gb = 0;
+  // The memory sizes FuncPipe's planner chooses among (`tiers:`, ascending,
+  // within min..max; absent: FuncPipe's eight from 512 MB to 10 GB that fit),
+  // and the latency of one access to the storage channel (absent: none
+  // given; the planner then asks for --latency).
+  std::vector<Bytes> tiers;
+  std::optional<Seconds> storage_latency;
   // VMs:
   std::vector<VmInstance> instances;
 };

@@ -279,6 +279,47 @@ TEST_F(Cli, PipeDreamPlannerAsWritten) {
   EXPECT_EQ(p->replicasOf(1), 1);
 }
 
+// The command (FuncPipe's co-optimiser on Lambda): the frontier,
+// fastest first, its recommendation marked, --json; bad input named.
+TEST_F(Cli, FuncPipePlannerAsWritten) {
+  const std::string k80 = std::string(HYDROZOA_TEST_DATA_DIR) + "/profile_cnn_k80.json";
+  Outcome r = run({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80, "--workers", "16"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("FuncPipe's co-optimiser on lambda"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cheapest"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  *  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MILPs solved exactly (COIN-OR CBC)"), std::string::npos) << r.out;
+  r = run({"plan", "--platform", "alibaba-fc", "--planner", "funcpipe", "--profile", k80, "--workers", "8",
+           "--global-batch", "32", "--latency", "5ms", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  ASSERT_GE(j["frontier"].size(), 1u);
+  int recommended = 0;
+  for (const Json& p : j["frontier"]) {
+    recommended += p["recommended"].get<bool>();
+    EXPECT_LE(p["data_parallel"].get<int>() * static_cast<int>(p["stages"].size()), 8);
+    EXPECT_EQ(p["microbatches"].get<int>() * p["microbatch_size"].get<int>(), 32);
+  }
+  EXPECT_EQ(recommended, 1);
+  expectError({"plan", "--platform", "aci", "--planner", "funcpipe", "--profile", k80, "--workers", "4"},
+              "platform aci is not a function platform");
+  expectError({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80}, "needs --workers");
+  expectError({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80, "--workers", "4", "-o",
+               "p.json"},
+              "writes no plan.json");
+  expectError({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80, "--workers", "4",
+               "--latency", "soon"},
+              "--latency");
+  expectError({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80, "--workers", "4",
+               "--merge-layers", "1"},
+              "--merge-layers");
+  // Merged down to 2 layers for the program: stages still name the profile's layers.
+  r = run({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80, "--workers", "4",
+           "--merge-layers", "2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("over 2 layers (the profile's 4 merged by compute time)"), std::string::npos) << r.out;
+}
+
 // Hydrozoa's search under the pipedream schedule weighs PipeDream's stages
 // replicated unevenly beside the even strategies, and here chooses them.
 TEST_F(Cli, PipeDreamScheduleSearchesStagesReplicatedUnevenly) {

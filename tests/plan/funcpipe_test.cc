@@ -118,6 +118,35 @@ TEST(FuncPipeMilp, EqualsEnumerationOnSmallChains) {
   EXPECT_GE(compared, 60);
 }
 
+// The frontier holds every weighted optimum (enumeration's), and no point
+// of it is dominated by another.
+TEST(FuncPipeMilp, TheFrontierHoldsEveryWeightedOptimum) {
+  std::mt19937 rng(5);
+  for (int round = 0; round < 6; ++round) {
+    const FuncPipeProblem p = randomProblem(3 + round, rng);
+    int programs = 0;
+    auto frontier = funcPipeFrontier(p, 600, &programs);
+    if (!frontier.ok()) {
+      EXPECT_FALSE(bestByEnumeration(p, {1, 0}).has_value());
+      continue;
+    }
+    EXPECT_GT(programs, 0);
+    for (size_t i = 1; i < frontier->size(); ++i) {
+      EXPECT_GT((*frontier)[i].cost.iteration, (*frontier)[i - 1].cost.iteration);
+      EXPECT_LT((*frontier)[i].cost.dollars, (*frontier)[i - 1].cost.dollars);
+    }
+    for (FuncPipeWeights w : {FuncPipeWeights{1, 0}, FuncPipeWeights{0, 1}, FuncPipeWeights{1, 1e-5},
+                              FuncPipeWeights{1, 1e-4}, FuncPipeWeights{1, 1e-3}}) {
+      const auto expected = bestByEnumeration(p, w);
+      ASSERT_TRUE(expected.has_value());
+      double best = HUGE_VAL;
+      for (const FuncPipeSolution& s : *frontier) best = std::min(best, funcPipeObjective(s.cost, w));
+      const double want = funcPipeObjective(funcPipeCost(p, *expected), w);
+      EXPECT_NEAR(best, want, 1e-7 * want) << "round " << round;
+    }
+  }
+}
+
 TEST(FuncPipeMilp, TwelveLayersThreeTiersAsTheIssueAsks) {
   std::mt19937 rng(11);
   FuncPipeProblem p = randomProblem(12, rng);

@@ -17,7 +17,7 @@ Catalog load(const std::string& name) {
 }
 
 TEST(Catalogs, BuiltInsLoad) {
-  for (const char* name : {"aci", "lambda", "azure-vm", "aws-vm"}) {
+  for (const char* name : {"aci", "lambda", "alibaba-fc", "azure-vm", "aws-vm"}) {
     const Catalog c = load(name);
     EXPECT_EQ(c.name, name);
     EXPECT_GT(c.network_bandwidth, 0);
@@ -101,6 +101,34 @@ TEST(LoadCatalog, ErrorsNameFileAndField) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("unknown key \"gpus\""), std::string::npos) << r.status().message();
   std::filesystem::remove(path);
+}
+
+// A function catalog's sizes for FuncPipe's planner and its storage latency
+// (docs/functions.md): given, defaulted, and refused naming the field.
+TEST(LoadCatalog, FunctionTiersAndStorageLatency) {
+  const Catalog lambda = load("lambda");
+  EXPECT_EQ(lambda.tiers.size(), 8u);
+  EXPECT_EQ(lambda.tiers.front(), 512 * kMB);
+  EXPECT_EQ(lambda.tiers.back(), 10 * kGB);
+  ASSERT_TRUE(lambda.storage_latency.has_value());
+  EXPECT_DOUBLE_EQ(*lambda.storage_latency, 0.02);
+  const std::string base = "name: f\nkind: function\nbilling: per_millisecond\nnetwork_bandwidth: 70MB/s\n"
+                           "min_memory: 128MB\nmax_memory: 3GB\nmemory_gb_per_hour: 0.06\nvcpus_per_gb: 0.6\n";
+  auto c = catalogFromYaml(base, "f.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->tiers, (std::vector<Bytes>{512 * kMB, kGB, 2 * kGB, 3 * kGB}));  // FuncPipe's that fit
+  EXPECT_FALSE(c->storage_latency.has_value());
+  for (const auto& [extra, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"tiers: [1GB, 512MB]\n", "f.yaml.tiers"},
+           {"tiers: [4GB]\n", "f.yaml.tiers"},
+           {"tiers: [lots]\n", "tiers[0]"},
+           {"tiers: []\n", "f.yaml.tiers"},
+           {"storage_latency: 2min\n", "f.yaml.storage_latency"},
+           {"storage_latency: soon\n", "f.yaml.storage_latency"}}) {
+    auto bad = catalogFromYaml(base + extra, "f.yaml");
+    ASSERT_FALSE(bad.ok()) << extra;
+    EXPECT_NE(bad.status().message().find(expect), std::string::npos) << bad.status().message();
+  }
 }
 
 }  // namespace

@@ -65,24 +65,34 @@ bool build(const FuncPipeProblem& p, int d, double memoryCap, Seconds timeCap, B
   const double state = 2 + p.optimizer_state + (sync ? 2 : 0);
   Milp& m = b.milp;
 
-  // Every stage that fits its tier (the memory constraint holds by construction).
+  // Every stage that fits its tier (the memory constraint holds by
+  // construction), less those a smaller tier dominates: NOTE [Dominated
+  // function sizes].
   std::vector<std::vector<int>> starting(L + 1), ending(L);  // segment indices by first and last layer
   for (int a = 0; a < L; ++a) {
-    for (int j = 0; j < J; ++j) {
-      const FunctionTier& t = p.tiers[j];
-      double f = 0, bw = 0, params = 0, acts = 0;
-      for (int e = a; e < L; ++e) {
-        f += p.slowdown * p.forward[e][j];
-        bw += p.slowdown * p.backward[e][j];
-        params += static_cast<double>(p.parameters[e]);
-        acts += static_cast<double>(p.activation[e]);
-        if (stageNeeds(p, mu, state, acts, params) > t.memory) break;  // and every longer stage
+    std::vector<double> f(J, 0), bw(J, 0);
+    double params = 0, acts = 0;
+    for (int e = a; e < L; ++e) {
+      params += static_cast<double>(p.parameters[e]);
+      acts += static_cast<double>(p.activation[e]);
+      const Bytes needs = stageNeeds(p, mu, state, acts, params);
+      std::vector<int> kept;
+      for (int j = 0; j < J; ++j) {
+        f[j] += p.slowdown * p.forward[e][j];
+        bw[j] += p.slowdown * p.backward[e][j];
+        const FunctionTier& t = p.tiers[j];
+        if (needs > t.memory) continue;
+        const bool dominated = std::any_of(kept.begin(), kept.end(), [&](int k) {
+          return f[k] <= f[j] && bw[k] <= bw[j] && p.tiers[k].bandwidth >= t.bandwidth;
+        });
+        if (dominated) continue;
+        kept.push_back(j);
         Segment s;
         s.first = a;
         s.last = e;
         s.tier = j;
-        s.forward = f;
-        s.backward = bw;
+        s.forward = f[j];
+        s.backward = bw[j];
         s.out = e + 1 < L ? static_cast<double>(p.output[e]) / t.bandwidth + p.latency : 0;
         s.in = a > 0 ? static_cast<double>(p.output[a - 1]) / t.bandwidth + p.latency : 0;
         s.sync = sync ? gamma * params / t.bandwidth + delta * p.latency : 0;
@@ -213,76 +223,136 @@ std::string whyNothingFits(const FuncPipeProblem& p) {
                      formatBytes(largest.memory));
 }
 
-}  // namespace
-
-Result<FuncPipeSolution> solveFuncPipe(const FuncPipeProblem& p, const FuncPipeWeights& weights, Seconds limit) {
-  HZ_RETURN_IF_ERROR(validateFuncPipeProblem(p));
-  if (!(weights.cost >= 0) || !(weights.time >= 0) || !std::isfinite(weights.cost) || !std::isfinite(weights.time) ||
-      weights.cost + weights.time <= 0) {
-    return invalidArgument(fmt::format("the weights of cost and time ({}, {}) must be numbers from 0, not both 0",
-                                       weights.cost, weights.time));
-  }
+// NOTE [The time–memory frontier] at degree d: calls `point` with each
+// configuration found, fastest first, while `more(its cost)` says to go on.
+// The first call has no memory cap, each next one a cap just below the last
+// point's memory. Returns the programs solved, or an error.
+Result<int> walkFrontier(const FuncPipeProblem& p, int d, Seconds limit, Seconds timeCap,
+                         const std::function<bool(const FuncPipeSolution&)>& point, int* variables,
+                         int* constraints) {
   const int L = p.numLayers();
   // Distinct memory totals differ by at least the tiers' greatest common
   // divisor: a cap of half of it below one total excludes it and no smaller.
   Bytes step = 0;
   for (const FunctionTier& t : p.tiers) step = std::gcd(step, t.memory);
+  int programs = 0;
+  double cap = -1;  // on one replica's memory; < 0: none
+  for (;;) {
+    Built b;
+    if (!build(p, d, cap, timeCap, b)) break;
+    ++programs;
+    *variables = std::max(*variables, b.milp.numVariables());
+    *constraints = std::max(*constraints, b.milp.numConstraints());
+    auto solved = b.milp.solve(limit);
+    if (!solved.ok()) {
+      if (solved.status().code() == ErrorCode::kInfeasible) break;
+      return solved.status();
+    }
+    FuncPipeConfig c;
+    c.data_parallel = d;
+    for (int a = 0;;) {  // follow the chosen stages up the chain
+      const Segment* next = nullptr;
+      for (const Segment& s : b.segments) {
+        if (s.first == a && solved->values[s.var] > 0.5) next = &s;
+      }
+      if (!next) return internalError("the FuncPipe program's stages do not cover the model");
+      c.first.push_back(a);
+      c.tier.push_back(next->tier);
+      a = next->last + 1;
+      if (a == L) break;
+    }
+    FuncPipeSolution s;
+    s.config = c;
+    s.cost = funcPipeCost(p, c);
+    if (!s.cost.fits) return internalError("the FuncPipe program chose a configuration that does not fit");
+    if (!point(s)) break;
+    cap = static_cast<double>(s.cost.memory / d) - static_cast<double>(step) / 2;
+    if (cap < static_cast<double>(leastMemory(p, d)) - static_cast<double>(step) / 2) break;
+  }
+  return programs;
+}
+
+Status checkWeights(const FuncPipeWeights& weights) {
+  if (!(weights.cost >= 0) || !(weights.time >= 0) || !std::isfinite(weights.cost) || !std::isfinite(weights.time) ||
+      weights.cost + weights.time <= 0) {
+    return invalidArgument(fmt::format("the weights of cost and time ({}, {}) must be numbers from 0, not both 0",
+                                       weights.cost, weights.time));
+  }
+  return Status();
+}
+
+bool usable(const FuncPipeProblem& p, int d) { return p.microbatches % d == 0 && (p.workers == 0 || d <= p.workers); }
+
+}  // namespace
+
+Result<FuncPipeSolution> solveFuncPipe(const FuncPipeProblem& p, const FuncPipeWeights& weights, Seconds limit) {
+  HZ_RETURN_IF_ERROR(validateFuncPipeProblem(p));
+  HZ_RETURN_IF_ERROR(checkWeights(weights));
   const bool priced = weights.cost > 0 && p.price_per_gb_second > 0;
   std::optional<FuncPipeSolution> best;
   int programs = 0, variables = 0, constraints = 0;
   for (int d : p.data_parallel) {
-    if (p.microbatches % d != 0 || (p.workers > 0 && d > p.workers)) continue;
+    if (!usable(p, d)) continue;
     // What every configuration of degree d costs at least per second of t_iter.
     const double perSecond =
         weights.cost * p.price_per_gb_second * d * static_cast<double>(leastMemory(p, d)) / 1e9 + weights.time;
-    double cap = -1;  // on one replica's memory; < 0: none
-    for (;;) {
-      // Only a configuration faster than this can beat the best found.
-      const Seconds timeCap = best && perSecond > 0 ? best->objective / perSecond * (1 + 1e-9) : HUGE_VAL;
-      Built b;
-      if (!build(p, d, cap, timeCap, b)) break;
-      ++programs;
-      variables = std::max(variables, b.milp.numVariables());
-      constraints = std::max(constraints, b.milp.numConstraints());
-      auto solved = b.milp.solve(limit);
-      if (!solved.ok()) {
-        if (solved.status().code() == ErrorCode::kInfeasible) break;
-        return solved.status();
-      }
-      FuncPipeConfig c;
-      c.data_parallel = d;
-      for (int a = 0;;) {  // follow the chosen stages up the chain
-        const Segment* next = nullptr;
-        for (const Segment& s : b.segments) {
-          if (s.first == a && solved->values[s.var] > 0.5) next = &s;
-        }
-        if (!next) return internalError("the FuncPipe program's stages do not cover the model");
-        c.first.push_back(a);
-        c.tier.push_back(next->tier);
-        a = next->last + 1;
-        if (a == L) break;
-      }
-      FuncPipeSolution s;
-      s.config = c;
-      s.cost = funcPipeCost(p, c);
-      if (!s.cost.fits) return internalError("the FuncPipe program chose a configuration that does not fit");
-      s.objective = funcPipeObjective(s.cost, weights);
-      const Seconds fastest = s.cost.iteration;  // under this cap; no smaller cap does better
-      const Bytes replicaMemory = s.cost.memory / d;
-      if (!best || s.objective < best->objective) best = std::move(s);
-      // NOTE [The time–memory frontier]: the next point has less memory and
-      // no less time; none can beat the best once even the least memory
-      // at this time does not.
-      if (!priced || fastest * perSecond >= best->objective) break;
-      cap = static_cast<double>(replicaMemory) - static_cast<double>(step) / 2;
-      if (cap < static_cast<double>(leastMemory(p, d)) - static_cast<double>(step) / 2) break;
-    }
+    // Only a configuration faster than this can beat the best found.
+    const Seconds timeCap = best && perSecond > 0 ? best->objective / perSecond * (1 + 1e-9) : HUGE_VAL;
+    HZ_ASSIGN_OR_RETURN(const int n, walkFrontier(
+                                         p, d, limit, timeCap,
+                                         [&](const FuncPipeSolution& found) {
+                                           FuncPipeSolution s = found;
+                                           s.objective = funcPipeObjective(s.cost, weights);
+                                           const Seconds fastest = s.cost.iteration;
+                                           if (!best || s.objective < best->objective) best = std::move(s);
+                                           // The next point has less memory and no less time; none can
+                                           // beat the best once even the least memory at this time does not.
+                                           return priced && fastest * perSecond < best->objective;
+                                         },
+                                         &variables, &constraints));
+    programs += n;
   }
   if (!best) return infeasible(whyNothingFits(p));
   best->variables = variables;
   best->constraints = constraints;
   best->programs = programs;
   return *best;
+}
+
+Result<std::vector<FuncPipeSolution>> funcPipeFrontier(const FuncPipeProblem& p, Seconds limit, int* programs) {
+  HZ_RETURN_IF_ERROR(validateFuncPipeProblem(p));
+  std::vector<FuncPipeSolution> found;
+  int n = 0, variables = 0, constraints = 0;
+  for (auto it = p.data_parallel.rbegin(); it != p.data_parallel.rend(); ++it) {  // many replicas: often cheap
+    const int d = *it;
+    if (!usable(p, d)) continue;
+    const double perGbSecond = p.price_per_gb_second * d * static_cast<double>(leastMemory(p, d)) / 1e9;
+    HZ_ASSIGN_OR_RETURN(const int k, walkFrontier(
+                                         p, d, limit, HUGE_VAL,
+                                         [&](const FuncPipeSolution& s) {
+                                           found.push_back(s);
+                                           // Every later point takes at least this long and costs at least
+                                           // this much: dominated once a point found is as fast and as cheap.
+                                           const double least = s.cost.iteration * perGbSecond;
+                                           return std::none_of(found.begin(), found.end(), [&](const auto& o) {
+                                             return o.cost.iteration <= s.cost.iteration && o.cost.dollars <= least;
+                                           });
+                                         },
+                                         &variables, &constraints));
+    n += k;
+  }
+  if (found.empty()) return infeasible(whyNothingFits(p));
+  // Fastest first, then the cheaper; without the dominated.
+  std::sort(found.begin(), found.end(), [](const FuncPipeSolution& a, const FuncPipeSolution& b) {
+    return a.cost.iteration != b.cost.iteration ? a.cost.iteration < b.cost.iteration : a.cost.dollars < b.cost.dollars;
+  });
+  std::vector<FuncPipeSolution> frontier;
+  for (FuncPipeSolution& s : found) {
+    if (!frontier.empty() && s.cost.dollars >= frontier.back().cost.dollars) continue;
+    frontier.push_back(std::move(s));
+  }
+  if (programs) *programs = n;
+  return frontier;
 }
 
 }  // namespace hydrozoa::plan

@@ -33,6 +33,8 @@
 // the best found. Each step is the program above plus one row.
 #pragma once
 
+#include <vector>
+
 #include "core/status.h"
 #include "plan/cost/funcpipe.h"
 
@@ -52,5 +54,13 @@ struct FuncPipeSolution {
 // the solver's time limit (`limit` per program) passed.
 Result<FuncPipeSolution> solveFuncPipe(const FuncPipeProblem& problem, const FuncPipeWeights& weights,
                                        Seconds limit = 600);
+
+// The cost/time Pareto frontier itself: every configuration that no other
+// is both as fast and as cheap as (fastest first), from each degree's
+// time–memory frontier, walked until its remaining points are dominated.
+// It holds every weighted-sum optimum and the unsupported points between
+// them. `programs`: the MILPs solved.
+Result<std::vector<FuncPipeSolution>> funcPipeFrontier(const FuncPipeProblem& problem, Seconds limit = 600,
+                                                       int* programs = nullptr);
 
 }  // namespace hydrozoa::plan

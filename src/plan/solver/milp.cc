@@ -44,7 +44,6 @@ Result<Milp::Solution> Milp::solve(Seconds limit) {
   // Exact: no gap allowed between the incumbent and the bound.
   Cbc_setParameter(model_->cbc, "allowableGap", "0");
   Cbc_setParameter(model_->cbc, "ratioGap", "0");
-  Cbc_setParameter(model_->cbc, "threads", "1");
   Cbc_solve(model_->cbc);
   if (Cbc_isProvenInfeasible(model_->cbc)) return infeasible("the program has no feasible assignment");
   if (!Cbc_isProvenOptimal(model_->cbc)) {
