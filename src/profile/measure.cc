@@ -206,8 +206,9 @@ void measurePass(model::Model& m, const torch::Tensor& input, const torch::Tenso
 // cold passes 0-12% longer in the two convolutions, 10-30% in fc1 and
 // 10-90% in fc2's 30-70 us; the same with another profile computing on the
 // other core (so not the memory bus). They explain about a third of what
-// interleaving's passes lost in a traced run (fc1's backward: 464 us cold,
-// 359 warm, 671 in the run); bench/README.md, "Passes after another chunk's".
+// interleaving's passes lost in a traced run (fc1's backward: 383 us warm,
+// 475 cold, a mean of 626 in the run); bench/README.md, "Passes after
+// another chunk's".
 class CacheFlush {
  public:
   CacheFlush() : buffer_(static_cast<size_t>(2 * privateCacheBytes())) {}
@@ -510,8 +511,8 @@ Result<Profile> measureBuilt(const std::function<Result<model::Model>()>& build,
       SizeRun& run = runs[r];
       try {
         measurePass(m, run.input, run.labels, keep, tracker, updates, snapshots, &run.samples);
-        if (keep && kept % 2 == 0) measureColdPasses(m, run.input, run.labels, flush, &run.samples);
         if (firstPeaks[r] == 0) firstPeaks[r] = peakResidentBytes();
+        if (keep && kept % 2 == 0) measureColdPasses(m, run.input, run.labels, flush, &run.samples);
       } catch (const c10::Error& e) {
         const std::string what = e.what_without_backtrace();
         return invalidArgument(fmt::format("{}: running microbatch size {} failed: {}", p.model, run.microbatch,

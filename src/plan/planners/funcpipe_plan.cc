@@ -114,7 +114,7 @@ Result<FuncPipePlannerResult> planFuncPipe(const profile::Profile& prof, const C
   const auto start = std::chrono::steady_clock::now();
   FuncPipePlannerResult out;
   out.layers = static_cast<int>(prof.numLayers());
-  // Per microbatch size: the problem and its cheapest and fastest.
+  // Per profiled microbatch size that divides the global batch: its problem.
   struct Size {
     const profile::Measurement* m;
     std::vector<std::pair<int, int>> groups;

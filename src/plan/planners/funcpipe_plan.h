@@ -2,14 +2,14 @@
 // co-optimiser (funcpipe_milp.h) on a profile and a function platform's
 // catalog. For each profiled microbatch size that divides the global batch,
 // the problem of plan/cost/funcpipe.h: the catalog's memory tiers (compute
-// slowed where a tier has less than a core per compute thread), the
+// slowed where a tier has less than a vCPU per compute thread), the
 // profile's layers (merged, balancing compute, down to `merge_to` when
 // there are more: FuncPipe §4), the storage channel's latency and the
-// functions' bandwidth. Then the weighted-sum method traces the cost/time
-// Pareto frontier (seed 001 §3.4.1): the cheapest and the fastest
-// configurations, and weights between them at multiples of the exchange
-// rate of the two; and FuncPipe's recommendation (§5.1): with the cheapest's
-// t_c, c_c, the fastest point whose δ = (t_c/t − 1)/(c/c_c − 1) ≥ 0.8.
+// functions' bandwidth. Its exact cost/time frontier (funcPipeFrontier:
+// every point FuncPipe's weighted-sum sweep of §3.4.1 finds, and the
+// unsupported ones between), the sizes' frontiers merged; and FuncPipe's
+// recommendation (§5.1): with the cheapest point's t_c, c_c, the fastest
+// point whose δ = (t_c/t − 1)/(c/c_c − 1) ≥ 0.8.
 #pragma once
 
 #include <optional>
