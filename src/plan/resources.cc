@@ -81,6 +81,19 @@ std::string available(const std::vector<std::string>& names) {
 
 }  // namespace
 
+Result<std::vector<Bytes>> functionTiers(const Catalog& c) {
+  std::vector<Bytes> tiers;
+  for (Bytes t : c.tiers) {
+    if (t >= c.min_memory && t <= c.max_memory) tiers.push_back(t);
+  }
+  if (tiers.empty()) {
+    return invalidArgument(fmt::format("platform {}: none of its function sizes (tiers) lies from min_memory {} to "
+                                       "max_memory {}; edit its catalog",
+                                       c.name, formatBytes(c.min_memory), formatBytes(c.max_memory)));
+  }
+  return tiers;
+}
+
 Result<Catalog> loadCatalog(const std::string& nameOrPath) {
   const std::string path = dataFile("pricing", nameOrPath, ".yaml");
   auto text = readTextFile(path);
@@ -134,24 +147,21 @@ Result<Catalog> catalogFromYaml(const std::string& text, const std::string& orig
     if (r.has("tiers")) {
       const Json& list = r.array("tiers", /*nonEmpty=*/true);
       for (size_t i = 0; i < list.size() && r.ok(); ++i) {
-        auto size = list[i].is_number_integer() ? Result<Bytes>(list[i].get<Bytes>())
-                    : list[i].is_string()       ? parseBytes(list[i].get<std::string>(), r.element("tiers", i))
-                                                : Result<Bytes>(invalidArgument(r.element("tiers", i) + ": expected a size"));
-        if (!size.ok()) {
-          r.adopt(size.status());
-        } else if (*size < std::max<Bytes>(1, c.min_memory) || *size > c.max_memory ||
-                   (!c.tiers.empty() && *size <= c.tiers.back())) {
-          r.fail("tiers", fmt::format("{} is not a size from min_memory to max_memory above the one before", *size));
+        // A size as the other fields take it (a number of bytes, or "512MB"); the
+        // planner uses those from min_memory to max_memory.
+        Result<Bytes> size = invalidArgument("");
+        if (list[i].is_number_integer()) size = list[i].get<Bytes>();
+        if (list[i].is_string()) size = parseBytes(list[i].get<std::string>(), "a size");
+        if (!size.ok() || *size < 1 || *size > kMaxBytes || (!c.tiers.empty() && *size <= c.tiers.back())) {
+          r.fail("tiers", fmt::format("{} is not a size (such as 512MB or 10GB) above the one before it",
+                                      list[i].dump()));
         } else {
           c.tiers.push_back(*size);
         }
       }
     } else {
       // FuncPipe's (§5.1: 512 MB to 10,240 MB), in this catalog format's decimal units.
-      for (Bytes mb : {512, 1000, 2000, 3000, 4000, 6000, 8000, 10000}) {
-        if (mb * kMB >= c.min_memory && mb * kMB <= c.max_memory) c.tiers.push_back(mb * kMB);
-      }
-      if (c.tiers.empty()) c.tiers.push_back(c.max_memory);
+      for (Bytes mb : {512, 1000, 2000, 3000, 4000, 6000, 8000, 10000}) c.tiers.push_back(mb * kMB);
     }
     if (r.has("storage_latency")) {
       const double latency = r.seconds("storage_latency");

@@ -50,8 +50,9 @@ struct Catalog {
   Bytes min_memory = 0, max_memory = 0;
   UsdPerHour memory_gb_per_hour = 0;
   double vcpus_per_gb = 0;
-  // The memory sizes FuncPipe's planner chooses among (`tiers:`, ascending,
-  // within min..max; absent: FuncPipe's eight from 512 MB to 10 GB that fit),
+  // The memory sizes FuncPipe's planner chooses among (`tiers:`, ascending;
+  // absent: FuncPipe's eight from 512 MB to 10 GB); it uses those from
+  // min_memory to max_memory (functionTiers),
   // and the latency of one access to the storage channel (absent: none
   // given; the planner then asks for --latency).
   std::vector<Bytes> tiers;
@@ -59,6 +60,10 @@ struct Catalog {
   // VMs:
   std::vector<VmInstance> instances;
 };
+
+// A function catalog's tiers from min_memory to max_memory; an error naming
+// the catalog when none is.
+Result<std::vector<Bytes>> functionTiers(const Catalog& catalog);
 
 // Loads a catalog: a bare name ("aci") from the data directory, or a path.
 Result<Catalog> loadCatalog(const std::string& nameOrPath);

@@ -159,6 +159,7 @@ const std::vector<Field> kFields = {
     {"data/pricing/lambda.yaml", "/max_memory", kPositive},
     {"data/pricing/lambda.yaml", "/memory_gb_per_hour", kZero},
     {"data/pricing/lambda.yaml", "/vcpus_per_gb", kNone},
+    {"data/pricing/lambda.yaml", "/storage_latency", kSeconds},
     {"data/pricing/aws-vm.yaml", "/instances/0/accelerators", kNone},
     {"data/pricing/aws-vm.yaml", "/instances/0/vcpus", kNone},
     {"data/pricing/aws-vm.yaml", "/instances/0/memory", kPositive},

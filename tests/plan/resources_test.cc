@@ -116,12 +116,16 @@ TEST(LoadCatalog, FunctionTiersAndStorageLatency) {
                            "min_memory: 128MB\nmax_memory: 3GB\nmemory_gb_per_hour: 0.06\nvcpus_per_gb: 0.6\n";
   auto c = catalogFromYaml(base, "f.yaml");
   ASSERT_TRUE(c.ok()) << c.status().message();
-  EXPECT_EQ(c->tiers, (std::vector<Bytes>{512 * kMB, kGB, 2 * kGB, 3 * kGB}));  // FuncPipe's that fit
+  EXPECT_EQ(c->tiers.size(), 8u);  // FuncPipe's; the planner uses those that fit 128 MB to 3 GB
+  EXPECT_EQ(*functionTiers(*c), (std::vector<Bytes>{512 * kMB, kGB, 2 * kGB, 3 * kGB}));
   EXPECT_FALSE(c->storage_latency.has_value());
+  auto above = catalogFromYaml(base + "tiers: [4GB, 5GB]\n", "f.yaml");
+  ASSERT_TRUE(above.ok()) << above.status().message();
+  ASSERT_FALSE(functionTiers(*above).ok());
+  EXPECT_NE(functionTiers(*above).status().message().find("none of its function sizes"), std::string::npos);
   for (const auto& [extra, expect] : std::vector<std::pair<std::string, std::string>>{
            {"tiers: [1GB, 512MB]\n", "f.yaml.tiers"},
-           {"tiers: [4GB]\n", "f.yaml.tiers"},
-           {"tiers: [lots]\n", "tiers[0]"},
+           {"tiers: [lots]\n", "f.yaml.tiers: \"lots\" is not a size"},
            {"tiers: []\n", "f.yaml.tiers"},
            {"storage_latency: 2min\n", "f.yaml.storage_latency"},
            {"storage_latency: soon\n", "f.yaml.storage_latency"}}) {

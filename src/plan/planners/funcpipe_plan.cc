@@ -44,12 +44,13 @@ Result<FuncPipeProblem> problemAt(const profile::Profile& prof, const profile::M
                                   const FuncPipePlannerOptions& o, std::int64_t microbatches) {
   FuncPipeProblem p;
   const BytesPerSecond bandwidth = o.bandwidth.value_or(catalog.network_bandwidth);
-  for (Bytes size : catalog.tiers) p.tiers.push_back({size, bandwidth});
+  HZ_ASSIGN_OR_RETURN(const std::vector<Bytes> tiers, functionTiers(catalog));
+  for (Bytes size : tiers) p.tiers.push_back({size, bandwidth});
   const double threads = std::max(1, prof.threads);
   Bytes params = 0, state = 0;
   for (const auto& [first, last] : groups) {
     std::vector<Seconds> f, b;
-    for (Bytes size : catalog.tiers) {
+    for (Bytes size : tiers) {
       // A function gets vCPUs in proportion to its memory; below a core per
       // compute thread, its passes take that much longer.
       const double vcpus = static_cast<double>(size) / 1e9 * catalog.vcpus_per_gb;
