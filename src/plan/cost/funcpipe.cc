@@ -99,6 +99,19 @@ Status validateFuncPipeConfig(const FuncPipeProblem& p, const FuncPipeConfig& c)
   return Status();
 }
 
+SyncTerms syncTerms(const FuncPipeProblem& p, int d) {
+  if (d <= 1) return {};
+  if (p.sync == ScatterReduce::kPipelined) return {2.0, 2.0 + d};
+  return {3.0 - 2.0 / d, 4.0};
+}
+
+Bytes stageNeeds(const FuncPipeProblem& p, int d, double activations, double parameters) {
+  const double mu = static_cast<double>(p.microbatches / d);
+  const double state = 2 + p.optimizer_state + (d > 1 ? 2 : 0);
+  const double need = mu * activations + state * parameters + static_cast<double>(p.worker_bytes);
+  return need >= 9e18 ? std::numeric_limits<Bytes>::max() : static_cast<Bytes>(std::ceil(need));
+}
+
 FuncPipeCost funcPipeCost(const FuncPipeProblem& p, const FuncPipeConfig& c) {
   const int L = p.numLayers();
   const int d = c.data_parallel;
@@ -141,9 +154,7 @@ FuncPipeCost funcPipeCost(const FuncPipeProblem& p, const FuncPipeConfig& c) {
   }
   out.forward = first + (mu - 1) * lag;
 
-  const bool sync = d > 1;
-  const double gamma = p.sync == ScatterReduce::kPipelined ? 2.0 : 3.0 - 2.0 / d;
-  const double delta = p.sync == ScatterReduce::kPipelined ? 2.0 + d : 4.0;
+  const SyncTerms sync = syncTerms(p, d);
   // From the top down: the sums over k ≥ i and the lag over them.
   Seconds below = 0, lagB = 0;
   for (int i = L - 1; i >= 0; --i) {
@@ -154,16 +165,14 @@ FuncPipeCost funcPipeCost(const FuncPipeProblem& p, const FuncPipeConfig& c) {
     below += bc[i];
     lagB = std::max(lagB, bHat[i]);
     const Seconds tb = below + (mu - 1) * lagB;
-    const Seconds ts = sync ? gamma * sHat[i] / p.tiers[tier[i]].bandwidth + delta * p.latency : 0;
+    const Seconds ts = sync.gamma * sHat[i] / p.tiers[tier[i]].bandwidth + sync.delta * p.latency;  // 0 at d = 1
     out.backward = std::max(out.backward, tb + ts);
   }
   out.iteration = out.forward + out.backward;
 
-  const double state = 2 + p.optimizer_state + (sync ? 2 : 0);
   for (int s = 0; s < c.numStages(); ++s) {
     const int i = c.first[s];
-    const double need = mu * aHat[i] + state * sHat[i] + static_cast<double>(p.worker_bytes);
-    const Bytes needs = need >= 9e18 ? std::numeric_limits<Bytes>::max() : static_cast<Bytes>(std::ceil(need));
+    const Bytes needs = stageNeeds(p, d, aHat[i], sHat[i]);
     out.needs.push_back(needs);
     out.fits = out.fits && needs <= p.tiers[c.tier[s]].memory;
     out.memory += static_cast<Bytes>(d) * p.tiers[c.tier[s]].memory;

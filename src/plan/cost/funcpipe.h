@@ -36,6 +36,7 @@
 // configuration and is its reference in tests.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -106,6 +107,32 @@ Status validateFuncPipeConfig(const FuncPipeProblem& problem, const FuncPipeConf
 
 // The model above for one configuration (valid for `problem`).
 FuncPipeCost funcPipeCost(const FuncPipeProblem& problem, const FuncPipeConfig& config);
+
+// The scatter-reduce's γ and δ at degree d (both 0 at d = 1: no sync).
+struct SyncTerms {
+  double gamma = 0, delta = 0;
+};
+SyncTerms syncTerms(const FuncPipeProblem& problem, int d);
+// What a stage holding these activations (per microbatch) and parameters
+// must have at degree d (3b), rounded up to whole bytes.
+Bytes stageNeeds(const FuncPipeProblem& problem, int d, double activations, double parameters);
+
+// Points fastest first, without one that a faster (or as fast) point is as
+// cheap as: the cost/time Pareto frontier of `points` (each with a `cost`,
+// a FuncPipeCost).
+template <typename Point>
+std::vector<Point> fastestFirstFrontier(std::vector<Point> points) {
+  std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
+    return a.cost.iteration != b.cost.iteration ? a.cost.iteration < b.cost.iteration
+                                                : a.cost.dollars < b.cost.dollars;
+  });
+  std::vector<Point> frontier;
+  for (Point& p : points) {
+    if (!frontier.empty() && p.cost.dollars >= frontier.back().cost.dollars) continue;
+    frontier.push_back(std::move(p));
+  }
+  return frontier;
+}
 
 // α1·c_iter + α2·t_iter.
 struct FuncPipeWeights {

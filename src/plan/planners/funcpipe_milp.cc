@@ -34,12 +34,6 @@ struct Built {
   std::vector<Segment> segments;
 };
 
-// What stage [a, e] on tier j must hold (3b), rounded up as funcPipeCost does.
-Bytes stageNeeds(const FuncPipeProblem& p, double mu, double state, double activations, double parameters) {
-  const double need = mu * activations + state * parameters + static_cast<double>(p.worker_bytes);
-  return need >= 9e18 ? std::numeric_limits<Bytes>::max() : static_cast<Bytes>(std::ceil(need));
-}
-
 // The least memory of all the functions of one replica of any configuration
 // at degree d: the whole model's needs (3b) in one stage.
 Bytes leastMemory(const FuncPipeProblem& p, int d) {
@@ -48,9 +42,7 @@ Bytes leastMemory(const FuncPipeProblem& p, int d) {
     params += static_cast<double>(p.parameters[i]);
     acts += static_cast<double>(p.activation[i]);
   }
-  const double state = 2 + p.optimizer_state + (d > 1 ? 2 : 0);
-  return std::max(p.tiers.front().memory,
-                  stageNeeds(p, static_cast<double>(p.microbatches / d), state, acts, params));
+  return std::max(p.tiers.front().memory, stageNeeds(p, d, acts, params));
 }
 
 // The program for one degree d: the least t_iter, at most `timeCap`, among
@@ -59,15 +51,13 @@ Bytes leastMemory(const FuncPipeProblem& p, int d) {
 bool build(const FuncPipeProblem& p, int d, double memoryCap, Seconds timeCap, Built& b) {
   const int L = p.numLayers(), J = p.numTiers();
   const double mu = static_cast<double>(p.microbatches / d);
-  const bool sync = d > 1;
-  const double gamma = p.sync == ScatterReduce::kPipelined ? 2.0 : 3.0 - 2.0 / d;
-  const double delta = p.sync == ScatterReduce::kPipelined ? 2.0 + d : 4.0;
-  const double state = 2 + p.optimizer_state + (sync ? 2 : 0);
+  const SyncTerms sync = syncTerms(p, d);
   Milp& m = b.milp;
 
   // Every stage that fits its tier (the memory constraint holds by
-  // construction), less those a smaller tier dominates: NOTE [Dominated
-  // function sizes].
+  // construction), less those that a smaller tier dominates: as fast in
+  // both passes and with as much bandwidth, it serves every objective at
+  // least as well for less memory (funcpipe_milp.h).
   std::vector<std::vector<int>> starting(L + 1), ending(L);  // segment indices by first and last layer
   for (int a = 0; a < L; ++a) {
     std::vector<double> f(J, 0), bw(J, 0);
@@ -75,7 +65,7 @@ bool build(const FuncPipeProblem& p, int d, double memoryCap, Seconds timeCap, B
     for (int e = a; e < L; ++e) {
       params += static_cast<double>(p.parameters[e]);
       acts += static_cast<double>(p.activation[e]);
-      const Bytes needs = stageNeeds(p, mu, state, acts, params);
+      const Bytes needs = stageNeeds(p, d, acts, params);
       std::vector<int> kept;
       for (int j = 0; j < J; ++j) {
         f[j] += p.slowdown * p.forward[e][j];
@@ -95,7 +85,7 @@ bool build(const FuncPipeProblem& p, int d, double memoryCap, Seconds timeCap, B
         s.backward = bw[j];
         s.out = e + 1 < L ? static_cast<double>(p.output[e]) / t.bandwidth + p.latency : 0;
         s.in = a > 0 ? static_cast<double>(p.output[a - 1]) / t.bandwidth + p.latency : 0;
-        s.sync = sync ? gamma * params / t.bandwidth + delta * p.latency : 0;
+        s.sync = sync.gamma * params / t.bandwidth + sync.delta * p.latency;  // 0 at d = 1
         s.var = m.addVariable(0, 1, 0, true);
         starting[a].push_back(static_cast<int>(b.segments.size()));
         ending[e].push_back(static_cast<int>(b.segments.size()));
@@ -196,9 +186,8 @@ std::string whyNothingFits(const FuncPipeProblem& p) {
     int bestD = 1;
     for (int d : p.data_parallel) {
       if (p.microbatches % d != 0) continue;
-      const double need = static_cast<double>(p.microbatches / d) * static_cast<double>(p.activation[i]) +
-                          (2 + p.optimizer_state + (d > 1 ? 2 : 0)) * static_cast<double>(p.parameters[i]) +
-                          static_cast<double>(p.worker_bytes);
+      const double need = static_cast<double>(
+          stageNeeds(p, d, static_cast<double>(p.activation[i]), static_cast<double>(p.parameters[i])));
       if (need < best) {
         best = need;
         bestD = d;
@@ -224,8 +213,8 @@ std::string whyNothingFits(const FuncPipeProblem& p) {
 }
 
 // NOTE [The time–memory frontier] at degree d: calls `point` with each
-// configuration found, fastest first, while `more(its cost)` says to go on.
-// The first call has no memory cap, each next one a cap just below the last
+// configuration found, fastest first, while it returns true. The first
+// program has no memory cap, each next one a cap just below the last
 // point's memory. Returns the programs solved, or an error.
 Result<int> walkFrontier(const FuncPipeProblem& p, int d, Seconds limit, Seconds timeCap,
                          const std::function<bool(const FuncPipeSolution&)>& point, int* variables,
@@ -342,15 +331,7 @@ Result<std::vector<FuncPipeSolution>> funcPipeFrontier(const FuncPipeProblem& p,
     n += k;
   }
   if (found.empty()) return infeasible(whyNothingFits(p));
-  // Fastest first, then the cheaper; without the dominated.
-  std::sort(found.begin(), found.end(), [](const FuncPipeSolution& a, const FuncPipeSolution& b) {
-    return a.cost.iteration != b.cost.iteration ? a.cost.iteration < b.cost.iteration : a.cost.dollars < b.cost.dollars;
-  });
-  std::vector<FuncPipeSolution> frontier;
-  for (FuncPipeSolution& s : found) {
-    if (!frontier.empty() && s.cost.dollars >= frontier.back().cost.dollars) continue;
-    frontier.push_back(std::move(s));
-  }
+  std::vector<FuncPipeSolution> frontier = fastestFirstFrontier(std::move(found));
   if (programs) *programs = n;
   return frontier;
 }

@@ -7,7 +7,8 @@
 // The program. FuncPipe's x_i (a stage ends after layer i) and z_ij (layer
 // i's tier) are written as one binary per possible stage, y_(a,e,j): layers
 // a..e on tier j, created only when that stage fits its tier (3b holds by
-// construction); x_e = Σ_(a,j) y_(a,e,j), z_ij = Σ_(a ≤ i ≤ e) y_(a,e,j). The
+// construction) and no smaller tier is as fast in both passes with as much
+// bandwidth (it would serve every objective as well for less memory); x_e = Σ_(a,j) y_(a,e,j), z_ij = Σ_(a ≤ i ≤ e) y_(a,e,j). The
 // chosen stages form a path from layer 0 to the last (flow conservation),
 // at most workers/d of them. Every term of the model that depends on one
 // stage (its compute, the transfers over its two boundaries at its own

@@ -49,17 +49,17 @@ Result<FuncPipeProblem> problemAt(const profile::Profile& prof, const profile::M
   const double threads = std::max(1, prof.threads);
   Bytes params = 0, state = 0;
   for (const auto& [first, last] : groups) {
+    double fs = 0, bs = 0;
+    for (int i = first; i <= last; ++i) {
+      fs += m.layers[i].forward_ms / 1e3;
+      bs += m.layers[i].backward_ms / 1e3;
+    }
     std::vector<Seconds> f, b;
     for (Bytes size : tiers) {
       // A function gets vCPUs in proportion to its memory; below a core per
       // compute thread, its passes take that much longer.
       const double vcpus = static_cast<double>(size) / 1e9 * catalog.vcpus_per_gb;
       const double slower = vcpus > 0 ? std::max(1.0, threads / vcpus) : 1.0;
-      double fs = 0, bs = 0;
-      for (int i = first; i <= last; ++i) {
-        fs += m.layers[i].forward_ms / 1e3;
-        bs += m.layers[i].backward_ms / 1e3;
-      }
       f.push_back(fs * slower);
       b.push_back(bs * slower);
     }
@@ -166,14 +166,7 @@ Result<FuncPipePlannerResult> planFuncPipe(const profile::Profile& prof, const C
     }
   }
   if (points.empty()) return lastError.ok() ? infeasible("no configuration fits") : lastError;
-  std::sort(points.begin(), points.end(), [](const FuncPipePoint& a, const FuncPipePoint& b) {
-    return a.cost.iteration != b.cost.iteration ? a.cost.iteration < b.cost.iteration
-                                                : a.cost.dollars < b.cost.dollars;
-  });
-  for (const FuncPipePoint& p : points) {
-    if (!out.frontier.empty() && p.cost.dollars >= out.frontier.back().cost.dollars) continue;  // dominated or equal
-    out.frontier.push_back(p);
-  }
+  out.frontier = fastestFirstFrontier(std::move(points));
   out.cheapest = static_cast<int>(out.frontier.size()) - 1;
   const FuncPipePoint& c = out.frontier[out.cheapest];
   for (size_t i = 0; i < out.frontier.size(); ++i) {
