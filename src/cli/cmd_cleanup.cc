@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cluster/channel.h"
 #include "cluster/launch/container/container_launcher.h"
 #include "cluster/launch/slurm/slurm_launcher.h"
 #include "runtime/comm/shm_segments.h"
@@ -24,6 +25,14 @@ Status runCleanup() {
     r.removed.insert(r.removed.end(), s.removed.begin(), s.removed.end());
     r.live.insert(r.live.end(), s.live.begin(), s.live.end());
     r.errors.insert(r.errors.end(), s.errors.begin(), s.errors.end());
+  }
+  if (::access(cluster::channelRecordDir().c_str(), F_OK) == 0) {
+    // Keys that killed jobs left in a Redis channel of the user's.
+    const cluster::CleanupReport k =
+        cluster::cleanupRecords(cluster::channelRecordDir(), "job", cluster::removeChannelKeys);
+    r.removed.insert(r.removed.end(), k.removed.begin(), k.removed.end());
+    r.live.insert(r.live.end(), k.live.begin(), k.live.end());
+    r.errors.insert(r.errors.end(), k.errors.begin(), k.errors.end());
   }
   for (const auto& line : r.removed) std::cout << "Removed " << line << "\n";
   for (const auto& line : r.live) std::cout << "Left running: " << line << "\n";

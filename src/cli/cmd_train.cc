@@ -56,6 +56,7 @@ extern "C" void onCheckpoint(int) { gCheckpoint.fetch_add(1); }
 struct TrainArgs {
   std::string job, resume, out, plan, profile, worker_binary;
   std::string data_parallel, stages, microbatches, microbatch_size, max_steps, epochs, seed, workers, global_batch;
+  std::string channel, channel_password_file, channel_sync;
   std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
   std::string scaling, min_replicas, max_replicas, every_epochs;
   std::string partition, account, slurm_args, coordinator_host, schedule, chunks;
@@ -95,6 +96,9 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
     s->schedule = a.schedule;
   }
   if (!a.launcher.empty()) s->launcher = a.launcher;
+  if (!a.channel.empty()) s->channel = a.channel;
+  if (!a.channel_password_file.empty()) s->channel_password_file = a.channel_password_file;
+  if (!a.channel_sync.empty()) s->channel_sync = a.channel_sync;
   if (!a.partition.empty()) s->slurm.partition = a.partition;
   if (!a.account.empty()) s->slurm.account = a.account;
   if (!a.slurm_args.empty()) s->slurm.args = cluster::splitWords(a.slurm_args);
@@ -245,6 +249,13 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_option("--launcher", a->launcher,
                   "auto (containers when root, else processes), local (processes), container, or slurm (job steps "
                   "on a Slurm cluster, docs/slurm.md)");
+  cmd->add_option("--channel", a->channel,
+                  "Workers exchange tensors through a Redis store: redis (the job starts its own) or "
+                  "redis://HOST:PORT (docs/functions.md)");
+  cmd->add_option("--channel-password-file", a->channel_password_file,
+                  "The password of the Redis server given with --channel (a file; never on the command line)");
+  cmd->add_option("--channel-sync", a->channel_sync,
+                  "The stage allreduce through the channel: pipelined (FuncPipe's scatter-reduce) or lambdaml");
   cmd->add_option("--partition", a->partition, "Slurm: the partition to run the workers in");
   cmd->add_option("--account", a->account, "Slurm: the account to charge");
   cmd->add_option("--slurm-args", a->slurm_args,

@@ -106,6 +106,13 @@ Status Job::start() {
   // see this file system); libtorch 1.13's TCPStore binds every interface,
   // against "listeners bind only to the job's addresses" (issue 4 §5).
   HZ_RETURN_IF_ERROR(run_.writeJson("coordinator.json", {{"pid", ::getpid()}, {"control", control_->endpoint()}}));
+  if (!spec_.channel.empty()) {
+    // Beside the coordinator, where every worker reaches it (docs/functions.md).
+    const std::string job = wire::newToken().substr(0, 12);
+    HZ_ASSIGN_OR_RETURN(channel_, JobChannel::open(spec_, run_.root() + "/redis", launcher_->coordinatorHost(), job));
+    progress_.note(fmt::format("Workers exchange tensors through the Redis channel at {} ({} scatter-reduce)",
+                               channel_->describe(), spec_.channel_sync));
+  }
   genStop_ = generationStop();
   return launchWorkers();
 }

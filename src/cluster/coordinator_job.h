@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cluster/billing.h"
+#include "cluster/channel.h"
 #include "cluster/job_plan.h"
 #include "cluster/launch/registry.h"
 #include "cluster/progress.h"
@@ -178,6 +179,8 @@ class Job {
   // generation's process groups meet there under "gen<N>/".
   wire::StoreService store_;
   std::unique_ptr<Launcher> launcher_;
+  // The Redis channel, when the workers exchange tensors through one (cluster.channel).
+  std::unique_ptr<JobChannel> channel_;
   Ledger ledger_;
   std::vector<WorkerState> workers_;
   std::map<std::int64_t, StepAccount> steps_;

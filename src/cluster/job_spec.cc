@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "plan/cost/schedules.h"
+#include "runtime/comm/redis/redis_client.h"
 
 namespace hydrozoa::cluster {
 namespace {
@@ -142,6 +143,10 @@ void readCluster(ObjectReader& top, JobSpec* s) {
   if (r.has("start_timeout")) s->start_timeout = r.seconds("start_timeout");
   s->max_recoveries = static_cast<int>(r.optCount("max_recoveries", {0, 1000}).value_or(s->max_recoveries));
   s->control_port = static_cast<int>(r.optCount("control_port", {0, 65535}).value_or(0));
+  s->channel = r.optString("channel").value_or(s->channel);
+  s->channel_password_file = r.optString("channel_password_file").value_or(s->channel_password_file);
+  s->channel_sync = r.optString("channel_sync").value_or(s->channel_sync);
+  if (r.has("channel_timeout")) s->channel_timeout = r.seconds("channel_timeout");
   if (const Json* slurm = r.raw("slurm")) {
     ObjectReader q(*slurm, r.child("slurm"));
     s->slurm.partition = q.optString("partition").value_or("");
@@ -299,6 +304,30 @@ Json scalingToJson(const ScalingSpec& s) {
   return j;
 }
 
+// cluster.channel and its companions; errors name the field (the caller adds the file).
+Status validateChannel(const JobSpec& s) {
+  auto bad = [](const std::string& field, const std::string& what) {
+    return invalidArgument(fmt::format("{}: {}", field, what));
+  };
+  if (s.channel_sync != "pipelined" && s.channel_sync != "lambdaml") {
+    return bad("cluster.channel_sync", fmt::format("unknown method \"{}\"; use pipelined (FuncPipe's scatter-reduce) "
+                                                   "or lambdaml (LambdaML's)",
+                                                   s.channel_sync));
+  }
+  if (!(s.channel_timeout >= 1 && s.channel_timeout <= 24 * 3600)) {
+    return bad("cluster.channel_timeout", "must be from 1s to 24h");
+  }
+  if (s.channel.empty() || s.channel == "redis") {
+    if (!s.channel_password_file.empty()) {
+      return bad("cluster.channel_password_file",
+                 "is the password of a Redis server of your own (cluster.channel: redis://HOST:PORT); a job that starts "
+                 "its own (channel redis, or none given) generates one");
+    }
+    return Status();
+  }
+  return runtime::redis::parseUrl(s.channel, "cluster.channel").status();
+}
+
 }  // namespace
 
 Status validateJobSpec(const JobSpec& s, const std::string& origin) {
@@ -338,6 +367,7 @@ Status validateJobSpec(const JobSpec& s, const std::string& origin) {
     }
   }
   if (s.latency < 0 || s.latency > 10) return bad("cluster.latency", "must be from 0 to 10s");
+  if (Status c = validateChannel(s); !c.ok()) return c.withPrefix(origin);
   if (s.latency > 0 && s.launcher == "local") {
     return bad("cluster.latency", "is added by containers' network shaping; plain processes (launcher local) would "
                                   "ignore it: drop the latency or use launcher container (as root)");
@@ -454,6 +484,12 @@ Json jobSpecToJson(const JobSpec& s) {
   if (s.memory_limit) cluster["memory_limit"] = *s.memory_limit;
   if (s.cpu_limit) cluster["cpu_limit"] = *s.cpu_limit;
   if (s.memory) cluster["memory"] = *s.memory;
+  if (!s.channel.empty()) {
+    cluster["channel"] = s.channel;
+    cluster["channel_sync"] = s.channel_sync;
+    cluster["channel_timeout"] = s.channel_timeout;
+    if (!s.channel_password_file.empty()) cluster["channel_password_file"] = s.channel_password_file;
+  }
   if (s.launcher == "slurm") {
     std::string args;
     for (const auto& a : s.slurm.args) args += (args.empty() ? "" : " ") + a;

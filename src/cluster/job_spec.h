@@ -100,6 +100,14 @@ struct JobSpec {
   int max_recoveries = 3;                   // lost workers recovered per run; 0: a loss stops the job
   int control_port = 0;                     // 0: any free port
   SlurmSpec slurm;                          // slurm: partition, account, more options
+  // The data plane (docs/functions.md, "The channel"): "" : workers connect
+  // to each other (Gloo); "redis": through a redis-server the job starts
+  // beside the coordinator; "redis://host:port": through that server, with
+  // the password in channel_password_file ("" : none).
+  std::string channel;
+  std::string channel_password_file;
+  std::string channel_sync = "pipelined";  // pipelined (FuncPipe) | lambdaml: the stage allreduce through it
+  Seconds channel_timeout = 120;  // a read that gets nothing this long: its message is lost (the peer died, or the key)
   // plan
   std::string plan_file;  // "" : plan here
   std::string profile_file;  // plan from this profile instead of measuring one ("" : measure, or the cache)

@@ -229,6 +229,7 @@ Status Job::recover() {
   // The next generation.
   ++generation_;
   store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
+  if (channel_) channel_->clearGeneration(generation_ - 1);
   training_ = false;
   token_ = wire::newToken();
   control_->newGeneration(token_);

@@ -202,6 +202,13 @@ void Job::finish(const std::string& status, const std::string& reason) {
        {{"metrics", run_.file("metrics.jsonl")},
         {"trace", run_.file("trace.json")},
         {"checkpoints", run_.checkpointsDir()}}}};
+  if (channel_) {
+    // Keys the workers left (a completed run consumes every message: 0);
+    // the coordinator deletes them when it closes the channel.
+    summary["channel"] = {{"url", channel_->address().url()},
+                          {"sync", spec_.channel_sync},
+                          {"keys_left", channel_->keysLeft()}};
+  }
   if (Status s = run_.writeJson("summary.json", summary); !s.ok()) spdlog::error("{}", s.message());
 }
 

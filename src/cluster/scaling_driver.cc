@@ -237,6 +237,7 @@ Status Job::rescale() {
   genStop_ = generationStop();
   ++generation_;
   store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
+  if (channel_) channel_->clearGeneration(generation_ - 1);
   steps_.clear();
   boundaries_.clear();
   evals_.clear();

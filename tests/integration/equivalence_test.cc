@@ -56,6 +56,7 @@ struct Tolerance {
   std::string schedule;  // "": the default (gpipe)
   int chunks = 0;        // --chunks (interleaved), when > 0
   bool recompute = false;  // --recompute
+  std::vector<std::string> args;  // more of `hydrozoa train`'s flags
 };
 
 // The parameters saved in checkpoint `ckpt` equal `ref`'s, layer by layer.
@@ -123,6 +124,7 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
   if (!t.schedule.empty()) args.insert(args.end(), {"--schedule", t.schedule});
   if (t.chunks > 0) args.insert(args.end(), {"--chunks", std::to_string(t.chunks)});
   if (t.recompute) args.push_back("--recompute");
+  args.insert(args.end(), t.args.begin(), t.args.end());
   const auto r = runHydrozoa(dir.path().string(), args);
   ASSERT_EQ(r.code, 0) << r.err;
   const std::vector<double> losses = testing::stepLosses(dir / "run");
@@ -144,7 +146,7 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
     }
     EXPECT_EQ(testing::tracedPasses(dir / "run", 0, 0), want);
   }
-  if (t.launcher == "local" && p.replicas > 1) {
+  if (t.launcher == "local" && p.replicas > 1 && t.args.empty()) {
     std::ifstream log(dir.path() / "run" / "workers" / "worker-0.log");
     const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("allreduce goes through shared memory"), std::string::npos) << text;
@@ -176,6 +178,18 @@ TEST(Equivalence, ReplicasSummingThroughSharedMemory) {
   t.launcher = "local";
   expectEquivalent(kMlp, {3, 1, 2}, t);
   expectEquivalent(kMlp, {2, 2, 3}, t);
+}
+
+// Through a Redis channel of the job's own (docs/functions.md): every
+// message and both scatter-reduces through the store, the same training.
+TEST(Equivalence, HybridTwoByTwoThroughRedis) {
+  Tolerance t;
+  t.launcher = "local";
+  t.args = {"--channel", "redis"};
+  expectEquivalent(kMlp, {2, 2, 3}, t);
+  t.args = {"--channel", "redis", "--channel-sync", "lambdaml"};
+  t.schedule = "1f1b";
+  expectEquivalent(kMlp, {3, 2, 4}, t);
 }
 
 // Dropout draws the same masks however the layers are split.

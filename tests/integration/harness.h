@@ -209,4 +209,19 @@ inline std::string writeRoundRobinPlan(const std::string& dir, const std::vector
   return "";
 }
 
+// Waits until the run in `runDir` has reported `steps` steps; returns its
+// coordinator's control endpoint ("" and a test failure if it never does).
+inline std::string waitForSteps(const std::string& runDir, size_t steps, double seconds = 120) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (std::filesystem::exists(runDir + "/metrics.jsonl") && stepLosses(runDir).size() >= steps) {
+      auto c = readJsonFile(runDir + "/coordinator.json");
+      if (c.ok()) return (*c)["control"].get<std::string>();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ADD_FAILURE() << "the run did not reach step " << steps;
+  return "";
+}
+
 }  // namespace hydrozoa::testing

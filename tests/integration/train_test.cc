@@ -30,6 +30,7 @@ using testing::Outcome;
 using testing::runHydrozoa;
 using testing::ScratchDir;
 using testing::spawnHydrozoa;
+using testing::waitForSteps;
 using testing::waitHydrozoa;
 
 // A small job on synthetic data: 96 samples, 4 steps of 24 per epoch.
@@ -69,19 +70,6 @@ std::vector<pid_t> workersOf(const std::string& endpoint) {
 
 // Waits until the run in `dir` has done at least `steps` steps; returns its
 // control endpoint.
-std::string waitForSteps(const std::string& runDir, size_t steps, double seconds = 120) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) {
-    if (std::filesystem::exists(runDir + "/metrics.jsonl") && testing::stepLosses(runDir).size() >= steps) {
-      auto c = readJsonFile(runDir + "/coordinator.json");
-      if (c.ok()) return (*c)["control"].get<std::string>();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ADD_FAILURE() << "the run did not reach step " << steps;
-  return "";
-}
-
 bool goneWithin(const std::string& endpoint, double seconds) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < until) {
@@ -679,6 +667,25 @@ void expectTheSameLossesAsTheWholeRun(const ScratchDir& dir) {
       ASSERT_EQ(a[i], b[i]) << "step " << i + 1;
     }
   }
+}
+
+// The same through a Redis channel of the job's own: the survivors wait on
+// the store, not on a closed connection, and are halted and saved all the
+// same; the next generation's keys are its own.
+TEST(Recovery, AKilledWorkerThroughTheRedisChannelLosesNothing) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << recoveryJob("{data_parallel: 2, stages: 2, microbatches: 3}", ", channel: redis");
+  const auto [pid, victim, endpoint] = runWholeThenStart(dir, 150, 1);
+  ASSERT_GT(victim, 0);
+  ::kill(victim, SIGKILL);
+  Outcome r = waitHydrozoa(dir.path().string(), pid);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["status"], "completed");
+  ASSERT_EQ((*summary)["recoveries"].size(), 1u);
+  EXPECT_EQ((*summary)["recoveries"][0]["restored_from"], "live replicas");
+  expectTheSameLossesAsTheWholeRun(dir);
 }
 
 // Under 2bw (NOTE [Weight versions]) the survivors' state, or a

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/limits.h"
+#include "runtime/comm/redis/redis_transport.h"
 #include "runtime/exec/tags.h"
 #include "wire/control.h"
 
@@ -67,6 +68,21 @@ Result<Role> parseRole(const Json& a) {
         break;
       }
       stageReplicas.push_back(count.get<int>());
+    }
+  }
+  if (const Json* channel = o.raw("channel")) {
+    ObjectReader c(*channel, "assign.channel");
+    r.channel.url = c.string("url");
+    r.channel.password = c.string("password");
+    r.channel.ns = c.string("ns");
+    r.channel.sync = c.string("sync");
+    r.channel.timeout = c.positive("timeout");
+    c.rejectUnknownKeys();
+    HZ_RETURN_IF_ERROR(c.status());
+    HZ_RETURN_IF_ERROR(redis::parseUrl(r.channel.url, "assign.channel.url").status());
+    HZ_RETURN_IF_ERROR(redis::parseSyncMethod(r.channel.sync, "assign.channel.sync").status());
+    if (r.channel.ns.empty() || r.channel.ns.size() > 200) {
+      return invalidArgument("assign.channel.ns: expected a key prefix of 1 to 200 characters");
     }
   }
   const Json& job = o.object("job");

@@ -42,6 +42,13 @@ struct Role {
   // a shared filesystem), or "" : shipped to the coordinator (wire/file_transfer.h).
   std::string checkpoint_root;
   std::vector<int> cpus;  // cores for the compute thread; empty: any
+  // The data plane through a Redis store (docs/functions.md, "The channel"):
+  // its address, password, this generation's key prefix and the stage
+  // allreduce's method. url "": workers connect to each other (Gloo).
+  struct Channel {
+    std::string url, password, ns, sync = "pipelined";
+    double timeout = 120;  // seconds
+  } channel;
   bool cpus_shared = false;  // other workers' compute threads run on them too (NOTE [Cores for compute threads])
   cluster::JobSpec job;
 };

@@ -13,6 +13,7 @@
 #include "data/dataset.h"
 #include "model/model.h"
 #include "plan/cost/allreduce.h"
+#include "runtime/comm/redis/redis_transport.h"
 #include "runtime/exec/tags.h"
 #include "runtime/job_data.h"
 
@@ -129,7 +130,23 @@ Status Worker::build() {
     to.shared_memory_bytes = std::max<Bytes>(to.shared_memory_bytes, 1);
     to.spin = !role_.cpus.empty() && !role_.cpus_shared;
   }
-  HZ_ASSIGN_OR_RETURN(transport_, connectTransport(to));
+  if (!role_.channel.url.empty()) {
+    // Through the store: no connection to another worker, no rendezvous.
+    redis::ChannelOptions co;
+    HZ_ASSIGN_OR_RETURN(co.address, redis::parseUrl(role_.channel.url, "the channel"));
+    HZ_ASSIGN_OR_RETURN(co.sync, redis::parseSyncMethod(role_.channel.sync, "the channel's sync"));
+    co.password = role_.channel.password;
+    co.ns = role_.channel.ns;
+    co.rank = role_.rank;
+    co.world_size = role_.world;
+    co.stage = role_.stage;
+    co.replica = role_.replica;
+    co.replicas = role_.replicas;
+    co.timeout = role_.channel.timeout;
+    HZ_ASSIGN_OR_RETURN(transport_, redis::connectChannel(co));
+  } else {
+    HZ_ASSIGN_OR_RETURN(transport_, connectTransport(to));
+  }
   // Buckets as PyTorch DDP sizes them: 1 MB first, 25 MB after (plan/cost/allreduce.h).
   // One sync over every chunk's layers, in order: chunk c's layer i is
   // layer offset_c + i of it.

@@ -201,6 +201,16 @@ Result<std::int64_t> deleteMatching(Connection& c, const std::string& pattern) {
   return deleted;
 }
 
+Status checkStore(Connection& c) {
+  auto policy = c.run({"CONFIG", "GET", "maxmemory-policy"});
+  if (!policy.ok() || policy->size() != 2) return Status();
+  const std::string_view p = policy->at(1).str();
+  if (p == "noeviction") return Status();
+  return invalidArgument(fmt::format("the Redis channel at {} evicts keys (maxmemory-policy {}): a message evicted "
+                                     "mid-step would be lost; set maxmemory-policy noeviction on it",
+                                     c.address().url(), p));
+}
+
 Result<std::int64_t> usedMemory(Connection& c) {
   HZ_ASSIGN_OR_RETURN(Reply r, c.run({"INFO", "memory"}));
   const std::string_view text = r.str();

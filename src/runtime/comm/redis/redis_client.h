@@ -91,6 +91,11 @@ class Connection {
 // returns how many.
 Result<std::int64_t> deleteMatching(Connection& c, const std::string& pattern);
 
+// Whether the server can serve as a channel: one that evicts keys would
+// lose messages (maxmemory-policy must be noeviction). A server that
+// refuses CONFIG (a managed one) is trusted.
+Status checkStore(Connection& c);
+
 // The server's used_memory (INFO memory), bytes.
 Result<std::int64_t> usedMemory(Connection& c);
 

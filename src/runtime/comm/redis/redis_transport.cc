@@ -419,16 +419,7 @@ Result<std::unique_ptr<Transport>> connectChannel(const ChannelOptions& o) {
   // The first connection says whether the store is there and takes the
   // password, with the fix in its message; the lanes connect when first used.
   HZ_ASSIGN_OR_RETURN(Connection c, Connection::open(o.address, o.password, 10));
-  // A store that evicts keys would lose messages; say so now rather than
-  // time out mid-step (a managed Redis may refuse CONFIG: then trust it).
-  if (auto policy = c.run({"CONFIG", "GET", "maxmemory-policy"}); policy.ok() && policy->size() == 2) {
-    const std::string_view p = policy->at(1).str();
-    if (p != "noeviction") {
-      return invalidArgument(fmt::format("the Redis channel at {} evicts keys (maxmemory-policy {}): a message evicted "
-                                         "mid-step would be lost; set maxmemory-policy noeviction on it",
-                                         o.address.url(), p));
-    }
-  }
+  HZ_RETURN_IF_ERROR(checkStore(c));
   return std::unique_ptr<Transport>(new RedisTransport(o));
 }
 

@@ -1,0 +1,135 @@
+#include "cluster/channel.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "cluster/launch/records.h"
+#include "wire/control.h"
+
+namespace hydrozoa::cluster {
+
+using runtime::redis::Connection;
+
+std::string channelRecordDir() { return launcherStateDir() + "/redis"; }
+
+namespace {
+
+Result<std::string> readPassword(const std::string& path) {
+  auto text = readTextFile(path);
+  if (!text.ok()) {
+    return notFound(fmt::format("cluster.channel_password_file: {} (a file holding the Redis server's password)",
+                                text.status().message()));
+  }
+  std::string p = *text;
+  while (!p.empty() && (p.back() == '\n' || p.back() == '\r' || p.back() == ' ')) p.pop_back();
+  if (p.empty() || p.find('\n') != std::string::npos) {
+    return invalidArgument(fmt::format("cluster.channel_password_file: {} should hold the password on one line", path));
+  }
+  return p;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JobChannel>> JobChannel::open(const JobSpec& spec, const std::string& dir,
+                                                     const std::string& host, const std::string& job) {
+  auto c = std::unique_ptr<JobChannel>(new JobChannel());
+  c->job_ = job;
+  c->sync_ = spec.channel_sync;
+  c->timeout_ = spec.channel_timeout;
+  if (spec.channel == "redis") {
+    runtime::redis::ServerOptions so;
+    so.dir = dir;
+    so.bind = host;
+    so.password = wire::newToken() + wire::newToken();
+    HZ_ASSIGN_OR_RETURN(c->server_, runtime::redis::LocalServer::start(so));
+    // The password was only needed to start it.
+    ::unlink((dir + "/redis.conf").c_str());
+    c->address_ = c->server_->address();
+    c->password_ = c->server_->password();
+  } else {
+    HZ_ASSIGN_OR_RETURN(c->address_, runtime::redis::parseUrl(spec.channel, "cluster.channel"));
+    if (!spec.channel_password_file.empty()) {
+      HZ_ASSIGN_OR_RETURN(c->password_, readPassword(spec.channel_password_file));
+    }
+  }
+  HZ_ASSIGN_OR_RETURN(Connection admin, Connection::open(c->address_, c->password_, 10));
+  HZ_RETURN_IF_ERROR(runtime::redis::checkStore(admin));
+  c->admin_.emplace(std::move(admin));
+  if (!c->server_) {
+    // Keys a killed coordinator leaves in the user's server: `hydrozoa cleanup`.
+    const std::string recordDir = channelRecordDir();
+    if (ensureDir(launcherStateDir()).ok() && ensureDir(recordDir).ok()) {
+      Json record = recordOwner(job);
+      record["url"] = c->address_.url();
+      record["prefix"] = c->prefix();
+      record["password_file"] = spec.channel_password_file;
+      c->record_ = recordDir + "/" + job + ".json";
+      if (Status s = writeFileAtomically(c->record_, record.dump(2)); !s.ok()) {
+        spdlog::warn("no cleanup record for the channel's keys: {}", s.message());
+        c->record_.clear();
+      }
+    }
+  }
+  return c;
+}
+
+JobChannel::~JobChannel() {
+  if (admin_) {
+    if (auto n = runtime::redis::deleteMatching(*admin_, prefix() + ":*"); !n.ok()) {
+      spdlog::warn("the job's keys in the Redis channel were not all deleted: {}", n.status().message());
+    } else if (!record_.empty()) {
+      ::unlink(record_.c_str());
+    }
+  }
+  admin_.reset();
+  if (server_) server_->stop();
+}
+
+Json JobChannel::assign(int generation) const {
+  return {{"url", address_.url()},
+          {"password", password_},
+          {"ns", fmt::format("{}:g{}", prefix(), generation)},
+          {"sync", sync_},
+          {"timeout", timeout_}};
+}
+
+void JobChannel::clearGeneration(int generation) {
+  if (!admin_) return;
+  if (auto n = runtime::redis::deleteMatching(*admin_, fmt::format("{}:g{}:*", prefix(), generation)); !n.ok()) {
+    spdlog::warn("generation {}'s keys in the Redis channel were not deleted: {}", generation, n.status().message());
+  }
+}
+
+std::string JobChannel::describe() const {
+  return address_.url() + (server_ ? " (the job's own redis-server)" : "");
+}
+
+std::int64_t JobChannel::keysLeft() {
+  if (!admin_) return -1;
+  std::int64_t n = 0;
+  std::string cursor = "0";
+  do {
+    auto r = admin_->run({"SCAN", cursor, "MATCH", prefix() + ":*", "COUNT", "1000"});
+    if (!r.ok()) return -1;
+    cursor = std::string(r->at(0).str());
+    n += static_cast<std::int64_t>(r->at(1).size());
+  } while (cursor != "0");
+  return n;
+}
+
+Result<std::vector<std::string>> removeChannelKeys(const Json& record) {
+  const std::string url = record.value("url", ""), prefix = record.value("prefix", "");
+  const std::string passwordFile = record.value("password_file", "");
+  if (prefix.rfind("hz:", 0) != 0 || prefix.size() < 4) return invalidArgument("the record names no job's keys");
+  HZ_ASSIGN_OR_RETURN(auto address, runtime::redis::parseUrl(url, "the record's url"));
+  std::string password;
+  if (!passwordFile.empty()) {
+    HZ_ASSIGN_OR_RETURN(password, readPassword(passwordFile));
+  }
+  HZ_ASSIGN_OR_RETURN(Connection c, Connection::open(address, password, 10));
+  HZ_ASSIGN_OR_RETURN(std::int64_t n, runtime::redis::deleteMatching(c, prefix + ":*"));
+  return std::vector<std::string>{fmt::format("{} keys in {}", n, url)};
+}
+
+}  // namespace hydrozoa::cluster

@@ -1,0 +1,64 @@
+// The job's Redis channel, as the coordinator keeps it (docs/functions.md,
+// "The channel"): a redis-server of the job's own beside the coordinator
+// (cluster.channel: redis) or the user's (redis://host:port, its password
+// in a file). The coordinator checks it before launching anything, tells
+// each worker where it is in its assign message (over the authenticated
+// control plane: the password goes to no one else), deletes a generation's
+// keys when the generation ends and every key of the job at the end.
+//
+// When the coordinator is killed, its own server dies with it; keys left in
+// a user's server are deleted by `hydrozoa cleanup` from a record written
+// before the first worker starts (cluster/launch/records.h).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cluster/job_spec.h"
+#include "core/files.h"
+#include "core/status.h"
+#include "runtime/comm/redis/redis_client.h"
+#include "runtime/comm/redis/redis_server.h"
+
+namespace hydrozoa::cluster {
+
+class JobChannel {
+ public:
+  // `dir`: where an own server keeps its log; `host`: the address workers
+  // reach the coordinator at, where an own server listens; `job`: names
+  // this job's keys and record.
+  static Result<std::unique_ptr<JobChannel>> open(const JobSpec& spec, const std::string& dir, const std::string& host,
+                                                  const std::string& job);
+  ~JobChannel();
+  JobChannel(const JobChannel&) = delete;
+  JobChannel& operator=(const JobChannel&) = delete;
+
+  // The "channel" of a worker's assign message in `generation`.
+  Json assign(int generation) const;
+  // Deletes the keys of `generation` (its workers are gone).
+  void clearGeneration(int generation);
+  // "redis://127.0.0.1:41234 (the job's own)"
+  std::string describe() const;
+  const runtime::redis::Address& address() const { return address_; }
+  // The job's keys in the store now (tests; -1 when it cannot say).
+  std::int64_t keysLeft();
+
+ private:
+  JobChannel() = default;
+  std::string prefix() const { return "hz:" + job_; }
+
+  std::unique_ptr<runtime::redis::LocalServer> server_;
+  runtime::redis::Address address_;
+  std::string password_, job_, sync_, record_;
+  Seconds timeout_ = 120;
+  std::optional<runtime::redis::Connection> admin_;
+};
+
+// Deletes what the channel record `record` (of a killed coordinator)
+// lists: the job's keys in the user's server. For `hydrozoa cleanup`.
+Result<std::vector<std::string>> removeChannelKeys(const Json& record);
+// Where channel records are kept: <launcherStateDir()>/redis.
+std::string channelRecordDir();
+
+}  // namespace hydrozoa::cluster
