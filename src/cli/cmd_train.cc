@@ -56,7 +56,7 @@ extern "C" void onCheckpoint(int) { gCheckpoint.fetch_add(1); }
 struct TrainArgs {
   std::string job, resume, out, plan, profile, worker_binary;
   std::string data_parallel, stages, microbatches, microbatch_size, max_steps, epochs, seed, workers, global_batch;
-  std::string channel, channel_password_file, channel_sync;
+  std::string channel, channel_password_file, channel_sync, platform, function_timeout;
   std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
   std::string scaling, min_replicas, max_replicas, every_epochs;
   std::string partition, account, slurm_args, coordinator_host, schedule, chunks;
@@ -96,6 +96,10 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
     s->schedule = a.schedule;
   }
   if (!a.launcher.empty()) s->launcher = a.launcher;
+  if (!a.platform.empty()) s->platform = a.platform;
+  if (!a.function_timeout.empty()) {
+    HZ_ASSIGN_OR_RETURN(s->function_timeout, parseSeconds(a.function_timeout, "--function-timeout"));
+  }
   if (!a.channel.empty()) s->channel = a.channel;
   if (!a.channel_password_file.empty()) s->channel_password_file = a.channel_password_file;
   if (!a.channel_sync.empty()) s->channel_sync = a.channel_sync;
@@ -247,8 +251,14 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_option("--workers", a->workers, "Worker budget");
   cmd->add_option("--seed", a->seed, "Seed for weights, data order and dropout");
   cmd->add_option("--launcher", a->launcher,
-                  "auto (containers when root, else processes), local (processes), container, or slurm (job steps "
-                  "on a Slurm cluster, docs/slurm.md)");
+                  "auto (containers when root, else processes), local (processes), container, function (serverless "
+                  "functions: docs/functions.md), or slurm (job steps on a Slurm cluster, docs/slurm.md)");
+  cmd->add_option("--platform", a->platform,
+                  "Pricing catalog (aci, lambda, ...: data/pricing/, or a file); --launcher function needs a function "
+                  "platform");
+  cmd->add_option("--function-timeout", a->function_timeout,
+                  "Functions: how long an invocation may run, e.g. 15min (default 900s); state is saved and fresh "
+                  "invocations continue before it");
   cmd->add_option("--channel", a->channel,
                   "Workers exchange tensors through a Redis store: redis (the job starts its own) or "
                   "redis://HOST:PORT (docs/functions.md)");

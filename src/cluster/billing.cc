@@ -60,14 +60,14 @@ Seconds Ledger::billed(const Run& r, Seconds t) const {
 
 Usd Ledger::cost(Seconds t) const {
   Usd total = 0;
-  for (const auto& [id, r] : runs_) total += r.rate * billed(r, t) / 3600;
+  for (const auto& [id, r] : runs_) total += r.rate * billed(r, t) / 3600 + fee_;
   return total;
 }
 
 Usd Ledger::cost(int id, Seconds t) const {
   Usd total = 0;
   auto [b, e] = runs_.equal_range(id);
-  for (auto it = b; it != e; ++it) total += it->second.rate * billed(it->second, t) / 3600;
+  for (auto it = b; it != e; ++it) total += it->second.rate * billed(it->second, t) / 3600 + fee_;
   return total;
 }
 
@@ -97,10 +97,15 @@ Json Ledger::toJson(Seconds t) const {
   Json workers = Json::array();
   for (const auto& [id, r] : runs_) {
     workers.push_back({{"id", id}, {"usd_per_hour", r.rate}, {"seconds", billed(r, t)},
-                       {"usd", r.rate * billed(r, t) / 3600}});
+                       {"usd", r.rate * billed(r, t) / 3600 + fee_}});
   }
-  return {{"unit", billingUnitName(unit_)}, {"usd", cost(t)}, {"worker_seconds", workerSeconds(t)},
-          {"source", source_}, {"workers", workers}};
+  Json j = {{"unit", billingUnitName(unit_)}, {"usd", cost(t)}, {"worker_seconds", workerSeconds(t)},
+            {"source", source_}, {"workers", workers}};
+  if (fee_ > 0) {
+    j["request_fee"] = fee_;
+    j["requests"] = runs_.size();
+  }
+  return j;
 }
 
 }  // namespace hydrozoa::cluster

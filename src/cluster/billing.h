@@ -31,7 +31,8 @@ Seconds billedSeconds(Seconds running, BillingUnit unit);
 
 class Ledger {
  public:
-  explicit Ledger(BillingUnit unit = BillingUnit::kSecond) : unit_(unit) {}
+  // `request_fee`: charged once per run (a function's invocation).
+  explicit Ledger(BillingUnit unit = BillingUnit::kSecond, Usd request_fee = 0) : unit_(unit), fee_(request_fee) {}
 
   // Worker `id` starts running at time `t` (seconds on any one clock) at
   // `usd_per_hour`. A worker that is already running is left as it is.
@@ -64,6 +65,7 @@ class Ledger {
   Seconds billed(const Run& r, Seconds t) const;
 
   BillingUnit unit_;
+  Usd fee_ = 0;
   std::multimap<int, Run> runs_;  // a worker id may run more than once, in the order they started
   std::string source_ = "the coordinator's clock";
 };

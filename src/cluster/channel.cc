@@ -4,7 +4,12 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
 #include "cluster/launch/records.h"
+#include "core/process.h"
 #include "wire/control.h"
 
 namespace hydrozoa::cluster {
@@ -14,6 +19,8 @@ using runtime::redis::Connection;
 std::string channelRecordDir() { return launcherStateDir() + "/redis"; }
 
 namespace {
+
+bool isLoopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0; }
 
 Result<std::string> readPassword(const std::string& path) {
   auto text = readTextFile(path);
@@ -56,6 +63,28 @@ Result<std::unique_ptr<JobChannel>> JobChannel::open(const JobSpec& spec, const 
   HZ_ASSIGN_OR_RETURN(Connection admin, Connection::open(c->address_, c->password_, 10));
   HZ_RETURN_IF_ERROR(runtime::redis::checkStore(admin));
   c->admin_.emplace(std::move(admin));
+  c->workers_ = c->address_;
+  if (isLoopback(c->address_.host) && !isLoopback(host)) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    HZ_ASSIGN_OR_RETURN(c->workers_.port, runtime::redis::freePort(host));
+    c->workers_.host = host;
+    HZ_ASSIGN_OR_RETURN(c->relay_, spawnOwned({"socat", fmt::format("TCP-LISTEN:{},bind={},fork,reuseaddr",
+                                                                    c->workers_.port, host),
+                                               fmt::format("TCP:{}:{}", c->address_.host, c->address_.port)},
+                                              dir + "/relay.log"));
+    // Ready once it answers through the relay.
+    Status reached = unavailable("socat did not start");
+    for (int i = 0; i < 200 && !reached.ok(); ++i) {
+      reached = Connection::open(c->workers_, c->password_, 1).status();
+      if (!reached.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!reached.ok()) {
+      return unavailable(fmt::format("cannot relay the Redis channel at {} to the workers' network at {}:{} with "
+                                     "socat (scripts/setup installs it): {}",
+                                     c->address_.url(), host, c->workers_.port, reached.message()));
+    }
+  }
   if (!c->server_) {
     // Keys a killed coordinator leaves in the user's server: `hydrozoa cleanup`.
     const std::string recordDir = channelRecordDir();
@@ -83,11 +112,12 @@ JobChannel::~JobChannel() {
     }
   }
   admin_.reset();
+  stopOwned(&relay_);
   if (server_) server_->stop();
 }
 
 Json JobChannel::assign(int generation) const {
-  return {{"url", address_.url()},
+  return {{"url", workers_.url()},
           {"password", password_},
           {"ns", fmt::format("{}:g{}", prefix(), generation)},
           {"sync", sync_},
@@ -102,6 +132,7 @@ void JobChannel::clearGeneration(int generation) {
 }
 
 std::string JobChannel::describe() const {
+  if (relay_ > 0) return fmt::format("{} (relayed to the workers at {})", address_.url(), workers_.url());
   return address_.url() + (server_ ? " (the job's own redis-server)" : "");
 }
 

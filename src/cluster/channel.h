@@ -27,7 +27,10 @@ class JobChannel {
  public:
   // `dir`: where an own server keeps its log; `host`: the address workers
   // reach the coordinator at, where an own server listens; `job`: names
-  // this job's keys and record.
+  // this job's keys and record. A user's server on this machine's loopback
+  // is out of reach of workers in network namespaces (containers,
+  // functions: `host` is not a loopback address): it is relayed onto `host`
+  // with socat, which workers then reach it through.
   static Result<std::unique_ptr<JobChannel>> open(const JobSpec& spec, const std::string& dir, const std::string& host,
                                                   const std::string& job);
   ~JobChannel();
@@ -49,7 +52,9 @@ class JobChannel {
   std::string prefix() const { return "hz:" + job_; }
 
   std::unique_ptr<runtime::redis::LocalServer> server_;
-  runtime::redis::Address address_;
+  runtime::redis::Address address_;   // the coordinator's way to it
+  runtime::redis::Address workers_;   // the workers' (a relay's, or the same)
+  pid_t relay_ = -1;
   std::string password_, job_, sync_, record_;
   Seconds timeout_ = 120;
   std::optional<runtime::redis::Connection> admin_;

@@ -106,6 +106,10 @@ Status Job::start() {
   // see this file system); libtorch 1.13's TCPStore binds every interface,
   // against "listeners bind only to the job's addresses" (issue 4 §5).
   HZ_RETURN_IF_ERROR(run_.writeJson("coordinator.json", {{"pid", ::getpid()}, {"control", control_->endpoint()}}));
+  if (spec_.channel.empty() && launcher_->maxDuration() > 0) {
+    // Functions cannot reach each other: their tensors go through a store.
+    spec_.channel = "redis";
+  }
   if (!spec_.channel.empty()) {
     // Beside the coordinator, where every worker reaches it (docs/functions.md).
     const std::string job = wire::newToken().substr(0, 12);
@@ -416,6 +420,7 @@ Status Job::watch() {
       }
       stopSent = Clock::now();
     }
+    maybeReinvoke();
     if (stopping_ && o_.interrupt && o_.interrupt->load() >= 2) {
       // NOTE [Stopping on signals] in cli/cmd_train.cc: a second interrupt stops now.
       return failure("stopped at once by a second interrupt (the steps since the last checkpoint are not saved)");
@@ -429,6 +434,35 @@ Status Job::watch() {
       progress_.note(fmt::format("Checkpoint requested: after step {}", at + 1));
       for (const auto& w : workers_) control_->send(from(w.id), {{"type", "checkpoint"}, {"step", at}});
     }
+  }
+}
+
+// NOTE [Functions' time limit]
+// A function runs at most the platform's time limit (launcher_->maxDuration()).
+// Before the first of a generation's would reach it (a quarter of the limit
+// before, at most a minute), every worker is told to finish the step half a
+// second ahead (agreedStep()), checkpoint it and end, as for a stop at
+// --max-steps; run() then starts the next generation from that checkpoint
+// with the same plan (rescale(), its "reinvoked" event), fresh invocations
+// with a full time limit, as FuncPipe's function manager does (§3.1). The
+// training is the same as without the limit: a stop and resume at a step
+// boundary (tests: FunctionWorkers.*).
+void Job::maybeReinvoke() {
+  const Seconds limit = launcher_ ? launcher_->maxDuration() : 0;
+  if (limit <= 0 || stopping_ || reinvoking_ || workers_.empty()) return;
+  double first = -1;
+  for (const auto& w : workers_) {
+    if (w.started_at >= 0 && (first < 0 || w.started_at < first)) first = w.started_at;
+  }
+  if (first < 0 || now() - first < limit - std::min(60.0, limit / 4)) return;
+  const std::int64_t at = std::max(resumeStep_ + 1, agreedStep());
+  if (at >= genStop_) return;  // the generation ends before that anyway
+  reinvoking_ = true;
+  progress_.note(fmt::format("Step {}: the functions near their time limit ({}); they save the state and fresh "
+                             "invocations continue it",
+                             at, formatSeconds(limit)));
+  for (const auto& w : workers_) {
+    control_->send(from(w.id), {{"type", "stop"}, {"at_step", at}, {"checkpoint", true}});
   }
 }
 

@@ -57,6 +57,7 @@ struct WorkerState {
   int id = 0, rank = 0, replica = 0, stage = 0;
   bool registered = false, ready = false, done = false;
   double launched_at = -1, registered_at = -1;  // now(); -1: not yet
+  double started_at = -1;                        // launched_at + its start delay: its process begins
   Bytes peak_memory = 0;                         // resident, the most reported
   Bytes tensor_peak = 0;                         // tensors allocated at once in a step, the most reported
   Clock::time_point last_seen;
@@ -206,6 +207,11 @@ class Job {
   double priorSeconds_ = 0, priorCost_ = 0, priorSamples_ = 0;
   double stepTime_ = 0;  // wall time spent in this run's steps (evaluations and checkpoints excluded)
   bool stopping_ = false, interrupted_ = false;
+  // The functions near their time limit save and end at a step; the next
+  // generation continues it (NOTE [Functions' time limit]).
+  bool reinvoking_ = false;
+  Json reinvocations_ = Json::array();
+  void maybeReinvoke();
   std::string failure_;
 
   // Recovery (NOTE [Recovering from a lost worker]).

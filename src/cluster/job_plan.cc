@@ -179,8 +179,11 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   plan::SearchOptions o;
   o.workers = spec.workers;
   o.memory_limit = spec.memory;
-  o.bandwidth = spec.bandwidth ? *spec.bandwidth : prof.network ? prof.network->bandwidth : catalog.network_bandwidth;
-  if (prof.network) {
+  // Functions: the platform's bandwidth, through the store (the probe's
+  // worker-to-worker figures are not theirs).
+  const bool measured = prof.network && spec.launcher != "function";
+  o.bandwidth = spec.bandwidth ? *spec.bandwidth : measured ? prof.network->bandwidth : catalog.network_bandwidth;
+  if (measured) {
     plan::useMeasuredTransport(o, *prof.network);
     if (replicasShareMemory(spec)) o.shared_memory = plan::sharedMemoryCost(*prof.network);
   }
@@ -223,7 +226,7 @@ Result<plan::Plan> planFromProfile(const JobSpec& spec, const profile::Profile& 
   HZ_ASSIGN_OR_RETURN(plan::SearchOptions o, searchOptions(spec, prof, catalog, dataBytes));
   progress.note(fmt::format("Planning with {} between workers ({})", formatBandwidth(o.bandwidth),
                             spec.bandwidth  ? "cluster.bandwidth"
-                            : prof.network ? "measured here between two worker processes; set cluster.bandwidth to "
+                            : prof.network && spec.launcher != "function" ? "measured here between two worker processes; set cluster.bandwidth to "
                                              "plan and shape for another network"
                                            : fmt::format("the {} catalog's figure", catalog.name)));
   HZ_ASSIGN_OR_RETURN(plan::SearchResult result, plan::searchPlan(prof, catalog, o));

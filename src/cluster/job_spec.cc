@@ -147,6 +147,7 @@ void readCluster(ObjectReader& top, JobSpec* s) {
   s->channel_password_file = r.optString("channel_password_file").value_or(s->channel_password_file);
   s->channel_sync = r.optString("channel_sync").value_or(s->channel_sync);
   if (r.has("channel_timeout")) s->channel_timeout = r.seconds("channel_timeout");
+  if (r.has("function_timeout")) s->function_timeout = r.seconds("function_timeout");
   if (const Json* slurm = r.raw("slurm")) {
     ObjectReader q(*slurm, r.child("slurm"));
     s->slurm.partition = q.optString("partition").value_or("");
@@ -314,6 +315,9 @@ Status validateChannel(const JobSpec& s) {
                                                    "or lambdaml (LambdaML's)",
                                                    s.channel_sync));
   }
+  if (!(s.function_timeout >= 10 && s.function_timeout <= 24 * 3600)) {
+    return bad("cluster.function_timeout", "must be from 10s to 24h (AWS Lambda's limit is 15min)");
+  }
   if (!(s.channel_timeout >= 1 && s.channel_timeout <= 24 * 3600)) {
     return bad("cluster.channel_timeout", "must be from 1s to 24h");
   }
@@ -353,9 +357,10 @@ Status validateJobSpec(const JobSpec& s, const std::string& origin) {
   if (s.device != "auto" && s.device != "cpu" && s.device != "cuda") {
     return bad("training.device", fmt::format("\"{}\" must be auto, cpu or cuda", s.device));
   }
-  if (s.launcher != "auto" && s.launcher != "local" && s.launcher != "container" && s.launcher != "slurm") {
+  if (s.launcher != "auto" && s.launcher != "local" && s.launcher != "container" && s.launcher != "function" &&
+      s.launcher != "slurm") {
     return bad("cluster.launcher",
-               fmt::format("unknown launcher \"{}\"; use auto, local, container or slurm", s.launcher));
+               fmt::format("unknown launcher \"{}\"; use auto, local, container, function or slurm", s.launcher));
   }
   if (s.slurm.allocation_timeout < 1 || s.slurm.allocation_timeout > 7 * 24 * 3600) {
     return bad("cluster.slurm.allocation_timeout", "must be from 1s to 7 days");
@@ -484,6 +489,7 @@ Json jobSpecToJson(const JobSpec& s) {
   if (s.memory_limit) cluster["memory_limit"] = *s.memory_limit;
   if (s.cpu_limit) cluster["cpu_limit"] = *s.cpu_limit;
   if (s.memory) cluster["memory"] = *s.memory;
+  if (s.launcher == "function") cluster["function_timeout"] = s.function_timeout;
   if (!s.channel.empty()) {
     cluster["channel"] = s.channel;
     cluster["channel_sync"] = s.channel_sync;

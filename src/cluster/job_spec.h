@@ -86,7 +86,8 @@ struct JobSpec {
   std::string device = "auto";  // auto | cpu | cuda
   // cluster
   int workers = 1;
-  std::string launcher = "auto";  // auto (container as root, else local) | local | container | slurm
+  std::string launcher = "auto";  // auto (container as root, else local) | local | container | function | slurm
+  Seconds function_timeout = 900;  // function: how long an invocation may run (the platform's limit)
   std::optional<BytesPerSecond> bandwidth;  // for planning and shaping; default: measured here
   Seconds latency = 0;                      // container: added one-way delay of each worker's egress
   StartDelay start_delay;                   // container: before each worker starts

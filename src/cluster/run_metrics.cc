@@ -167,6 +167,7 @@ void Job::finish(const std::string& status, const std::string& reason) {
       {"epochs_completed", epochs_.segments().empty() ? 0 : epochs_.epochOf(reached_)},
       {"generations", generation_ + 1},
       {"recoveries", events_},
+      {"reinvocations", reinvocations_},
       {"scaling",
        {{"policy", spec_.scaling.policy},
         {"segments", epochs_.segments().empty() ? Json::array() : epochs_.toJson()["segments"]},

@@ -208,7 +208,9 @@ Status Job::rescale() {
   const std::int64_t epoch = epochs_.epochOf(reached_);  // 0-based, about to begin
   const int before = A_, workersBefore = W_, stagesBefore = B_;
   retire(workers_, 5.0);  // they have said done; released, no longer billed
-  if (policy_->usesMetrics()) {
+  const bool reinvoked = reinvoking_;
+  reinvoking_ = false;
+  if (policy_->usesMetrics() && !reinvoked) {
     const ScalingDecision d = decided_ ? *decided_ : decideNow();
     decided_.reset();
     if (d.replicas != A_) {
@@ -265,6 +267,16 @@ Status Job::rescale() {
       }
     }
     if (w.registered) sendAssign(w);
+  }
+  if (reinvoked) {
+    const Json event = {{"t", priorSeconds_ + since(trainingStart_)},
+                        {"event", "reinvoked"},
+                        {"generation", generation_},
+                        {"step", reached_},
+                        {"workers", W_}};
+    reinvocations_.push_back(event);
+    (void)run_.appendMetrics(event);
+    return Status();
   }
   const std::string why = seg.why.empty() ? spec_.scaling.policy : seg.why;
   Json event = {{"t", priorSeconds_ + since(trainingStart_)},

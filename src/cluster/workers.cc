@@ -120,6 +120,7 @@ Status Job::launch(WorkerState& w, const std::string& token, int generation, con
                                  spec_.seed * 7919 + static_cast<std::uint64_t>(w.id) + 104729ULL * generation);
   HZ_RETURN_IF_ERROR(launcher_->launch(l));
   w.launched_at = now();
+  w.started_at = w.launched_at + l.start_delay;
   w.registered = w.ready = w.done = false;
   w.last_seen = Clock::now();
   everyWorker_[w.id] = w.name();
@@ -163,6 +164,8 @@ Status Job::makeLauncher() {
   context.job_name = spec_.name;
   context.workers = W_;
   context.slurm = spec_.slurm;
+  context.platform = plan_.platform.empty() ? spec_.platform : plan_.platform;
+  context.max_duration = spec_.function_timeout;
   for (std::size_t i = 0; i < gen_.stages.size(); ++i) {
     context.worker_cpus = std::max(context.worker_cpus, spec_.cpu_limit.value_or(gen_.stages[i].vcpus));
     context.worker_memory = std::max(context.worker_memory, spec_.memory_limit.value_or(stageMemory_[i]));
@@ -170,11 +173,14 @@ Status Job::makeLauncher() {
   }
   HZ_ASSIGN_OR_RETURN(launcher_, cluster::makeLauncher(kind, context));
   // Billing: the platform's unit, each worker at its stage's rate.
+  // Functions: a fee per invocation too.
   BillingUnit unit = BillingUnit::kSecond;
+  Usd fee = 0;
   if (auto catalog = plan::loadCatalog(plan_.platform.empty() ? spec_.platform : plan_.platform); catalog.ok()) {
     if (auto u = parseBillingUnit(catalog->billing, catalog->name); u.ok()) unit = *u;
+    if (kind == "function") fee = catalog->request_fee;
   }
-  ledger_ = Ledger(unit);
+  ledger_ = Ledger(unit, fee);
   return Status();
 }
 

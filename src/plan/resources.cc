@@ -170,6 +170,10 @@ Result<Catalog> catalogFromYaml(const std::string& text, const std::string& orig
       }
       c.storage_latency = latency;
     }
+    if (r.has("request_fee")) {
+      c.request_fee = r.nonNegative("request_fee");
+      if (r.ok() && c.request_fee > 1) r.fail("request_fee", fmt::format("${} per invocation is out of range; expected $0 to $1", c.request_fee));
+    }
   } else if (kind == "vm") {
     c.kind = PlatformKind::kVm;
     const Json& list = r.array("instances", /*nonEmpty=*/true);

@@ -57,6 +57,7 @@ struct Catalog {
   // given; the planner then asks for --latency).
   std::vector<Bytes> tiers;
   std::optional<Seconds> storage_latency;
+  Usd request_fee = 0;  // per invocation (AWS Lambda: $0.20 per million)
   // VMs:
   std::vector<VmInstance> instances;
 };

@@ -109,7 +109,27 @@ TEST(StartDelay, TheJobSpecReadsContainerSettings) {
   auto bad = parseYaml("model: cnn\ncluster: {launcher: kubernetes}\n", "job.yaml");
   auto r = parseJobSpec(*bad, "job.yaml");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("use auto, local, container or slurm"), std::string::npos);
+  EXPECT_NE(r.status().message().find("use auto, local, container, function or slurm"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hydrozoa::cluster
+
+namespace hydrozoa::cluster {
+namespace {
+
+// Functions: per millisecond, and a fee per invocation on top.
+TEST(Ledger, FunctionsPayAFeePerInvocation) {
+  Ledger l(BillingUnit::kMillisecond, 0.0000002);
+  l.start(0, 0, 3.6);  // $0.001 a second
+  l.stop(0, 1.0004);
+  l.start(0, 2, 3.6);  // a second invocation of the same worker
+  l.stop(0, 3);
+  EXPECT_NEAR(l.cost(10), 0.001 * 1.001 + 0.001 + 2 * 0.0000002, 1e-12);
+  const Json j = l.toJson(10);
+  EXPECT_EQ(j["requests"], 2);
+  EXPECT_EQ(j["request_fee"], 0.0000002);
+  EXPECT_FALSE(Ledger(BillingUnit::kSecond).toJson(0).contains("requests"));
 }
 
 }  // namespace

@@ -102,6 +102,21 @@ TEST_F(UsersRedis, ARunLeavesTheStoreAsItFoundIt) {
   }
 }
 
+// Function workers cannot reach this machine's loopback from their
+// namespaces: a server there is relayed onto their one route (socat).
+TEST_F(UsersRedis, FunctionWorkersReachALoopbackServerThroughARelay) {
+  REQUIRE_CONTAINERS();
+  std::ofstream(dir_ / "job.yaml") << channelJob(1, ", memory_limit: 1769MB");
+  Outcome r = train({"--out", "f", "--launcher", "function", "--platform", "lambda"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("(relayed to the workers at redis://"), std::string::npos) << r.err;
+  auto summary = readJsonFile(dir_ / "f/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["launcher"]["kind"], "function");
+  EXPECT_EQ((*summary)["channel"]["keys_left"], 0);
+  EXPECT_EQ(keys(), 0);
+}
+
 // kill -9 of the coordinator: the keys it left are `hydrozoa cleanup`'s,
 // found by the record it wrote before starting any worker.
 TEST_F(UsersRedis, CleanupDeletesTheKeysOfAKilledCoordinator) {

@@ -26,11 +26,6 @@ using testing::ScratchDir;
 using testing::spawnHydrozoa;
 using testing::waitHydrozoa;
 
-#define REQUIRE_CONTAINERS()                                                          \
-  if (std::string why = cluster::containerSupport(); !why.empty()) {                  \
-    GTEST_SKIP() << "skipped: the container launcher cannot run here: " << why;       \
-  }
-
 std::string smallJob(const std::string& cluster) {
   return "name: small\n"
          "model: {name: mlp, options: {hidden: 32, depth: 2}}\n"

@@ -19,7 +19,14 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/launch/container/container_launcher.h"
 #include "core/files.h"
+
+// Skips a test where containers (and so functions) cannot be made: not root, no iproute2, no cgroups.
+#define REQUIRE_CONTAINERS()                                                          \
+  if (std::string why = ::hydrozoa::cluster::containerSupport(); !why.empty()) {                  \
+    GTEST_SKIP() << "skipped: the container launcher cannot run here: " << why;       \
+  }
 
 namespace hydrozoa::testing {
 

@@ -76,6 +76,10 @@ class Launcher {
   // still run (docs/scaling.md, "Pre-starting"): not where they would wait for
   // the very resources the current ones hold (slurm/: the allocation).
   virtual bool overlapsGenerations() const { return true; }
+  // How long a worker may run before the platform ends it (function/: the
+  // function's time limit); 0: no limit. The coordinator has the workers
+  // save their state and starts fresh ones before it (docs/functions.md).
+  virtual Seconds maxDuration() const { return 0; }
 
   // Starts a worker. Fails when the process cannot be created.
   virtual Status launch(const WorkerLaunch& launch) = 0;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cluster/launch/container/container_launcher.h"
+#include "cluster/launch/function/function_launcher.h"
 #include "cluster/launch/local/local_launcher.h"
 #include "cluster/launch/slurm/slurm_launcher.h"
 
@@ -21,6 +22,16 @@ const std::vector<LauncherKind>& launcherKinds() {
          o.bandwidth = c.bandwidth;
          o.latency = c.latency;
          HZ_ASSIGN_OR_RETURN(std::unique_ptr<ContainerLauncher> made, ContainerLauncher::create(o));
+         return std::unique_ptr<Launcher>(std::move(made));
+       }},
+      {"function", "serverless functions",
+       [](const LauncherContext& c) -> Result<std::unique_ptr<Launcher>> {
+         FunctionOptions o;
+         o.executable = c.executable;
+         HZ_ASSIGN_OR_RETURN(o.catalog, plan::loadCatalog(c.platform));
+         o.bandwidth = c.bandwidth;
+         o.max_duration = c.max_duration;
+         HZ_ASSIGN_OR_RETURN(std::unique_ptr<FunctionLauncher> made, FunctionLauncher::create(o));
          return std::unique_ptr<Launcher>(std::move(made));
        }},
       {"slurm", "Slurm job steps",
@@ -50,7 +61,7 @@ Result<std::unique_ptr<Launcher>> makeLauncher(const std::string& name, const La
     auto made = k.make(context);
     if (!made.ok() && name != "local") {
       // Its own fix where it names one (slurm/); else the launcher that always works.
-      const bool local = k.name == "container";
+      const bool local = k.name == "container" || k.name == "function";
       return Status(made.status().code(), fmt::format("cannot run the workers as {}: {}{}", k.workers_as,
                                                       made.status().message(), local ? " (use --launcher local)" : ""));
     }

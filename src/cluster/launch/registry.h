@@ -29,6 +29,9 @@ struct LauncherContext {
   Bytes worker_memory = 0;
   int worker_gpus = 0;
   SlurmSpec slurm;               // cluster.slurm
+  // function/: the platform's catalog (cluster.platform) and the functions' time limit.
+  std::string platform;
+  Seconds max_duration = 900;
 };
 
 struct LauncherKind {

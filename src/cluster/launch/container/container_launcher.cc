@@ -268,9 +268,14 @@ Status ContainerLauncher::createNetwork(int id) {
   HZ_RETURN_IF_ERROR(runCommand({"ip", "netns", "add", ns}).status());
   HZ_RETURN_IF_ERROR(runCommand({"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns}).status());
   HZ_RETURN_IF_ERROR(runCommand({"ip", "link", "set", veth, "master", bridge_, "up"}).status());
-  HZ_RETURN_IF_ERROR(runCommand({"ip", "-n", ns, "addr", "add", workerHost(id) + "/24", "dev", "eth0"}).status());
+  HZ_RETURN_IF_ERROR(
+      runCommand({"ip", "-n", ns, "addr", "add", workerHost(id) + (o_.isolated ? "/32" : "/24"), "dev", "eth0"}).status());
   HZ_RETURN_IF_ERROR(runCommand({"ip", "-n", ns, "link", "set", "eth0", "up"}).status());
   HZ_RETURN_IF_ERROR(runCommand({"ip", "-n", ns, "link", "set", "lo", "up"}).status());
+  if (o_.isolated) {
+    // The bridge's address and nothing else: no subnet, no default route.
+    HZ_RETURN_IF_ERROR(runCommand({"ip", "-n", ns, "route", "add", coordinatorHost(), "dev", "eth0"}).status());
+  }
   // Egress shaping: a token bucket at the worker's bandwidth, behind netem's
   // delay when a latency is asked for.
   std::string parent = "root";
@@ -297,6 +302,13 @@ Status ContainerLauncher::createNetwork(int id) {
     cmd.insert(cmd.end(), {"handle", "2:", "tbf", "rate", fmt::format("{}bit", std::llround(rate * 8)), "burst",
                            std::to_string(burst), "latency", "200ms"});
     HZ_RETURN_IF_ERROR(runCommand(cmd).status());
+    if (o_.shape_downloads) {
+      // What comes in leaves the bridge through the host's end of the pair.
+      HZ_RETURN_IF_ERROR(runCommand({"tc", "qdisc", "add", "dev", veth, "root", "tbf", "rate",
+                                     fmt::format("{}bit", std::llround(rate * 8)), "burst", std::to_string(burst),
+                                     "latency", "200ms"})
+                             .status());
+    }
   }
   return Status();
 }

@@ -36,6 +36,12 @@ struct ContainerOptions {
   BytesPerSecond bandwidth = 0;  // each worker's egress; 0: not shaped
   Seconds latency = 0;           // added to each worker's egress (needs sch_netem)
   std::string state_dir;         // "" : $HYDROZOA_STATE_DIR or /run/hydrozoa
+  // Function workers (function/): each namespace's one route is the bridge's
+  // address (the coordinator and the store), so workers cannot reach each
+  // other; and what comes in is shaped too (a function's bandwidth holds
+  // both ways).
+  bool isolated = false;
+  bool shape_downloads = false;
 };
 
 // "" when this process can create containers, else why not (not root, no

@@ -3,8 +3,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,14 +10,12 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
-namespace hydrozoa::runtime::redis {
-namespace {
+#include "core/process.h"
 
-// A port nothing listens on now (the kernel's pick, released at once; a
-// server that loses the race to it fails to start and is retried).
+namespace hydrozoa::runtime::redis {
+
 Result<int> freePort(const std::string& host) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ioError(fmt::format("cannot open a socket: {}", std::strerror(errno)));
@@ -41,8 +37,6 @@ Result<int> freePort(const std::string& host) {
   return static_cast<int>(ntohs(a.sin_port));
 }
 
-}  // namespace
-
 Result<std::unique_ptr<LocalServer>> LocalServer::start(const ServerOptions& o) {
   HZ_CHECK_MSG(!o.password.empty(), "a local Redis channel without a password");
   std::error_code ec;
@@ -57,28 +51,14 @@ Result<std::unique_ptr<LocalServer>> LocalServer::start(const ServerOptions& o) 
       if (fd < 0) return ioError(fmt::format("cannot write {}: {}", conf, std::strerror(errno)));
       const std::string text = fmt::format(
           "bind {}\nport {}\nrequirepass {}\nprotected-mode yes\nsave \"\"\nappendonly no\n"
-          "maxmemory {}\nmaxmemory-policy noeviction\nproto-max-bulk-len 512mb\nclient-output-buffer-limit normal 0 0 0\n"
-          "dir {}\nlogfile {}\ndaemonize no\n",
+          "maxmemory {}\nmaxmemory-policy noeviction\nproto-max-bulk-len 512mb\n"
+          "dir \"{}\"\nlogfile \"{}\"\ndaemonize no\n",
           o.bind, port, o.password, o.maxmemory, o.dir, log);
       const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
       ::close(fd);
       if (!written) return ioError(fmt::format("cannot write {}", conf));
     }
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid < 0) return unavailable(fmt::format("cannot start redis-server: fork failed: {}", std::strerror(errno)));
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != parent) ::_exit(1);
-      ::setpgid(0, 0);  // a terminal's Ctrl-C reaches the job, which stops it
-      const int devnull = ::open("/dev/null", O_RDWR);
-      if (devnull >= 0) {
-        ::dup2(devnull, 0);
-        ::dup2(devnull, 1);
-      }
-      ::execlp("redis-server", "redis-server", conf.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
+    HZ_ASSIGN_OR_RETURN(const pid_t pid, spawnOwned({"redis-server", conf}, log));
     auto server = std::unique_ptr<LocalServer>(new LocalServer());
     server->pid_ = pid;
     server->password_ = o.password;
@@ -103,20 +83,7 @@ Result<std::unique_ptr<LocalServer>> LocalServer::start(const ServerOptions& o) 
   return unavailable("cannot start the job's Redis channel: " + lastError);
 }
 
-void LocalServer::stop() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGTERM);
-  for (int i = 0; i < 500; ++i) {
-    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-      pid_ = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
-  pid_ = -1;
-}
+void LocalServer::stop() { stopOwned(&pid_); }
 
 LocalServer::~LocalServer() { stop(); }
 

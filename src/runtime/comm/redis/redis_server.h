@@ -27,6 +27,10 @@ struct ServerOptions {
   Seconds start_timeout = 20;
 };
 
+// A port of `host` (IPv4) nothing listens on now: the kernel's pick,
+// released at once (whoever loses the race to it fails to bind and retries).
+Result<int> freePort(const std::string& host);
+
 class LocalServer {
  public:
   static Result<std::unique_ptr<LocalServer>> start(const ServerOptions& options);

@@ -1,0 +1,166 @@
+// Function workers (docs/functions.md, "Function workers"): the launcher's
+// rules checked on real namespaces and cgroups (no route but the store's,
+// CPU by memory, the time limit), a run across several invocations that
+// ends exactly as one that was never interrupted, and the user's mistakes.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "cluster/launch/function/function_launcher.h"
+#include "integration/harness.h"
+#include "runtime/checkpoint.h"
+
+namespace hydrozoa {
+namespace {
+
+using testing::Outcome;
+using testing::runHydrozoa;
+using testing::ScratchDir;
+
+std::string readAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(FunctionWorkers, NoRouteButTheStoreCpuByMemoryAndATimeLimit) {
+  REQUIRE_CONTAINERS();
+  ScratchDir dir;
+  cluster::FunctionOptions o;
+  o.executable = "/bin/bash";
+  auto catalog = plan::loadCatalog("lambda");
+  ASSERT_TRUE(catalog.ok());
+  o.catalog = *catalog;
+  o.max_duration = 3;
+  o.state_dir = dir / "state";
+  auto made = cluster::FunctionLauncher::create(o);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  cluster::FunctionLauncher& l = **made;
+  cluster::WorkerLaunch a;
+  a.id = 0;
+  a.args = {"-c", "sleep 30"};
+  a.log_path = dir / "a.log";
+  a.memory = 1769 * kMB;  // AWS: one vCPU
+  ASSERT_TRUE(l.launch(a).ok());
+  cluster::WorkerLaunch b;
+  b.id = 1;
+  b.memory = 200 * kMB;
+  b.log_path = dir / "b.log";
+  b.args = {"-c", "ip -4 route; (exec 3<>/dev/tcp/" + l.workerHost(0) + "/9) 2>&1; echo reached=$?"};
+  ASSERT_TRUE(l.launch(b).ok());
+  // The CPU quota follows the memory: 1.769 GB × the catalog's 0.6 vCPU per GB.
+  const std::string cpu = readAll(l.containers().cgroupDirs(0).front() + "/cpu.max");
+  if (!cpu.empty()) {
+    EXPECT_EQ(cpu.substr(0, cpu.find(' ')), "106140") << cpu;
+  }
+  // The time limit: the platform ends an invocation that runs past it.
+  std::vector<cluster::WorkerExit> exits;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (exits.size() < 2 && std::chrono::steady_clock::now() < until) {
+    for (auto& e : l.poll()) exits.push_back(e);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(exits.size(), 2u);
+  for (const auto& e : exits) {
+    if (e.id == 0) {
+      EXPECT_NE(e.how.find("at its time limit (3.00 s)"), std::string::npos) << e.how;
+    }
+  }
+  // Its only route is the bridge's address; another worker is unreachable.
+  const std::string log = readAll(dir / "b.log");
+  EXPECT_NE(log.find(l.coordinatorHost() + " dev eth0"), std::string::npos) << log;
+  EXPECT_EQ(log.find("default"), std::string::npos) << log;
+  EXPECT_NE(log.find("Network is unreachable"), std::string::npos) << log;
+  EXPECT_NE(log.find("reached=1"), std::string::npos) << log;
+}
+
+std::string functionJob(const std::string& cluster) {
+  return "name: functions\n"
+         "model: {name: mlp, options: {hidden: 32, depth: 2}}\n"
+         "data: {dataset: synthetic, synthetic_train: 2400, synthetic_test: 48}\n"
+         "training: {epochs: 100, max_steps: 5000, global_batch: 24, seed: 11, eval: false,\n"
+         "           optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}\n"
+         "cluster: {workers: 4, platform: lambda, memory_limit: 1769MB" + cluster + "}\n"
+         "plan: {data_parallel: 2, stages: 2, microbatches: 3}\n"
+         "output: {checkpoint_every_epochs: 0}\n";
+}
+
+// The parameters of checkpoint `a` equal `b`'s, exactly.
+void expectSameCheckpoints(const std::string& a, const std::string& b, int layers) {
+  for (int i = 0; i < layers; ++i) {
+    torch::serialize::InputArchive x, y;
+    x.load_from(a + "/" + runtime::layerFileName(i));
+    y.load_from(b + "/" + runtime::layerFileName(i));
+    for (const std::string& key : x.keys()) {
+      if (key.rfind("param/", 0) != 0) continue;
+      torch::Tensor tx, ty;
+      ASSERT_TRUE(x.try_read(key, tx));
+      ASSERT_TRUE(y.try_read(key, ty)) << key;
+      EXPECT_TRUE(torch::equal(tx, ty)) << "layer " << i << " " << key;
+    }
+  }
+}
+
+// With a 20 s time limit the run crosses several invocations: each
+// generation saves at a step and the next continues it, so it ends with
+// the same losses and weights as one run through the same channel without
+// a limit.
+TEST(FunctionWorkers, AcrossSeveralInvocationsTheRunEqualsAnUninterruptedOne) {
+  REQUIRE_CONTAINERS();
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << functionJob("");
+  Outcome f = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "functions",
+                                                "--launcher", "function", "--function-timeout", "20s"});
+  ASSERT_EQ(f.code, 0) << f.err;
+  EXPECT_NE(f.err.find("the functions near their time limit"), std::string::npos) << f.err;
+  auto summary = readJsonFile(dir / "functions/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["status"], "completed");
+  EXPECT_GE((*summary)["reinvocations"].size(), 2u) << (*summary)["reinvocations"].dump();
+  EXPECT_EQ((*summary)["recoveries"].size(), 0u) << (*summary)["recoveries"].dump();
+  EXPECT_EQ((*summary)["launcher"]["kind"], "function");
+  EXPECT_EQ((*summary)["billing"]["unit"], "per_millisecond");
+  // Every invocation billed its fee: 4 per generation.
+  const std::size_t invocations = 4 * ((*summary)["reinvocations"].size() + 1);
+  EXPECT_EQ((*summary)["billing"]["requests"], invocations);
+  EXPECT_EQ((*summary)["channel"]["keys_left"], 0);
+
+  Outcome whole = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "whole",
+                                                    "--launcher", "local", "--channel", "redis"});
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  const auto a = testing::stepLosses(dir / "functions"), b = testing::stepLosses(dir / "whole");
+  ASSERT_EQ(a.size(), 5000u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "step " << i + 1;
+  expectSameCheckpoints(dir / "functions/checkpoints/step-00005000", dir / "whole/checkpoints/step-00005000", 3);
+}
+
+TEST(FunctionWorkers, MistakesAreNamed) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << functionJob("");
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--launcher", "function", "--platform", "aci"}, "aci is not a function platform"},
+      {{"--launcher", "function", "--memory-limit", "20GB"}, "lambda's functions have 128 MB to 10.0 GB"},
+      {{"--launcher", "function", "--function-timeout", "2s"}, "cluster.function_timeout: must be from 10s"},
+  };
+  for (const Case& c : cases) {
+    if (c.message.find("function platform") != std::string::npos || c.message.find("128 MB") != std::string::npos) {
+      if (!cluster::containerSupport().empty()) continue;  // checked where functions can be made
+    }
+    std::vector<std::string> args = {"train", "job.yaml", "--no-progress", "--out", "bad"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    Outcome r = runHydrozoa(dir.path().string(), args);
+    EXPECT_NE(r.code, 0) << c.message;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    std::filesystem::remove_all(dir / "bad");
+  }
+}
+
+}  // namespace
+}  // namespace hydrozoa
