@@ -9,16 +9,13 @@
 #include "cli/common.h"
 #include "core/limits.h"
 #include "core/units.h"
+#include "plan/plan.h"
 #include "plan/planners/funcpipe_plan.h"
 #include "plan/resources.h"
 
 namespace hydrozoa::cli {
 
 Status runFuncPipe(const PlanArgs& a, bool json) {
-  if (a.output_given) {
-    return invalidArgument("--planner funcpipe prints the cost/time frontier and its recommendation; it writes no "
-                           "plan.json (training on functions, --launcher function, is not built yet): drop -o");
-  }
   if (a.workers.empty()) {
     return invalidArgument("--planner funcpipe needs --workers: the most functions running at once (replicas × stages)");
   }
@@ -42,6 +39,12 @@ Status runFuncPipe(const PlanArgs& a, bool json) {
   HZ_ASSIGN_OR_RETURN(const profile::Profile prof, obtainProfile(a, o.global_batch));
   HZ_ASSIGN_OR_RETURN(const plan::Catalog catalog, plan::loadCatalog(a.platform));
   HZ_ASSIGN_OR_RETURN(const plan::FuncPipePlannerResult r, plan::planFuncPipe(prof, catalog, o));
+  if (a.output_given && a.output != "-" && r.recommended >= 0) {
+    // The recommendation, as `hydrozoa train --plan FILE --launcher function` runs it.
+    HZ_ASSIGN_OR_RETURN(const plan::Plan p, plan::funcPipePlan(r.frontier[r.recommended], prof, catalog, o));
+    HZ_RETURN_IF_ERROR(plan::savePlan(p, a.output));
+    if (!json) std::cout << fmt::format("Wrote {} (the recommendation; train it with --launcher function)\n", a.output);
+  }
   if (json) {
     Json points = Json::array();
     for (size_t i = 0; i < r.frontier.size(); ++i) {

@@ -188,7 +188,9 @@ void Job::onRegistered(WorkerState& w, const plan::Plan& plan) {
   w.registered = true;
   w.registered_at = now();
   startDelays_.push_back(w.registered_at - w.launched_at);
-  ledger_.start(w.id, now(), rateOf(plan, w.stage));
+  // As it runs where the launcher knows (a function's size), else as planned.
+  const UsdPerHour rate = launcher_->hourlyRate(w.id);
+  ledger_.start(w.id, now(), rate >= 0 ? rate : rateOf(plan, w.stage));
 }
 
 UsdPerHour Job::rateOf(const plan::Plan& plan, int stage) {

@@ -304,9 +304,19 @@ TEST_F(Cli, FuncPipePlannerAsWritten) {
   expectError({"plan", "--platform", "aci", "--planner", "funcpipe", "--profile", k80, "--workers", "4"},
               "platform aci is not a function platform");
   expectError({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80}, "needs --workers");
-  expectError({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80, "--workers", "4", "-o",
-               "p.json"},
-              "writes no plan.json");
+  // -o: the recommendation as a plan to train (--launcher function).
+  r = run({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80, "--workers", "4", "-o",
+           "p.json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Wrote p.json (the recommendation"), std::string::npos) << r.out;
+  auto written = readJsonFile(path("p.json"));
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_EQ((*written)["inputs"]["platform"], "lambda");
+  EXPECT_LE((*written)["strategy"]["data_parallel"].get<int>() * static_cast<int>((*written)["stages"].size()), 4);
+  for (const Json& st : (*written)["stages"]) {
+    const double gb = st["worker"]["memory_bytes"].get<double>() / 1e9;
+    EXPECT_TRUE(gb == 0.512 || gb == 1 || gb == 2 || gb == 3 || gb == 4 || gb == 6 || gb == 8 || gb == 10) << gb;
+  }
   expectError({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80, "--workers", "4",
                "--latency", "soon"},
               "--latency");

@@ -137,6 +137,34 @@ TEST(FunctionWorkers, AcrossSeveralInvocationsTheRunEqualsAnUninterruptedOne) {
   expectSameCheckpoints(dir / "functions/checkpoints/step-00005000", dir / "whole/checkpoints/step-00005000", 3);
 }
 
+// FuncPipe's recommendation written as a plan (plan --planner funcpipe -o)
+// trains on function workers of the sizes it chose, billed at their size.
+TEST(FunctionWorkers, FuncPipesRecommendationTrains) {
+  REQUIRE_CONTAINERS();
+  ScratchDir dir;
+  Outcome p = runHydrozoa(dir.path().string(), {"plan", "--platform", "lambda", "--planner", "funcpipe", "--model",
+                                                "mlp", "--device", "cpu", "--workers", "4", "--global-batch", "24",
+                                                "-o", "plan.json"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  auto plan = readJsonFile(dir / "plan.json");
+  ASSERT_TRUE(plan.ok());
+  const double size = (*plan)["stages"][0]["worker"]["memory_bytes"].get<double>();
+  std::ofstream(dir / "job.yaml") << "name: funcpipe\n"
+                                     "model: {name: mlp}\n"
+                                     "data: {dataset: synthetic, synthetic_train: 240, synthetic_test: 24}\n"
+                                     "training: {epochs: 1, global_batch: 24, seed: 2, eval: false}\n"
+                                     "cluster: {workers: 4, platform: lambda}\n";
+  Outcome r = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--plan", "plan.json", "--launcher", "function",
+                                                "--max-steps", "5", "--no-progress", "--out", "run"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["launcher"]["kind"], "function");
+  EXPECT_EQ((*summary)["plan"]["data_parallel"], (*plan)["strategy"]["data_parallel"]);
+  // Billed at its size: lambda's $0.06 per GB-hour.
+  EXPECT_NEAR((*summary)["billing"]["workers"][0]["usd_per_hour"].get<double>(), size / 1e9 * 0.06, 1e-9);
+}
+
 TEST(FunctionWorkers, MistakesAreNamed) {
   ScratchDir dir;
   std::ofstream(dir / "job.yaml") << functionJob("");

@@ -80,6 +80,9 @@ class Launcher {
   // function's time limit); 0: no limit. The coordinator has the workers
   // save their state and starts fresh ones before it (docs/functions.md).
   virtual Seconds maxDuration() const { return 0; }
+  // What worker `id` costs an hour as it runs (function/: its size at the
+  // platform's price per GB-hour); < 0: the plan's figure for its stage.
+  virtual UsdPerHour hourlyRate(int /*id*/) const { return -1; }
 
   // Starts a worker. Fails when the process cannot be created.
   virtual Status launch(const WorkerLaunch& launch) = 0;

@@ -211,4 +211,50 @@ std::string renderFuncPipe(const FuncPipePlannerResult& r, const Catalog& catalo
   return out + "\n";
 }
 
+Result<Plan> funcPipePlan(const FuncPipePoint& point, const profile::Profile& prof, const Catalog& catalog,
+                          const FuncPipePlannerOptions& o) {
+  const profile::Measurement* m = prof.at(point.microbatch_size);
+  HZ_CHECK(m != nullptr);
+  const int d = point.config.data_parallel;
+  Plan p;
+  p.model = prof.model;
+  p.model_options = prof.options;
+  p.device = prof.device;
+  p.profile_source = prof.source;
+  for (const auto& layer : prof.layers) p.layer_names.push_back(layer.name);
+  p.data_parallel = d;
+  p.pipeline_stages = static_cast<int>(point.stages.size());
+  p.microbatch_size = point.microbatch_size;
+  p.num_microbatches = point.microbatches / d;
+  for (size_t k = 0; k < point.stages.size(); ++k) {
+    PlanStage st;
+    st.first_layer = point.stages[k].first;
+    st.last_layer = point.stages[k].second;
+    for (int i = st.first_layer; i <= st.last_layer; ++i) {
+      st.parameter_bytes += prof.layers[static_cast<size_t>(i)].parameter_bytes;
+      st.forward_seconds += m->layers[static_cast<size_t>(i)].forward_ms / 1e3;
+      st.backward_seconds += m->layers[static_cast<size_t>(i)].backward_ms / 1e3;
+    }
+    st.memory_bytes = k < point.cost.needs.size() ? point.cost.needs[k] : 0;
+    st.worker_memory_bytes = point.stage_memory[k];
+    const double gb = static_cast<double>(st.worker_memory_bytes) / static_cast<double>(kGB);
+    st.vcpus = gb * catalog.vcpus_per_gb;
+    st.cost_per_hour = gb * catalog.memory_gb_per_hour;
+    st.worker = fmt::format("{:.2f} vCPU, {} function", st.vcpus, formatBytes(st.worker_memory_bytes));
+    p.cost_per_hour += d * st.cost_per_hour;
+    p.stages.push_back(st);
+  }
+  p.iteration_seconds = point.cost.iteration;
+  p.pipeline_seconds = point.cost.iteration;
+  p.samples_per_second = point.samples_per_second;
+  p.samples_per_dollar = point.samples_per_dollar;
+  p.workers = o.workers;
+  p.bandwidth = o.bandwidth.value_or(catalog.network_bandwidth);
+  p.latency = o.latency.value_or(catalog.storage_latency.value_or(0));
+  p.global_batch_requested = o.global_batch;
+  p.objective = "funcpipe";
+  p.platform = catalog.name;
+  return p;
+}
+
 }  // namespace hydrozoa::plan

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "plan/plan.h"
 #include "plan/planners/funcpipe_milp.h"
 #include "plan/resources.h"
 #include "profile/profile.h"
@@ -57,5 +58,12 @@ Result<FuncPipePlannerResult> planFuncPipe(const profile::Profile& profile, cons
 // The frontier as a table, the recommendation marked, and a line on how it
 // was found.
 std::string renderFuncPipe(const FuncPipePlannerResult& result, const Catalog& catalog);
+
+// One configuration of the frontier as a plan `hydrozoa train --plan` runs
+// (`--launcher function`): its stages, replicas and microbatches, each
+// stage's workers sized to its function size (vCPUs by the catalog's
+// vcpus_per_gb) and priced per GB-hour, FuncPipe's predicted iteration.
+Result<Plan> funcPipePlan(const FuncPipePoint& point, const profile::Profile& profile, const Catalog& catalog,
+                          const FuncPipePlannerOptions& options);
 
 }  // namespace hydrozoa::plan

@@ -45,10 +45,17 @@ Status FunctionLauncher::launch(const WorkerLaunch& w) {
   f.cpus = static_cast<double>(f.memory) / static_cast<double>(kGB) * o_.catalog.vcpus_per_gb;
   f.gpus = 0;
   HZ_RETURN_IF_ERROR(containers_->launch(f));
+  size_[w.id] = f.memory;
   // The limit counts from the invocation's start, after its cold start.
   deadline_[w.id] = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                        std::chrono::duration<double>(w.start_delay + o_.max_duration));
   return Status();
+}
+
+UsdPerHour FunctionLauncher::hourlyRate(int id) const {
+  auto it = size_.find(id);
+  if (it == size_.end()) return -1;
+  return static_cast<double>(it->second) / static_cast<double>(kGB) * o_.catalog.memory_gb_per_hour;
 }
 
 void FunctionLauncher::explain(WorkerExit* e) {

@@ -48,6 +48,7 @@ class FunctionLauncher final : public Launcher {
   std::string jobId() const override { return containers_->jobId(); }
   std::string diagnose(int id) const override { return containers_->diagnose(id); }
   Seconds maxDuration() const override { return o_.max_duration; }
+  UsdPerHour hourlyRate(int id) const override;
   Status launch(const WorkerLaunch& launch) override;
   std::vector<WorkerExit> poll() override;
   bool alive(int id) const override { return containers_->alive(id); }
@@ -65,6 +66,7 @@ class FunctionLauncher final : public Launcher {
   std::unique_ptr<ContainerLauncher> containers_;
   std::map<int, Clock::time_point> deadline_;  // live invocations: when the platform ends them
   std::set<int> timedOut_;
+  std::map<int, Bytes> size_;  // each worker's function size
 };
 
 }  // namespace hydrozoa::cluster
