@@ -228,6 +228,7 @@ Status Job::recover() {
 
   // The next generation.
   ++generation_;
+  reinvoking_ = false;  // a stop for fresh invocations that a loss overtook
   store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
   if (channel_) channel_->clearGeneration(generation_ - 1);
   training_ = false;

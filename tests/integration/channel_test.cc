@@ -183,6 +183,22 @@ TEST_F(UsersRedis, MistakesAreNamedBeforeAnythingStarts) {
   EXPECT_EQ(keys(), 0);
 }
 
+// A store too small for the job's messages (maxmemory): the first write
+// it refuses fails the job with the store named and the fix, and the
+// job's keys are deleted all the same.
+TEST_F(UsersRedis, AFullStoreFailsTheJobWithTheFix) {
+  std::ofstream(dir_ / "job.yaml") << channelJob(1, ", max_recoveries: 0", 256);
+  auto used = runtime::redis::usedMemory(*admin_);
+  ASSERT_TRUE(used.ok());
+  ASSERT_TRUE(admin_->run({"CONFIG", "SET", "maxmemory", std::to_string(*used + 300 * 1000)}).ok());
+  Outcome r = train({"--out", "full"});
+  ASSERT_TRUE(admin_->run({"CONFIG", "SET", "maxmemory", "0"}).ok());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("the Redis channel at " + url() + " is full"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("give it more memory"), std::string::npos) << r.err;
+  EXPECT_EQ(keys(), 0);
+}
+
 // A message lost from the store mid-step: its receiver waits
 // cluster.channel_timeout, gives up as if its peer were lost, and the job
 // recovers from its live replicas; no key of the job is left.

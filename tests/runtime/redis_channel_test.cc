@@ -213,12 +213,24 @@ TEST_F(RedisChannel, AStoreThatEvictsIsRefusedAndAFullOneNamed) {
   auto t = connectChannel(options(0, 2, 2));
   ASSERT_TRUE(t.ok()) << t.status().message();
   torch::Tensor big = torch::zeros({1000 * 1000});
+  torch::Tensor in = torch::empty({10});
+  auto pending = (*t)->recv(in, 1, 0);  // a wait the refused write would leave hanging
   std::string error;
   try {
     (*t)->send(big, 1, 0)->wait();
   } catch (const std::exception& e) {
     error = e.what();
   }
+  // NOTE [A store's error ends every wait]: the receive ends with it too, within a poll.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string ended;
+  try {
+    pending->wait();
+  } catch (const std::exception& e) {
+    ended = e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  EXPECT_NE(ended.find("is full"), std::string::npos) << ended;
   ASSERT_TRUE(admin_->run({"CONFIG", "SET", "maxmemory", "0"}).ok());
   EXPECT_NE(error.find("is full"), std::string::npos) << error;
   EXPECT_NE(error.find("maxmemory"), std::string::npos) << error;

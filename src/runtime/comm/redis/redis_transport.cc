@@ -53,10 +53,45 @@ class RedisWork final : public c10d::Work {
 
 using Op = std::function<void(Connection&, const std::atomic<bool>& aborted)>;
 
+// NOTE [A store's error ends every wait]
+// A write the store refuses (full: maxmemory) fails its operation, which
+// its caller may wait on only much later (a send is flushed at the step's
+// end), while the worker blocks on a receive its peers cannot complete
+// without that write: each would wait out the timeout. So the first such
+// error breaks the whole transport: every wait in progress (at its next
+// poll, within a second) or to come ends with that error, not as a lost
+// peer (it would recur).
+struct Broken {
+  std::mutex mu;
+  std::string why;
+  std::atomic<bool> set{false};
+  void fail(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (set.load()) return;
+    why = message;
+    set.store(true);
+  }
+  [[noreturn]] void rethrow() {
+    std::lock_guard<std::mutex> lock(mu);
+    throw std::runtime_error(why);
+  }
+};
+// The transport's, for the lane thread running an operation.
+thread_local Broken* tBroken = nullptr;
+
+// Whether a wait should end: aborted, or the transport broken.
+bool shouldEnd(const std::atomic<bool>& aborted) { return aborted.load() || (tBroken && tBroken->set.load()); }
+// Ends a wait: with the store's error when the transport broke, else as aborted.
+[[noreturn]] void endWait(const char* what) {
+  if (tBroken && tBroken->set.load()) tBroken->rethrow();
+  throw PeerLostError(what);
+}
+
 // A thread with a connection of its own that runs its operations in order.
 class Lane {
  public:
-  Lane(const ChannelOptions& o, std::string name) : o_(o), name_(std::move(name)), thread_([this] { run(); }) {}
+  Lane(const ChannelOptions& o, std::string name, Broken* broken)
+      : o_(o), name_(std::move(name)), broken_(broken), thread_([this] { run(); }) {}
   ~Lane() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -82,6 +117,7 @@ class Lane {
 
  private:
   void run() {
+    tBroken = broken_;
     std::optional<Connection> conn;
     std::string connectError;
     for (;;) {
@@ -105,11 +141,15 @@ class Lane {
           if (!c.ok()) fail(c.status());
           conn.emplace(std::move(c).value());
         }
+        if (broken_->set.load()) broken_->rethrow();
         op(*conn, work->aborted());
         work->complete(nullptr);
-      } catch (...) {
-        // A connection left mid-pipeline cannot take the next operation.
+      } catch (const PeerLostError&) {
+        conn.reset();  // a connection left mid-pipeline cannot take the next operation
+        work->complete(std::current_exception());
+      } catch (const std::exception& e) {
         conn.reset();
+        broken_->fail(e.what());  // NOTE [A store's error ends every wait]
         work->complete(std::current_exception());
       }
       std::lock_guard<std::mutex> lock(mu_);
@@ -119,6 +159,7 @@ class Lane {
 
   const ChannelOptions& o_;
   std::string name_;
+  Broken* broken_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<c10::intrusive_ptr<RedisWork>, Op>> queue_;
@@ -170,10 +211,10 @@ void pop(Connection& c, const ChannelOptions& o, const std::string& key, char* d
     Reply r = orThrow(c.next());
     --inFlight;
     if (r.isNil()) {  // nothing within the poll: see whether to go on
-      if (aborted.load()) stopping = true;
+      if (shouldEnd(aborted)) stopping = true;
       if (std::chrono::duration<double>(Clock::now() - lastProgress).count() > o.timeout) stopping = true;
       if (stopping && inFlight == 0) {
-        if (aborted.load()) throw PeerLostError("the receive was aborted");
+        if (shouldEnd(aborted)) endWait("the receive was aborted");
         silent(o, from, key);
       }
       continue;
@@ -190,7 +231,7 @@ void pop(Connection& c, const ChannelOptions& o, const std::string& key, char* d
     ++got;
     lastProgress = Clock::now();
   }
-  if (stopping) throw PeerLostError("the receive was aborted");
+  if (stopping) endWait("the receive was aborted");
 }
 
 // Waits for one (small) element of list `key`, polling for an abort.
@@ -200,7 +241,7 @@ void await(Connection& c, const ChannelOptions& o, const std::string& key, const
   for (;;) {
     Reply r = orThrow(c.run({"BLPOP", key, kPollSeconds}));
     if (!r.isNil()) return;
-    if (aborted.load()) throw PeerLostError("the wait was aborted");
+    if (shouldEnd(aborted)) endWait("the wait was aborted");
     if (std::chrono::duration<double>(Clock::now() - t0).count() > o.timeout) silent(o, from, key);
   }
 }
@@ -301,7 +342,9 @@ class ScatterReduce {
 class RedisTransport final : public Transport {
  public:
   explicit RedisTransport(const ChannelOptions& o)
-      : o_(o), sync_(std::make_unique<Lane>(o_, "sync")), syncUp_(std::make_unique<Lane>(o_, "sync upload")) {}
+      : o_(o),
+        sync_(std::make_unique<Lane>(o_, "sync", &broken_)),
+        syncUp_(std::make_unique<Lane>(o_, "sync upload", &broken_)) {}
   ~RedisTransport() override {
     // Lanes first: they use o_.
     std::lock_guard<std::mutex> lock(mu_);
@@ -400,11 +443,12 @@ class RedisTransport final : public Transport {
   Lane& lane(std::map<int, std::unique_ptr<Lane>>& lanes, int peer, const char* what) {
     std::lock_guard<std::mutex> lock(mu_);
     auto& l = lanes[peer];
-    if (!l) l = std::make_unique<Lane>(o_, fmt::format("{} {}", what, peer));
+    if (!l) l = std::make_unique<Lane>(o_, fmt::format("{} {}", what, peer), &broken_);
     return *l;
   }
 
   const ChannelOptions o_;
+  Broken broken_;  // before the lanes, which use it
   std::mutex mu_;
   std::map<int, std::unique_ptr<Lane>> sends_, recvs_;
   std::map<std::pair<int, int>, std::uint64_t> sent_, received_;  // messages per (peer, tag)
