@@ -30,7 +30,7 @@ TEST(LauncherRegistry, EveryKindIsOneAJobSpecAccepts) {
 TEST(LauncherRegistry, AnUnknownNameListsTheKnownOnes) {
   auto l = makeLauncher("k8s", running("/bin/true"));
   ASSERT_FALSE(l.ok());
-  EXPECT_EQ(l.status().message(), "unknown launcher \"k8s\" (known: local, container, slurm)");
+  EXPECT_EQ(l.status().message(), "unknown launcher \"k8s\" (known: local, container, function, slurm)");
 }
 
 TEST(LauncherRegistry, LocalStartsAndStopsARealProcess) {
