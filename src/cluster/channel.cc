@@ -138,15 +138,8 @@ std::string JobChannel::describe() const {
 
 std::int64_t JobChannel::keysLeft() {
   if (!admin_) return -1;
-  std::int64_t n = 0;
-  std::string cursor = "0";
-  do {
-    auto r = admin_->run({"SCAN", cursor, "MATCH", prefix() + ":*", "COUNT", "1000"});
-    if (!r.ok()) return -1;
-    cursor = std::string(r->at(0).str());
-    n += static_cast<std::int64_t>(r->at(1).size());
-  } while (cursor != "0");
-  return n;
+  auto n = runtime::redis::countMatching(*admin_, prefix() + ":*");
+  return n.ok() ? *n : -1;
 }
 
 Result<std::vector<std::string>> removeChannelKeys(const Json& record) {

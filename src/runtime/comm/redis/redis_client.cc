@@ -4,6 +4,7 @@
 #include <hiredis/hiredis.h>
 
 #include <charconv>
+#include <functional>
 #include <cmath>
 #include <sys/time.h>
 
@@ -150,26 +151,33 @@ Result<Reply> Connection::checked(redisReply* r, const std::string& doing) {
   return reply;
 }
 
+namespace {
+
+// A command's words as hiredis takes them (pointers and lengths: binary-safe).
+struct Argv {
+  explicit Argv(const std::vector<std::string_view>& args) {
+    for (std::string_view a : args) {
+      words.push_back(a.data());
+      lengths.push_back(a.size());
+    }
+  }
+  int count() const { return static_cast<int>(words.size()); }
+  std::vector<const char*> words;
+  std::vector<size_t> lengths;
+};
+
+}  // namespace
+
 Result<Reply> Connection::run(const std::vector<std::string_view>& args) {
   HZ_CHECK_MSG(pending_ == 0, "a Redis command run with pipelined replies unread");
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (std::string_view a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  auto* r = static_cast<redisReply*>(redisCommandArgv(c_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+  Argv a(args);
+  auto* r = static_cast<redisReply*>(redisCommandArgv(c_, a.count(), a.words.data(), a.lengths.data()));
   return checked(r, std::string(args.empty() ? "" : args[0]));
 }
 
 void Connection::append(const std::vector<std::string_view>& args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (std::string_view a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  redisAppendCommandArgv(c_, static_cast<int>(argv.size()), argv.data(), lens.data());
+  Argv a(args);
+  redisAppendCommandArgv(c_, a.count(), a.words.data(), a.lengths.data());
   ++pending_;
 }
 
@@ -181,9 +189,11 @@ Result<Reply> Connection::next() {
   return checked(static_cast<redisReply*>(r), "a pipelined command");
 }
 
-Result<std::int64_t> deleteMatching(Connection& c, const std::string& pattern) {
+namespace {
+
+// Calls `each` with every batch of keys matching `pattern` (SCAN, never KEYS).
+Status scanMatching(Connection& c, const std::string& pattern, const std::function<Status(const Reply& keys)>& each) {
   std::string cursor = "0";
-  std::int64_t deleted = 0;
   do {
     HZ_ASSIGN_OR_RETURN(Reply r, c.run({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}));
     if (r.type() != Reply::Type::kArray || r.size() != 2 || r.at(0).type() != Reply::Type::kString ||
@@ -191,14 +201,32 @@ Result<std::int64_t> deleteMatching(Connection& c, const std::string& pattern) {
       return internalError(fmt::format("the Redis channel at {} answered SCAN oddly", c.address().url()));
     }
     cursor = std::string(r.at(0).str());
-    const Reply keys = r.at(1);
-    if (keys.size() == 0) continue;
+    if (r.at(1).size() > 0) HZ_RETURN_IF_ERROR(each(r.at(1)));
+  } while (cursor != "0");
+  return Status();
+}
+
+}  // namespace
+
+Result<std::int64_t> deleteMatching(Connection& c, const std::string& pattern) {
+  std::int64_t deleted = 0;
+  HZ_RETURN_IF_ERROR(scanMatching(c, pattern, [&](const Reply& keys) {
     std::vector<std::string_view> args = {"UNLINK"};
     for (size_t i = 0; i < keys.size(); ++i) args.push_back(keys.at(i).str());
     HZ_ASSIGN_OR_RETURN(Reply n, c.run(args));
     deleted += n.integer();
-  } while (cursor != "0");
+    return Status();
+  }));
   return deleted;
+}
+
+Result<std::int64_t> countMatching(Connection& c, const std::string& pattern) {
+  std::int64_t n = 0;
+  HZ_RETURN_IF_ERROR(scanMatching(c, pattern, [&](const Reply& keys) {
+    n += static_cast<std::int64_t>(keys.size());
+    return Status();
+  }));
+  return n;
 }
 
 Status checkStore(Connection& c) {

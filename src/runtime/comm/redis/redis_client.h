@@ -96,6 +96,9 @@ Result<std::int64_t> deleteMatching(Connection& c, const std::string& pattern);
 // refuses CONFIG (a managed one) is trusted.
 Status checkStore(Connection& c);
 
+// How many keys match `pattern` (SCAN).
+Result<std::int64_t> countMatching(Connection& c, const std::string& pattern);
+
 // The server's used_memory (INFO memory), bytes.
 Result<std::int64_t> usedMemory(Connection& c);
 
