@@ -10,7 +10,9 @@
 
 #include "cluster/launch/records.h"
 #include "core/process.h"
+#include "runtime/comm/redis/redis_files.h"
 #include "wire/control.h"
+#include "wire/file_transfer.h"
 
 namespace hydrozoa::cluster {
 
@@ -116,12 +118,46 @@ JobChannel::~JobChannel() {
   if (server_) server_->stop();
 }
 
-Json JobChannel::assign(int generation) const {
-  return {{"url", workers_.url()},
-          {"password", password_},
-          {"ns", fmt::format("{}:g{}", prefix(), generation)},
-          {"sync", sync_},
-          {"timeout", timeout_}};
+Json JobChannel::assign(int generation, const std::string& checkpoint) const {
+  Json a = {{"url", workers_.url()},
+            {"password", password_},
+            {"ns", fmt::format("{}:g{}", prefix(), generation)},
+            {"sync", sync_},
+            {"timeout", timeout_},
+            {"state", statePrefix()}};
+  if (heldStep_ >= 0 && !checkpoint.empty() && checkpoint == heldDir_) {
+    a["restore"] = fmt::format("{}:{}", statePrefix(), heldStep_);
+  }
+  return a;
+}
+
+Status JobChannel::fetchState(std::int64_t step, const std::string& file, Bytes bytes, const std::string& dest) {
+  if (!admin_) return unavailable("the coordinator has no connection to the Redis channel");
+  stateSteps_.insert(step);
+  return runtime::redis::getFile(*admin_, fmt::format("{}:{}:{}", statePrefix(), step, file), dest, bytes,
+                                 wire::kMaxFileBytes);
+}
+
+void JobChannel::deleteState(std::int64_t step) {
+  stateSteps_.erase(step);
+  if (heldStep_ == step) heldStep_ = -1;
+  if (!admin_) return;
+  if (auto n = runtime::redis::deleteMatching(*admin_, fmt::format("{}:{}:*", statePrefix(), step)); !n.ok()) {
+    spdlog::warn("step {}'s state in the Redis channel was not deleted: {}", step, n.status().message());
+  }
+}
+
+void JobChannel::keepState(std::int64_t step, const std::string& dir) {
+  const bool stored = stateSteps_.count(step) > 0;
+  for (const std::int64_t s : std::set<std::int64_t>(stateSteps_)) {
+    if (s != step) deleteState(s);
+  }
+  heldStep_ = stored ? step : -1;
+  heldDir_ = stored ? dir : "";
+}
+
+void JobChannel::dropState(std::int64_t step) {
+  if (stateSteps_.count(step)) deleteState(step);
 }
 
 void JobChannel::clearGeneration(int generation) {
@@ -138,7 +174,7 @@ std::string JobChannel::describe() const {
 
 std::int64_t JobChannel::keysLeft() {
   if (!admin_) return -1;
-  auto n = runtime::redis::countMatching(*admin_, prefix() + ":*");
+  auto n = runtime::redis::countMatching(*admin_, prefix() + ":g*");  // not the state it holds
   return n.ok() ? *n : -1;
 }
 

@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "cluster/job_spec.h"
@@ -37,19 +38,35 @@ class JobChannel {
   JobChannel(const JobChannel&) = delete;
   JobChannel& operator=(const JobChannel&) = delete;
 
-  // The "channel" of a worker's assign message in `generation`.
-  Json assign(int generation) const;
+  // The "channel" of a worker's assign message in `generation`, whose
+  // workers restore from the checkpoint in `checkpoint` ("": none).
+  Json assign(int generation, const std::string& checkpoint) const;
+
+  // NOTE [State through the store] (cluster/coordinator.cc): a worker's
+  // file `file` of step `step`, `bytes` long, copied from the store into
+  // `dest`; the key stays as the restore point's until keepState() says
+  // otherwise.
+  Status fetchState(std::int64_t step, const std::string& file, Bytes bytes, const std::string& dest);
+  // Step `step`'s checkpoint is complete in `dir`: its keys (if its files came
+  // through the store) are where the next generation restores from; every
+  // other step's are deleted.
+  void keepState(std::int64_t step, const std::string& dir);
+  // Step `step`'s checkpoint failed: its keys are deleted.
+  void dropState(std::int64_t step);
   // Deletes the keys of `generation` (its workers are gone).
   void clearGeneration(int generation);
   // "redis://127.0.0.1:41234 (the job's own)"
   std::string describe() const;
   const runtime::redis::Address& address() const { return address_; }
-  // The job's keys in the store now (tests; -1 when it cannot say).
+  // The job's message keys in the store now, not the state it holds for a
+  // restore (tests; -1 when it cannot say).
   std::int64_t keysLeft();
 
  private:
   JobChannel() = default;
   std::string prefix() const { return "hz:" + job_; }
+  std::string statePrefix() const { return prefix() + ":state"; }
+  void deleteState(std::int64_t step);
 
   std::unique_ptr<runtime::redis::LocalServer> server_;
   runtime::redis::Address address_;   // the coordinator's way to it
@@ -58,6 +75,9 @@ class JobChannel {
   std::string password_, job_, sync_, record_;
   Seconds timeout_ = 120;
   std::optional<runtime::redis::Connection> admin_;
+  std::set<std::int64_t> stateSteps_;  // steps with files in the store
+  std::int64_t heldStep_ = -1;          // the restore point's, in heldDir_
+  std::string heldDir_;
 };
 
 // Deletes what the channel record `record` (of a killed coordinator)

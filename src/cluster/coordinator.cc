@@ -224,10 +224,47 @@ void Job::onFile(const WorkerState& w, const Json& m) {
     spoiled_.emplace(step, fmt::format("{} sent a file for a step the job does not have", w.name()));
     return;
   }
+  if (m.value("type", "") == "stored_file") {
+    if (Status s = fetchStoredFile(m, step, ownLayer); !s.ok()) {
+      spdlog::error("refused a checkpoint file from {} through the store: {}", w.name(), s.message());
+      spoiled_.emplace(step, fmt::format("{} stored a bad file: {}", w.name(), s.message()));
+    }
+    return;
+  }
   if (Status s = wire::acceptChunk(m, run_.partialCheckpoint(step), ownLayer); !s.ok()) {
     spdlog::error("refused a checkpoint file from {}: {}", w.name(), s.message());
     spoiled_.emplace(step, fmt::format("{} sent a bad file: {}", w.name(), s.message()));
   }
+}
+
+// NOTE [State through the store]
+// A worker with a Redis channel that ships its checkpoints (functions, which
+// share no filesystem with the coordinator and may be far from it) writes
+// each file of its stage to the store it already reaches, under
+// <job>:state:<step>:<file> (runtime/comm/redis/redis_files.h), and says so
+// with a "stored_file" message before its "checkpoint". The coordinator
+// copies the file into the step's .partial directory as if it had come over
+// the control plane (same checks: a layer of the sender's stage, at most
+// the size announced) and leaves the key: when the step becomes the restore
+// point, the next generation's workers read their layers from the store
+// ("restore" in their assign), as a fresh invocation continues where the
+// last left off (FuncPipe §3.1), and fall back to fetching from the
+// coordinator for a file the store no longer holds. When a later step
+// completes, or this one fails, its keys are deleted; the rest at the end.
+Status Job::fetchStoredFile(const Json& m, std::int64_t step, const std::function<bool(int)>& ownLayer) {
+  if (!channel_) return invalidArgument("this job has no Redis channel to store files in");
+  const std::string file = m.value("file", "");
+  const int layer = wire::layerOfFileName(file);
+  if (layer < 0 || !ownLayer(layer)) return invalidArgument(fmt::format("\"{}\" is no layer file of its stage", file));
+  const Bytes bytes = m.value("bytes", Bytes{-1});
+  if (bytes < 0 || bytes > wire::kMaxFileBytes) {
+    return invalidArgument(fmt::format("{} announced as {} bytes, outside 0..{}", file, bytes, wire::kMaxFileBytes));
+  }
+  const std::string dir = run_.partialCheckpoint(step);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return ioError(fmt::format("{}: cannot create it: {}", dir, ec.message()));
+  return channel_->fetchState(step, file, bytes, dir + "/" + file);
 }
 
 void Job::handle(int rank, const Json& m) {
@@ -241,7 +278,7 @@ void Job::handle(int rank, const Json& m) {
     noteReadyIfScaling();
   } else if (type == "ready") {
     w.ready = true;
-  } else if (type == "file_chunk" || type == "fetch") {
+  } else if (type == "file_chunk" || type == "fetch" || type == "stored_file") {
     onFile(w, m);
   } else if (type == "heartbeat") {
     maxStarted_ = std::max(maxStarted_, m.value("step", std::int64_t{0}));
@@ -298,6 +335,7 @@ void Job::handle(int rank, const Json& m) {
     stages.insert(m.value("stage", 0));
     if (static_cast<int>(stages.size()) == B_ && spoiled_.count(step)) {
       spdlog::error("no checkpoint at step {}: {}", step, spoiled_[step]);
+      if (channel_) channel_->dropState(step);
       checkpoints_.erase(step);
     } else if (static_cast<int>(stages.size()) == B_) {
       const Json manifest = {{"step", step},
@@ -313,8 +351,11 @@ void Job::handle(int rank, const Json& m) {
                              {"cost_usd", cost()}};
       if (Status s = run_.finalizeCheckpoint(step, manifest); !s.ok()) {
         spdlog::error("{}", s.message());
+        if (channel_) channel_->dropState(step);
       } else {
         progress_.note(fmt::format("checkpoint at step {} in {}", step, run_.checkpointsDir()));
+        auto latest = run_.latestCheckpoint();
+        if (channel_ && latest.ok() && *latest) channel_->keepState(step, (*latest)->dir);
       }
       finalized_ = step;
       stepSamples_.erase(stepSamples_.begin(), stepSamples_.lower_bound(step));  // never rolled back past it

@@ -129,6 +129,7 @@ class Job {
   static UsdPerHour rateOf(const plan::Plan& plan, int stage);
   void sendAssign(const WorkerState& w);
   void onFile(const WorkerState& w, const Json& m);
+  Status fetchStoredFile(const Json& m, std::int64_t step, const std::function<bool(int)>& ownLayer);
   // Once the generation after a boundary has all registered: how long the
   // boundary waited for them, if it did.
   void noteReadyIfScaling();

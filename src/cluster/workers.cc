@@ -237,7 +237,7 @@ void Job::sendAssign(const WorkerState& w) {
                  {"cpus_shared", coresShared()},
                  {"job", jobSpecToJson(spec_)}};
   if (!stageReplicas_.empty()) assign["stage_replicas"] = stageReplicas_;
-  if (channel_) assign["channel"] = channel_->assign(generation_);
+  if (channel_) assign["channel"] = channel_->assign(generation_, checkpoint_);
   control_->send(from(w.id), assign);
 }
 

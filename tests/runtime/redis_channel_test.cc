@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
+#include "core/files.h"
+#include "runtime/comm/redis/redis_files.h"
 #include "runtime/comm/redis/redis_server.h"
 #include "runtime/comm/redis/redis_transport.h"
 
@@ -235,6 +238,44 @@ TEST_F(RedisChannel, AStoreThatEvictsIsRefusedAndAFullOneNamed) {
   EXPECT_NE(error.find("is full"), std::string::npos) << error;
   EXPECT_NE(error.find("maxmemory"), std::string::npos) << error;
   ASSERT_TRUE(deleteMatching(*admin_, "hz:test:*").ok());
+}
+
+// NOTE [State through the store]: a file of whole chunks, one of a part and
+// an empty one come back byte for byte; a missing key is NotFound (the
+// worker then fetches from the coordinator); a size other than announced,
+// or past the bound, is refused and leaves no file behind.
+TEST_F(RedisChannel, FilesComeBackByteForByteAndBadOnesAreRefused) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hz-redis-files-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const Bytes size : {Bytes{0}, Bytes{1}, kFileChunk, 2 * kFileChunk + 7, 9 * kFileChunk + 3}) {
+    std::string bytes(static_cast<size_t>(size), '\0');
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 131 + size) % 251);
+    const std::string in = (dir / "in").string(), out = (dir / "out").string();
+    std::ofstream(in, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    auto put = putFile(*admin_, "hz:test:file", in);
+    ASSERT_TRUE(put.ok()) << put.status().message();
+    EXPECT_EQ(*put, size);
+    ASSERT_TRUE(getFile(*admin_, "hz:test:file", out, size, std::int64_t{1} << 30).ok()) << size;
+    auto back = readTextFile(out);
+    ASSERT_TRUE(back.ok());
+    EXPECT_TRUE(*back == bytes) << size;
+    std::filesystem::remove(out);
+    if (size < 2 * kFileChunk) continue;
+    // Announced otherwise, or past the bound: refused, nothing written.
+    Status s = getFile(*admin_, "hz:test:file", out, size - 1, std::int64_t{1} << 30);
+    EXPECT_NE(s.message().find("bytes announced"), std::string::npos) << s.message();
+    s = getFile(*admin_, "hz:test:file", out, size + 1, std::int64_t{1} << 30);
+    EXPECT_NE(s.message().find("were announced"), std::string::npos) << s.message();
+    s = getFile(*admin_, "hz:test:file", out, -1, kFileChunk);
+    EXPECT_NE(s.message().find("more than"), std::string::npos) << s.message();
+    EXPECT_FALSE(std::filesystem::exists(out));
+    EXPECT_FALSE(std::filesystem::exists(out + ".part"));
+  }
+  const Status missing = getFile(*admin_, "hz:test:nothing", (dir / "x").string(), -1, 1 << 20);
+  EXPECT_EQ(missing.code(), ErrorCode::kNotFound) << missing.message();
+  ASSERT_TRUE(deleteMatching(*admin_, "hz:test:*").ok());
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(RedisChannel, APeerThatNeverSendsTimesOutAndAnAbortEndsTheWait) {

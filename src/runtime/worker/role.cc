@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <tuple>
+
 #include "core/limits.h"
 #include "runtime/comm/redis/redis_transport.h"
 #include "runtime/exec/tags.h"
@@ -77,12 +79,18 @@ Result<Role> parseRole(const Json& a) {
     r.channel.ns = c.string("ns");
     r.channel.sync = c.string("sync");
     r.channel.timeout = c.positive("timeout");
+    r.channel.state = c.optString("state").value_or("");
+    r.channel.restore = c.optString("restore").value_or("");
     c.rejectUnknownKeys();
     HZ_RETURN_IF_ERROR(c.status());
     HZ_RETURN_IF_ERROR(redis::parseUrl(r.channel.url, "assign.channel.url").status());
     HZ_RETURN_IF_ERROR(redis::parseSyncMethod(r.channel.sync, "assign.channel.sync").status());
-    if (r.channel.ns.empty() || r.channel.ns.size() > 200) {
-      return invalidArgument("assign.channel.ns: expected a key prefix of 1 to 200 characters");
+    for (const auto& [name, prefix, empty] : {std::tuple{"ns", &r.channel.ns, false},
+                                              std::tuple{"state", &r.channel.state, true},
+                                              std::tuple{"restore", &r.channel.restore, true}}) {
+      if ((prefix->empty() && !empty) || prefix->size() > 200) {
+        return invalidArgument(fmt::format("assign.channel.{}: expected a key prefix of 1 to 200 characters", name));
+      }
     }
   }
   const Json& job = o.object("job");

@@ -45,8 +45,11 @@ struct Role {
   // The data plane through a Redis store (docs/functions.md, "The channel"):
   // its address, password, this generation's key prefix and the stage
   // allreduce's method. url "": workers connect to each other (Gloo).
+  // state: where shipped checkpoints go (<state>:<step>:<file>), restore:
+  // where the assigned checkpoint's files are (<restore>:<file>), ""
+  // : from the coordinator (NOTE [State through the store]).
   struct Channel {
-    std::string url, password, ns, sync = "pipelined";
+    std::string url, password, ns, sync = "pipelined", state, restore;
     double timeout = 120;  // seconds
   } channel;
   bool cpus_shared = false;  // other workers' compute threads run on them too (NOTE [Cores for compute threads])

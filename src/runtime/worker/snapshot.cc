@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
+#include "runtime/comm/redis/redis_files.h"
 #include "wire/file_transfer.h"
 
 namespace hydrozoa::runtime {
@@ -123,14 +125,41 @@ Result<std::string> Worker::checkpointDir(std::int64_t globalStep) const {
   return dir;
 }
 
+namespace {
+
+Result<redis::Connection> openStore(const Role::Channel& channel) {
+  HZ_ASSIGN_OR_RETURN(const redis::Address address, redis::parseUrl(channel.url, "assign.channel.url"));
+  return redis::Connection::open(address, channel.password, channel.timeout);
+}
+
+}  // namespace
+
+// NOTE [State through the store] (cluster/coordinator.cc): with a channel,
+// each file goes to the store and the coordinator is told its size.
 Status Worker::shipCheckpoint(std::int64_t globalStep, const std::string& dir, Status saved) {
   std::vector<std::string> files;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) files.push_back(e.path().string());
   std::sort(files.begin(), files.end());
   Status s = std::move(saved);
-  for (size_t i = 0; i < files.size() && s.ok(); ++i) {
-    s = wire::sendFile(*control_, {{"step", globalStep}, {"stage", role_.stage}}, files[i]);
+  const Json header = {{"step", globalStep}, {"stage", role_.stage}};
+  if (s.ok() && !role_.channel.state.empty()) {
+    const auto t0 = Clock::now();
+    auto store = openStore(role_.channel);
+    s = store.status();
+    for (size_t i = 0; i < files.size() && s.ok(); ++i) {
+      const std::string name = std::filesystem::path(files[i]).filename().string();
+      auto bytes = redis::putFile(*store, fmt::format("{}:{}:{}", role_.channel.state, globalStep, name), files[i]);
+      s = bytes.status();
+      if (s.ok()) {
+        Json m = header;
+        m.update({{"type", "stored_file"}, {"file", name}, {"bytes", *bytes}});
+        control_->send(m);
+      }
+    }
+    if (s.ok()) spdlog::info("stored step {}'s state in the Redis channel in {:.2f} s", globalStep, since(t0));
+  } else {
+    for (size_t i = 0; i < files.size() && s.ok(); ++i) s = wire::sendFile(*control_, header, files[i]);
   }
   std::filesystem::remove_all(dir, ec);
   return s;
@@ -139,10 +168,29 @@ Status Worker::shipCheckpoint(std::int64_t globalStep, const std::string& dir, S
 Result<std::string> Worker::fetchCheckpoint() {
   HZ_ASSIGN_OR_RETURN(const std::string dir, privateDir(args_.id, "restore"));
   const auto t0 = Clock::now();
+  std::optional<redis::Connection> store;
+  if (!role_.channel.restore.empty()) {
+    auto opened = openStore(role_.channel);
+    if (opened.ok()) {
+      store.emplace(std::move(*opened));
+    } else {
+      spdlog::warn("the checkpoint comes from the coordinator instead: {}", opened.status().message());
+    }
+  }
+  int fromStore = 0;
   std::string layers;
   for (const auto& [first, last] : role_.layer_ranges) {
     for (int layer = first; layer <= last; ++layer) {
       const std::string file = layerFileName(layer);
+      if (store) {
+        const Status got = redis::getFile(*store, role_.channel.restore + ":" + file, dir + "/" + file, -1,
+                                          wire::kMaxFileBytes);
+        if (got.ok()) {
+          ++fromStore;
+          continue;
+        }
+        spdlog::warn("{} comes from the coordinator instead: {}", file, got.message());
+      }
       if (Status s = wire::fetchFile(*control_, {{"stage", role_.stage}}, file, dir + "/" + file,
                                      [](const Json& m) { return m.value("type", "") != "stop"; });
           !s.ok()) {
@@ -153,7 +201,9 @@ Result<std::string> Worker::fetchCheckpoint() {
     }
     layers += fmt::format("{}{}-{}", layers.empty() ? "" : ", ", first, last);
   }
-  spdlog::info("fetched layers {} of {} from the coordinator in {:.2f} s", layers, role_.checkpoint, since(t0));
+  spdlog::info("fetched layers {} of {} from {} in {:.2f} s", layers, role_.checkpoint,
+               fromStore == 0 ? "the coordinator" : fmt::format("the Redis channel ({} files)", fromStore),
+               since(t0));
   return dir;
 }
 
