@@ -485,7 +485,7 @@ Json jobSpecToJson(const JobSpec& s) {
                   {"control_port", s.control_port}};
   if (s.bandwidth) cluster["bandwidth"] = *s.bandwidth;
   if (s.latency > 0) cluster["latency"] = s.latency;
-  cluster["start_delay"] = formatStartDelay(s.start_delay);
+  if (s.start_delay) cluster["start_delay"] = formatStartDelay(*s.start_delay);
   if (s.memory_limit) cluster["memory_limit"] = *s.memory_limit;
   if (s.cpu_limit) cluster["cpu_limit"] = *s.cpu_limit;
   if (s.memory) cluster["memory"] = *s.memory;

@@ -90,7 +90,8 @@ struct JobSpec {
   Seconds function_timeout = 900;  // function: how long an invocation may run (the platform's limit)
   std::optional<BytesPerSecond> bandwidth;  // for planning and shaping; default: measured here
   Seconds latency = 0;                      // container: added one-way delay of each worker's egress
-  StartDelay start_delay;                   // container: before each worker starts
+  std::optional<StartDelay> start_delay;    // container, function: before each worker starts (none: 0;
+                                            // a function platform's catalog cold_start)
   std::optional<Bytes> memory_limit;        // container, slurm: default the plan's right-sized worker memory
   std::optional<double> cpu_limit;          // container, slurm: vCPUs; default the plan's right-sized vCPUs
   std::optional<Bytes> memory;              // per worker, for planning

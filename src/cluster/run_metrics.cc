@@ -195,7 +195,7 @@ void Job::finish(const std::string& status, const std::string& reason) {
         {"job", launcher_ ? launcher_->jobId() : ""},
         {"bandwidth_per_worker", spec_.bandwidth.value_or(plan_.bandwidth)},
         {"latency", spec_.latency},
-        {"start_delay", formatStartDelay(spec_.start_delay)}}},
+        {"start_delay", formatStartDelay(spec_.start_delay.value_or(StartDelay{}))}}},
       {"samples_per_dollar", total > 0 ? allSamples / total : 0},
       {"refused_control_messages", control_ ? control_->refused() : 0},
       {"workers", workers},

@@ -153,7 +153,7 @@ void Job::maybePrestart() {
   double delay = 0;
   for (double d : startDelays_) delay = std::max(delay, d);
   if (startDelays_.empty()) {
-    const StartDelay& d = spec_.start_delay;
+    const StartDelay d = spec_.start_delay.value_or(StartDelay{});
     delay = d.distribution == "uniform" ? d.b : d.distribution == "normal" ? d.a + 2 * d.b : d.a;
   }
   const double lead = 1.25 * delay + 1.0;

@@ -116,7 +116,7 @@ Status Job::launch(WorkerState& w, const std::string& token, int generation, con
   l.cpus = spec_.cpu_limit.value_or(st.vcpus);
   l.memory = spec_.memory_limit.value_or(memory);
   l.gpus = acceleratorCount(st.accelerator);
-  l.start_delay = drawStartDelay(spec_.start_delay,
+  l.start_delay = drawStartDelay(spec_.start_delay.value_or(StartDelay{}),
                                  spec_.seed * 7919 + static_cast<std::uint64_t>(w.id) + 104729ULL * generation);
   HZ_RETURN_IF_ERROR(launcher_->launch(l));
   w.launched_at = now();
@@ -164,7 +164,14 @@ Status Job::makeLauncher() {
   context.job_name = spec_.name;
   context.workers = W_;
   context.slurm = spec_.slurm;
-  context.platform = plan_.platform.empty() ? spec_.platform : plan_.platform;
+  // The catalog the plan names, from where the job has it: a file given as
+  // cluster.platform is that file, not the built-in catalog of its name.
+  const std::string platform = [&] {
+    if (plan_.platform.empty()) return spec_.platform;
+    auto own = plan::loadCatalog(spec_.platform);
+    return own.ok() && own->name == plan_.platform ? spec_.platform : plan_.platform;
+  }();
+  context.platform = platform;
   context.max_duration = spec_.function_timeout;
   for (std::size_t i = 0; i < gen_.stages.size(); ++i) {
     context.worker_cpus = std::max(context.worker_cpus, spec_.cpu_limit.value_or(gen_.stages[i].vcpus));
@@ -176,9 +183,14 @@ Status Job::makeLauncher() {
   // Functions: a fee per invocation too.
   BillingUnit unit = BillingUnit::kSecond;
   Usd fee = 0;
-  if (auto catalog = plan::loadCatalog(plan_.platform.empty() ? spec_.platform : plan_.platform); catalog.ok()) {
+  if (auto catalog = plan::loadCatalog(platform); catalog.ok()) {
     if (auto u = parseBillingUnit(catalog->billing, catalog->name); u.ok()) unit = *u;
     if (kind == "function") fee = catalog->request_fee;
+    if (kind == "function" && !spec_.start_delay && !catalog->cold_start.empty()) {
+      // A function's cold start, as the platform's catalog puts it.
+      HZ_ASSIGN_OR_RETURN(spec_.start_delay,
+                          parseStartDelay(catalog->cold_start, fmt::format("{}'s cold_start", catalog->name)));
+    }
   }
   ledger_ = Ledger(unit, fee);
   return Status();

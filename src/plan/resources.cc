@@ -170,6 +170,7 @@ Result<Catalog> catalogFromYaml(const std::string& text, const std::string& orig
       }
       c.storage_latency = latency;
     }
+    c.cold_start = r.optString("cold_start").value_or("");
     if (r.has("request_fee")) {
       c.request_fee = r.nonNegative("request_fee");
       if (r.ok() && c.request_fee > 1) r.fail("request_fee", fmt::format("${} per invocation is out of range; expected $0 to $1", c.request_fee));

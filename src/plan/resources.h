@@ -58,6 +58,9 @@ struct Catalog {
   std::vector<Bytes> tiers;
   std::optional<Seconds> storage_latency;
   Usd request_fee = 0;  // per invocation (AWS Lambda: $0.20 per million)
+  // A function's cold start when the job gives none (cluster.start_delay's
+  // syntax, "uniform 1s 3s"; parsed where it is used: cluster/job_spec.h).
+  std::string cold_start;
   // VMs:
   std::vector<VmInstance> instances;
 };

@@ -100,12 +100,12 @@ TEST(StartDelay, TheJobSpecReadsContainerSettings) {
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->launcher, "container");
   EXPECT_DOUBLE_EQ(*s->bandwidth, 50e6);
-  EXPECT_EQ(s->start_delay.distribution, "uniform");
+  EXPECT_EQ(s->start_delay->distribution, "uniform");
   EXPECT_DOUBLE_EQ(*s->memory_limit, 512e6);
   EXPECT_DOUBLE_EQ(*s->cpu_limit, 1.5);
   auto again = parseJobSpec(jobSpecToJson(*s), "run/job.yaml");  // what a run directory holds
   ASSERT_TRUE(again.ok()) << again.status().message();
-  EXPECT_EQ(again->start_delay.b, 2);
+  EXPECT_EQ(again->start_delay->b, 2);
   auto bad = parseYaml("model: cnn\ncluster: {launcher: kubernetes}\n", "job.yaml");
   auto r = parseJobSpec(*bad, "job.yaml");
   ASSERT_FALSE(r.ok());

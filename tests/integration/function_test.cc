@@ -6,7 +6,9 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "cluster/launch/function/function_launcher.h"
@@ -144,6 +146,20 @@ TEST(FunctionWorkers, AcrossSeveralInvocationsTheRunEqualsAnUninterruptedOne) {
   // Every invocation billed its fee: 4 per generation.
   EXPECT_EQ((*summary)["billing"]["requests"], 4 * (*summary)["generations"].get<int>());
   const std::int64_t steps = (*summary)["steps"]["done"];
+  // NOTE [State through the store]: the invocations stored their state in
+  // the channel and the fresh ones read it back from there.
+  int stored = 0, restored = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "functions/workers")) {
+    if (e.path().extension() != ".log") continue;
+    auto log = readTextFile(e.path().string());
+    ASSERT_TRUE(log.ok());
+    stored += log->find("state in the Redis channel") != std::string::npos;
+    restored += log->find("from the Redis channel") != std::string::npos;
+  }
+  EXPECT_GE(stored, 2) << "workers that stored their stage's state in the store";
+  EXPECT_GE(restored, 4) << "workers that read their stage's state from the store";
+  EXPECT_EQ((*summary)["channel"]["keys_left"], 0);
+  EXPECT_EQ((*summary)["launcher"]["start_delay"], "uniform 1s 3s");  // lambda's cold start
 
   Outcome whole = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "whole",
                                                     "--launcher", "local", "--channel", "redis", "--max-steps",
@@ -189,6 +205,12 @@ TEST(FunctionWorkers, FuncPipesRecommendationTrains) {
 TEST(FunctionWorkers, MistakesAreNamed) {
   ScratchDir dir;
   std::ofstream(dir / "job.yaml") << functionJob("");
+  {
+    std::ifstream in(std::string(HYDROZOA_SOURCE_DIR) + "/data/pricing/lambda.yaml");
+    std::stringstream catalog;
+    catalog << in.rdbuf();
+    std::ofstream(dir / "slow.yaml") << catalog.str() << "cold_start: sometimes\n";
+  }
   struct Case {
     std::vector<std::string> args;
     std::string message;
@@ -197,9 +219,12 @@ TEST(FunctionWorkers, MistakesAreNamed) {
       {{"--launcher", "function", "--platform", "aci"}, "aci is not a function platform"},
       {{"--launcher", "function", "--memory-limit", "20GB"}, "lambda's functions have 128 MB to 10.0 GB"},
       {{"--launcher", "function", "--function-timeout", "2s"}, "cluster.function_timeout: must be from 10s"},
+      {{"--launcher", "function", "--platform", "slow.yaml"},
+       "lambda's cold_start: \"sometimes\" is not a start-up delay"},
   };
   for (const Case& c : cases) {
-    if (c.message.find("function platform") != std::string::npos || c.message.find("128 MB") != std::string::npos) {
+    if (c.message.find("function platform") != std::string::npos || c.message.find("128 MB") != std::string::npos ||
+        c.message.find("cold_start") != std::string::npos) {
       if (!cluster::containerSupport().empty()) continue;  // checked where functions can be made
     }
     std::vector<std::string> args = {"train", "job.yaml", "--no-progress", "--out", "bad"};

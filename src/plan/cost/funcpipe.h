@@ -119,7 +119,8 @@ Bytes stageNeeds(const FuncPipeProblem& problem, int d, double activations, doub
 
 // Points fastest first, without one that a faster (or as fast) point is as
 // cheap as: the cost/time Pareto frontier of `points` (each with a `cost`,
-// a FuncPipeCost).
+// a FuncPipeCost). Prices equal to rounding (a function twice the size for
+// half the time) are equal: the slower one is not on it.
 template <typename Point>
 std::vector<Point> fastestFirstFrontier(std::vector<Point> points) {
   std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
@@ -128,7 +129,7 @@ std::vector<Point> fastestFirstFrontier(std::vector<Point> points) {
   });
   std::vector<Point> frontier;
   for (Point& p : points) {
-    if (!frontier.empty() && p.cost.dollars >= frontier.back().cost.dollars) continue;
+    if (!frontier.empty() && p.cost.dollars >= frontier.back().cost.dollars * (1 - 1e-9)) continue;
     frontier.push_back(std::move(p));
   }
   return frontier;

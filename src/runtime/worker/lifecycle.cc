@@ -100,9 +100,13 @@ int Worker::run() {
     return 1;
   }
   control_->send({{"type", "ready"}});
-  Json m;
-  while (!control_->receive(&m, 1000) || m.value("type", "") != "go") {
-    if (m.value("type", "") == "stop") return 0;
+  // Every worker waits here until the last is ready, which can be seconds
+  // (a function's cold start): a wait without a message is no message.
+  for (Json m;;) {
+    if (!control_->receive(&m, 1000) || !m.is_object()) continue;
+    const std::string type = m.value("type", "");
+    if (type == "go") break;
+    if (type == "stop") return 0;
   }
   {
     std::lock_guard<std::mutex> lock(stateMu_);
