@@ -438,6 +438,9 @@ void addPlanCommand(CLI::App& app, Status* status) {
                   "funcpipe: merge the profile's layers, balancing compute, down to at most this many for the "
                   "solver (FuncPipe §4; fewer solve faster)")
       ->capture_default_str();
+  cmd->add_option("--frontier-point", args->frontier_point,
+                  "funcpipe: with -o, write the frontier's configuration N (1 = the fastest, as printed) instead "
+                  "of the recommendation");
   cmd->add_option("--machines", args->machines,
                   "pipedream: machines per level, the lowest first (4; or 4,4: 4 servers of 4), with one "
                   "--bandwidth per level (10GB/s,1GB/s)");

@@ -22,7 +22,7 @@ struct PlanArgs {
   bool all_strategies = false;
   bool recompute = false;
   // --planner pipedream; --planner funcpipe
-  std::string planner = "hydrozoa", machines, activation_compression, merge_layers = "100";
+  std::string planner = "hydrozoa", machines, activation_compression, merge_layers = "100", frontier_point;
   bool straight_pipeline = false, fewer_machines = false;
   bool output_given = false;  // -o on the command line
   bool schedule_given = false;  // --schedule on the command line

@@ -38,12 +38,30 @@ Status runFuncPipe(const PlanArgs& a, bool json) {
   }
   HZ_ASSIGN_OR_RETURN(const profile::Profile prof, obtainProfile(a, o.global_batch));
   HZ_ASSIGN_OR_RETURN(const plan::Catalog catalog, plan::loadCatalog(a.platform));
+  if (!a.frontier_point.empty() && !(a.output_given && a.output != "-")) {
+    return invalidArgument("--frontier-point says which configuration -o writes: give -o plan.json too");
+  }
   HZ_ASSIGN_OR_RETURN(const plan::FuncPipePlannerResult r, plan::planFuncPipe(prof, catalog, o));
-  if (a.output_given && a.output != "-" && r.recommended >= 0) {
-    // The recommendation, as `hydrozoa train --plan FILE --launcher function` runs it.
-    HZ_ASSIGN_OR_RETURN(const plan::Plan p, plan::funcPipePlan(r.frontier[r.recommended], prof, catalog, o));
+  int chosen = r.recommended;
+  if (!a.frontier_point.empty()) {
+    const std::int64_t rows = static_cast<std::int64_t>(r.frontier.size());
+    auto n = parseCount(a.frontier_point, "--frontier-point", {1, 1 << 20});
+    if (!n.ok() || *n > rows) {
+      return invalidArgument(fmt::format("--frontier-point {}: the frontier has {} configuration{} (1 = the fastest); "
+                                         "pick one of 1..{}",
+                                         a.frontier_point, rows, rows == 1 ? "" : "s", rows));
+    }
+    chosen = static_cast<int>(*n - 1);
+  }
+  if (a.output_given && a.output != "-" && chosen >= 0) {
+    // The chosen configuration, as `hydrozoa train --plan FILE --launcher function` runs it.
+    HZ_ASSIGN_OR_RETURN(const plan::Plan p, plan::funcPipePlan(r.frontier[chosen], prof, catalog, o));
     HZ_RETURN_IF_ERROR(plan::savePlan(p, a.output));
-    if (!json) std::cout << fmt::format("Wrote {} (the recommendation; train it with --launcher function)\n", a.output);
+    if (!json) {
+      std::cout << fmt::format("Wrote {} ({}; train it with --launcher function)\n", a.output,
+                               chosen == r.recommended ? "the recommendation"
+                                                       : fmt::format("configuration {} of the frontier", chosen + 1));
+    }
   }
   if (json) {
     Json points = Json::array();

@@ -317,6 +317,26 @@ TEST_F(Cli, FuncPipePlannerAsWritten) {
     const double gb = st["worker"]["memory_bytes"].get<double>() / 1e9;
     EXPECT_TRUE(gb == 0.512 || gb == 1 || gb == 2 || gb == 3 || gb == 4 || gb == 6 || gb == 8 || gb == 10) << gb;
   }
+  // --frontier-point N: the frontier's N-th configuration (the fastest
+  // first), as the bench trains each (bench/funcpipe_choice_bench.sh).
+  r = run({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80, "--workers", "4", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json frontier = Json::parse(r.out)["frontier"];
+  const std::string last = std::to_string(frontier.size());
+  r = run({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80, "--workers", "4", "-o",
+           "last.json", "--frontier-point", last});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto cheapest = readJsonFile(path("last.json"));
+  ASSERT_TRUE(cheapest.ok()) << cheapest.status().message();
+  EXPECT_EQ((*cheapest)["strategy"]["data_parallel"], frontier.back()["data_parallel"]);
+  EXPECT_EQ((*cheapest)["stages"].size(), frontier.back()["stages"].size());
+  EXPECT_EQ((*cheapest)["stages"][0]["worker"]["memory_bytes"], frontier.back()["stages"][0]["memory_bytes"]);
+  expectError({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80, "--workers", "4", "-o",
+               "x.json", "--frontier-point", std::to_string(frontier.size() + 1)},
+              "--frontier-point " + std::to_string(frontier.size() + 1) + ": the frontier has " + last);
+  expectError({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80, "--workers", "4",
+               "--frontier-point", "1"},
+              "give -o plan.json too");
   expectError({"plan", "--platform", "lambda", "--planner", "funcpipe", "--profile", k80, "--workers", "4",
                "--latency", "soon"},
               "--latency");

@@ -174,6 +174,55 @@ TEST(FunctionWorkers, AcrossSeveralInvocationsTheRunEqualsAnUninterruptedOne) {
   expectSameCheckpoints(dir / (std::string("functions/checkpoints/") + name), dir / (std::string("whole/checkpoints/") + name), 3);
 }
 
+// A function frozen before its generation's save (its time limit 20 s, the
+// save asked at 15 s) keeps the others from saving too: the platform ends
+// every invocation at the limit, and the job recovers them as lost workers,
+// from the last checkpoint, with nothing lost (issue 12 §6).
+TEST(FunctionWorkers, AFunctionFrozenPastItsLimitIsEndedThereAndRecovered) {
+  REQUIRE_CONTAINERS();
+  ScratchDir dir;
+  // The heartbeat waits longer than the limit: the limit ends it first.
+  std::ofstream(dir / "job.yaml") << functionJob(", start_delay: 0s, heartbeat_timeout: 60s");
+  const pid_t pid = testing::spawnHydrozoa(dir.path().string(),
+                                           {"train", "job.yaml", "--no-progress", "--out", "run", "--launcher",
+                                            "function", "--function-timeout", "20s"});
+  const std::string endpoint = testing::waitForSteps(dir / "run", 20);
+  pid_t frozen = -1;
+  for (pid_t w : testing::workersOf(endpoint)) {
+    if (testing::slurp("/proc/" + std::to_string(w) + "/comm") == "hydrozoa-worker\n") frozen = w;
+  }
+  ASSERT_GT(frozen, 0) << "no worker of " << endpoint;
+  ::kill(frozen, SIGSTOP);
+  // Ended at the limit, recovered, and the next generation trains on.
+  bool recovered = false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (!recovered && std::chrono::steady_clock::now() < until) {
+    for (const Json& l : testing::metrics(dir / "run")) recovered |= l.value("event", "") == "recovered";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(recovered) << "no recovery within 90 s of a frozen function";
+  testing::waitForSteps(dir / "run", testing::stepLosses(dir / "run").size() + 20);
+  ::kill(pid, SIGINT);
+  Outcome f = testing::waitHydrozoa(dir.path().string(), pid);
+  ASSERT_EQ(f.code, 130) << f.err;
+  EXPECT_NE(f.err.find("at its time limit (20.0 s)"), std::string::npos) << f.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  ASSERT_GE((*summary)["recoveries"].size(), 1u);
+  EXPECT_NE((*summary)["recoveries"][0].value("why", "").find("time limit"), std::string::npos)
+      << (*summary)["recoveries"].dump();
+  EXPECT_EQ((*summary)["channel"]["keys_left"], 0);
+  const std::int64_t steps = (*summary)["steps"]["done"];
+  Outcome whole = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "whole",
+                                                    "--launcher", "local", "--channel", "redis", "--max-steps",
+                                                    std::to_string(steps)});
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  const auto a = testing::stepLosses(dir / "run"), b = testing::stepLosses(dir / "whole");
+  ASSERT_EQ(a.size(), static_cast<size_t>(steps));
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "step " << i + 1;
+}
+
 // FuncPipe's recommendation written as a plan (plan --planner funcpipe -o)
 // trains on function workers of the sizes it chose, billed at their size.
 TEST(FunctionWorkers, FuncPipesRecommendationTrains) {

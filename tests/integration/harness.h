@@ -216,6 +216,19 @@ inline std::string writeRoundRobinPlan(const std::string& dir, const std::vector
   return "";
 }
 
+// The live processes of a run's workers: those whose command line holds its
+// control endpoint.
+inline std::vector<pid_t> workersOf(const std::string& endpoint) {
+  std::vector<pid_t> pids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string args = slurp("/proc/" + name + "/cmdline");
+    if (args.find(endpoint) != std::string::npos && processAlive(std::stoi(name))) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
 // Waits until the run in `runDir` has reported `steps` steps; returns its
 // coordinator's control endpoint ("" and a test failure if it never does).
 inline std::string waitForSteps(const std::string& runDir, size_t steps, double seconds = 120) {

@@ -32,6 +32,7 @@ using testing::ScratchDir;
 using testing::spawnHydrozoa;
 using testing::waitForSteps;
 using testing::waitHydrozoa;
+using testing::workersOf;
 
 // A small job on synthetic data: 96 samples, 4 steps of 24 per epoch.
 std::string smallJob(const std::string& extra = "", int epochs = 3) {
@@ -54,20 +55,6 @@ std::string longJob(const std::string& cluster = "cluster: {workers: 4, bandwidt
 }
 
 // Pids of the workers of the run whose coordinator listens on `endpoint`.
-std::vector<pid_t> workersOf(const std::string& endpoint) {
-  std::vector<pid_t> pids;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream cmd("/proc/" + name + "/cmdline");
-    std::string args((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
-    if (args.find(endpoint) != std::string::npos && testing::processAlive(std::stoi(name))) {
-      pids.push_back(std::stoi(name));
-    }
-  }
-  return pids;
-}
-
 // Waits until the run in `dir` has done at least `steps` steps; returns its
 // control endpoint.
 bool goneWithin(const std::string& endpoint, double seconds) {
