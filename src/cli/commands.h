@@ -18,5 +18,6 @@ void addNetprobeWorkerCommand(CLI::App& app, Status* status);
 void addTrainCommand(CLI::App& app, Status* status);
 void addWorkerCommand(CLI::App& app, Status* status);
 void addCleanupCommand(CLI::App& app, Status* status);
+void addAllocateCommand(CLI::App& app, Status* status);
 
 }  // namespace hydrozoa::cli

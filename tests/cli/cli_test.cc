@@ -279,6 +279,48 @@ TEST_F(Cli, PipeDreamPlannerAsWritten) {
   EXPECT_EQ(p->replicasOf(1), 1);
 }
 
+// `hydrozoa allocate` as issue 13 writes it, on examples/cluster (the
+// thesis's worked example as files): the table, --json's shape and values,
+// and every mistake one line naming it (docs/cluster.md).
+TEST_F(Cli, AllocateAsWritten) {
+  const std::string ex = std::string(HYDROZOA_SOURCE_DIR) + "/examples/cluster/";
+  const std::vector<std::string> base = {"allocate", "--throughputs", ex + "throughputs.json", "--jobs",
+                                         ex + "jobs.trace", "--cluster", "v100=1,k80=1"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  Outcome r = run(with({"--policy", "max_min_fairness"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("objective: 0.727273"), std::string::npos) << r.out;
+  r = run(with({"--policy", "max_min_fairness", "--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_NEAR(j["objective"].get<double>(), 8.0 / 11, 1e-9);
+  EXPECT_NEAR(j["allocation"]["0"]["v100"].get<double>(), 5.0 / 11, 1e-9);
+  EXPECT_NEAR(j["allocation"]["2"]["k80"].get<double>(), 10.0 / 11, 1e-9);
+  for (const char* policy : {"finish_time_fairness", "min_makespan", "max_total_throughput", "fifo",
+                             "max_min_fairness_agnostic", "min_makespan_agnostic"}) {
+    r = run(with({"--policy", policy, "--json"}));
+    EXPECT_EQ(r.code, 0) << policy << ": " << r.err;
+  }
+  expectError(with({"--policy", "sjf"}), "unknown policy \"sjf\"; known: max_min_fairness");
+  std::ofstream(path("short.trace")) << "A3C\t-\t-\t-\t0\t5000\t1\t1\t-1\n";
+  expectError({"allocate", "--throughputs", ex + "throughputs.json", "--jobs", "short.trace", "--cluster", "v100=1"},
+              "short.trace:1: 9 tab-separated fields, expected 10");
+  std::ofstream(path("other.trace")) << "VGG-16\t-\t-\t-\t0\t5000\t1\t1\t-1\t0\n";
+  expectError({"allocate", "--throughputs", ex + "throughputs.json", "--jobs", "other.trace", "--cluster", "v100=1"},
+              "job 0 (VGG-16, 1 worker) has no throughput");
+  expectError({"allocate", "--throughputs", ex + "throughputs.json", "--jobs", ex + "jobs.trace", "--cluster",
+               "v100=1,a100=2"},
+              "worker type a100 has no throughputs (the file has k80, v100)");
+  expectError({"allocate", "--throughputs", ex + "throughputs.json", "--jobs", ex + "jobs.trace", "--cluster", "v100"},
+              "--cluster: \"v100\" is not TYPE=COUNT");
+  expectError({"allocate", "--throughputs", "missing.json", "--jobs", ex + "jobs.trace", "--cluster", "v100=1"},
+              "missing.json");
+}
+
 // The issue's command (FuncPipe's co-optimiser on Lambda): the frontier,
 // fastest first, its recommendation marked, --json; bad input named.
 TEST_F(Cli, FuncPipePlannerAsWritten) {

@@ -1,0 +1,83 @@
+// `hydrozoa allocate`: one decision of a multi-job policy (Gavel,
+// docs/cluster.md) on Gavel's inputs: the fraction of time each job of a
+// trace gets on each worker type of a cluster.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "core/table.h"
+#include "sched/gavel_formats.h"
+#include "sched/policy.h"
+
+namespace hydrozoa::cli {
+namespace {
+
+struct AllocateArgs {
+  std::string throughputs, jobs, cluster, policy = "max_min_fairness";
+  bool json = false;
+};
+
+Status runAllocate(const AllocateArgs& a) {
+  HZ_ASSIGN_OR_RETURN(const std::vector<sched::WorkerType> types, sched::parseCluster(a.cluster, "--cluster"));
+  HZ_ASSIGN_OR_RETURN(const std::unique_ptr<sched::Policy> policy, sched::makePolicy(a.policy));
+  HZ_ASSIGN_OR_RETURN(const sched::Throughputs throughputs, sched::Throughputs::load(a.throughputs));
+  HZ_ASSIGN_OR_RETURN(const std::vector<sched::TraceJob> jobs, sched::loadTrace(a.jobs));
+  HZ_ASSIGN_OR_RETURN(const sched::Problem problem, sched::problemOf(jobs, types, throughputs));
+  HZ_ASSIGN_OR_RETURN(const sched::Allocation x, policy->allocate(problem));
+  if (a.json) {
+    Json allocation = Json::object();
+    for (size_t m = 0; m < x.x.size(); ++m) {
+      Json row = Json::object();
+      for (size_t j = 0; j < types.size(); ++j) row[types[j].name] = x.x[m][j];
+      allocation[std::to_string(m)] = row;
+    }
+    std::cout << Json({{"policy", a.policy}, {"allocation", allocation}, {"objective", x.objective}}).dump(2) << "\n";
+    return Status();
+  }
+  std::vector<std::string> header = {"job", "type", "workers"};
+  std::vector<bool> right = {true, false, true};
+  for (const auto& t : types) {
+    header.push_back(t.name);
+    right.push_back(true);
+  }
+  header.push_back("steps/s");
+  right.push_back(true);
+  TextTable table(header, right);
+  for (size_t m = 0; m < x.x.size(); ++m) {
+    std::vector<std::string> row = {std::to_string(m), problem.jobs[m].type, std::to_string(problem.jobs[m].scale_factor)};
+    for (double share : x.x[m]) row.push_back(fmt::format("{:.3f}", share));
+    row.push_back(fmt::format("{:.3g}", sched::effectiveThroughput(problem.jobs[m], x.x[m])));
+    table.addRow(row);
+  }
+  std::string objective;
+  for (const auto& p : sched::policyList()) {
+    if (p.name == a.policy) objective = p.objective;
+  }
+  std::cout << fmt::format("{} on {}: the fraction of time each job spends on each worker type\n", a.policy, a.cluster)
+            << table.render()
+            << fmt::format("objective: {:.6g} ({})\n", x.objective, objective);
+  return Status();
+}
+
+}  // namespace
+
+void addAllocateCommand(CLI::App& app, Status* status) {
+  auto args = std::make_shared<AllocateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "allocate", "One decision of a multi-job policy: each job's fraction of time on each worker type (Gavel)");
+  cmd->add_option("--throughputs", args->throughputs, "Gavel's throughputs file (steps/s of each job type per type)")
+      ->required();
+  cmd->add_option("--jobs", args->jobs, "The jobs, in Gavel's trace format (one per line, 10 tab-separated fields)")
+      ->required();
+  cmd->add_option("--cluster", args->cluster, "Worker types and counts: v100=4,p100=4,k80=4")->required();
+  std::string names;
+  for (const auto& p : sched::policyList()) names += (names.empty() ? "" : ", ") + p.name;
+  cmd->add_option("--policy", args->policy, "One of " + names)->capture_default_str();
+  cmd->add_flag("--json", args->json,
+                "Print {\"allocation\": {\"<job index>\": {\"<type>\": fraction}}, \"objective\": value}");
+  cmd->footer("Jobs are indexed 0.. in trace order. docs/cluster.md describes each policy.\n");
+  cmd->callback([status, args] { *status = runAllocate(*args); });
+}
+
+}  // namespace hydrozoa::cli

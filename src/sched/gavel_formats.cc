@@ -1,0 +1,145 @@
+#include "sched/gavel_formats.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+#include "core/files.h"
+
+namespace hydrozoa::sched {
+
+Result<std::pair<std::string, int>> parseJobKey(const std::string& key) {
+  const auto bad = [&] {
+    return invalidArgument(fmt::format("\"{}\" is not a job key such as \"('ResNet-18 (batch size 32)', 1)\"", key));
+  };
+  if (key.size() < 7 || key.rfind("('", 0) != 0 || key.back() != ')') return bad();
+  const auto close = key.rfind("', ");
+  if (close == std::string::npos || close < 2) return bad();
+  const std::string scale = key.substr(close + 3, key.size() - close - 4);
+  int s = 0;
+  const auto [end, ec] = std::from_chars(scale.data(), scale.data() + scale.size(), s);
+  if (ec != std::errc() || end != scale.data() + scale.size() || s < 1 || s > 100000) return bad();
+  return std::make_pair(key.substr(2, close - 2), s);
+}
+
+Result<Throughputs> Throughputs::fromJson(const Json& j, const std::string& what) {
+  if (!j.is_object() || j.empty()) {
+    return parseError(fmt::format("{}: expected {{worker type: {{job key: {{\"null\": steps/s}}}}}}", what));
+  }
+  Throughputs t;
+  for (const auto& [worker, jobs] : j.items()) {
+    if (!jobs.is_object()) return parseError(fmt::format("{}: {} should map job keys to throughputs", what, worker));
+    auto& into = t.isolated_[worker];
+    for (const auto& [key, entry] : jobs.items()) {
+      auto job = parseJobKey(key);
+      if (!job.ok()) return parseError(fmt::format("{}: {}: {}", what, worker, job.status().message()));
+      const Json* alone = entry.is_object() && entry.contains("null") ? &entry["null"] : nullptr;
+      if (alone == nullptr || !alone->is_number() || !(alone->get<double>() >= 0) ||
+          !std::isfinite(alone->get<double>())) {
+        return parseError(fmt::format("{}: {} {}: expected {{\"null\": steps per second, at least 0}}", what, worker,
+                                      key));
+      }
+      into[*job] = alone->get<double>();
+    }
+  }
+  return t;
+}
+
+Result<Throughputs> Throughputs::load(const std::string& path) {
+  HZ_ASSIGN_OR_RETURN(const Json j, readJsonFile(path));
+  return fromJson(j, path);
+}
+
+std::optional<double> Throughputs::isolated(const std::string& workerType, const std::string& jobType,
+                                            int scale) const {
+  auto w = isolated_.find(workerType);
+  if (w == isolated_.end()) return std::nullopt;
+  auto it = w->second.find({jobType, scale});
+  if (it == w->second.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::string> Throughputs::workerTypes() const {
+  std::vector<std::string> out;
+  for (const auto& [name, _] : isolated_) out.push_back(name);
+  return out;
+}
+
+Result<std::vector<TraceJob>> parseTrace(const std::string& text, const std::string& what) {
+  std::vector<TraceJob> jobs;
+  std::stringstream in(text);
+  int lineNo = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++lineNo;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    std::vector<std::string> f;
+    std::stringstream fields(line);
+    for (std::string field; std::getline(fields, field, '\t');) f.push_back(field);
+    if (f.size() != 10) {
+      return parseError(fmt::format("{}:{}: {} tab-separated fields, expected 10 (job_type, command, "
+                                    "working_directory, num_steps_arg, needs_data_dir, total_steps, scale_factor, "
+                                    "priority_weight, SLO, arrival_time)",
+                                    what, lineNo, f.size()));
+    }
+    auto number = [&](int i, const char* name, double lo, double hi) -> Result<double> {
+      double v = 0;
+      const std::string& s = f[static_cast<size_t>(i)];
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v) || v < lo || v > hi) {
+        return parseError(fmt::format("{}:{}: {} \"{}\" is not a number from {} to {}", what, lineNo, name, s, lo, hi));
+      }
+      return v;
+    };
+    TraceJob j;
+    j.type = f[0];
+    if (j.type.empty()) return parseError(fmt::format("{}:{}: job_type is empty", what, lineNo));
+    HZ_ASSIGN_OR_RETURN(j.total_steps, number(5, "total_steps", 1, 1e15));
+    HZ_ASSIGN_OR_RETURN(const double scale, number(6, "scale_factor", 1, 100000));
+    if (scale != std::floor(scale)) {
+      return parseError(fmt::format("{}:{}: scale_factor {} is not a whole number of workers", what, lineNo, scale));
+    }
+    j.scale_factor = static_cast<int>(scale);
+    HZ_ASSIGN_OR_RETURN(j.weight, number(7, "priority_weight", 1e-9, 1e9));
+    HZ_ASSIGN_OR_RETURN(j.slo, number(8, "SLO", -1, 1e9));
+    HZ_ASSIGN_OR_RETURN(j.arrival, number(9, "arrival_time", 0, 1e12));
+    jobs.push_back(std::move(j));
+  }
+  if (jobs.empty()) return parseError(fmt::format("{}: no jobs", what));
+  return jobs;
+}
+
+Result<std::vector<TraceJob>> loadTrace(const std::string& path) {
+  HZ_ASSIGN_OR_RETURN(const std::string text, readTextFile(path));
+  return parseTrace(text, path);
+}
+
+Result<Problem> problemOf(const std::vector<TraceJob>& jobs, const std::vector<WorkerType>& types,
+                          const Throughputs& throughputs) {
+  Problem p;
+  p.types = types;
+  for (const WorkerType& t : types) {
+    if (!throughputs.hasWorkerType(t.name)) {
+      std::string known;
+      for (const auto& name : throughputs.workerTypes()) known += (known.empty() ? "" : ", ") + name;
+      return invalidArgument(fmt::format("worker type {} has no throughputs (the file has {})", t.name, known));
+    }
+  }
+  for (size_t m = 0; m < jobs.size(); ++m) {
+    JobDemand d;
+    d.type = jobs[m].type;
+    d.scale_factor = jobs[m].scale_factor;
+    d.weight = jobs[m].weight;
+    d.steps_remaining = jobs[m].total_steps;
+    for (const WorkerType& t : types) {
+      d.throughput.push_back(throughputs.isolated(t.name, d.type, d.scale_factor).value_or(0));
+    }
+    p.jobs.push_back(std::move(d));
+  }
+  HZ_RETURN_IF_ERROR(checkProblem(p));
+  return p;
+}
+
+}  // namespace hydrozoa::sched

@@ -1,0 +1,57 @@
+// Gavel's published input formats (../shared/gavel/README.md): the
+// throughputs file and the job trace, read with every problem named by
+// file, line or key.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/files.h"
+#include "core/status.h"
+#include "sched/problem.h"
+
+namespace hydrozoa::sched {
+
+// {worker_type: {"('JOB TYPE', SCALE)": {"null": steps/s alone, ...}}}; the
+// space-shared pairs are not read yet.
+class Throughputs {
+ public:
+  static Result<Throughputs> load(const std::string& path);
+  static Result<Throughputs> fromJson(const Json& j, const std::string& what);
+  // Steps/s of `jobType` on `workerType` with `scale` workers; nothing when
+  // not measured.
+  std::optional<double> isolated(const std::string& workerType, const std::string& jobType, int scale) const;
+  bool hasWorkerType(const std::string& workerType) const { return isolated_.count(workerType) > 0; }
+  std::vector<std::string> workerTypes() const;
+
+ private:
+  std::map<std::string, std::map<std::pair<std::string, int>, double>> isolated_;
+};
+
+// "('ResNet-18 (batch size 32)', 1)" -> {"ResNet-18 (batch size 32)", 1}.
+Result<std::pair<std::string, int>> parseJobKey(const std::string& key);
+
+struct TraceJob {
+  std::string type;
+  double total_steps = 0;
+  int scale_factor = 1;
+  double weight = 1;
+  double slo = -1;        // deadline factor; < 0: none
+  double arrival = 0;     // seconds from the trace's start
+};
+
+// One job per line, 10 tab-separated fields (job_type, command,
+// working_directory, num_steps_arg, needs_data_dir, total_steps,
+// scale_factor, priority_weight, SLO, arrival_time).
+Result<std::vector<TraceJob>> loadTrace(const std::string& path);
+Result<std::vector<TraceJob>> parseTrace(const std::string& text, const std::string& what);
+
+// The problem of `jobs` (each with all its steps left) on `types`, their
+// throughputs looked up; a job with none on any type is an error naming it.
+Result<Problem> problemOf(const std::vector<TraceJob>& jobs, const std::vector<WorkerType>& types,
+                          const Throughputs& throughputs);
+
+}  // namespace hydrozoa::sched

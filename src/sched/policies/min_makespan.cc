@@ -1,0 +1,26 @@
+// Minimise makespan (Gavel §5.4.2): minimise max_m steps_m / throughput(m, X),
+// solved as maximising u = 1/makespan with throughput(m, X) ≥ steps_m · u.
+// Objective: the makespan, seconds.
+#include "sched/policies/policies.h"
+
+namespace hydrozoa::sched {
+
+Result<Allocation> MinMakespan::allocate(const Problem& p) const {
+  HZ_RETURN_IF_ERROR(checkProblem(p));
+  AllocationLp lp(p);
+  const int u = lp.lp().addVariable(0, 1e30, -1.0, false);
+  bool work = false;
+  for (size_t m = 0; m < p.jobs.size(); ++m) {
+    if (!(p.jobs[m].steps_remaining > 0)) continue;
+    work = true;
+    auto terms = lp.throughput(static_cast<int>(m), 1.0);
+    terms.emplace_back(u, -p.jobs[m].steps_remaining);
+    lp.lp().addConstraint(terms, plan::Milp::kAtLeast, 0);
+  }
+  if (!work) return Allocation{std::vector<std::vector<double>>(p.jobs.size(), std::vector<double>(p.types.size())), 0};
+  HZ_ASSIGN_OR_RETURN(const plan::Milp::Solution s, lp.lp().solve());
+  const double rate = s.values[static_cast<size_t>(u)];
+  return Allocation{lp.allocation(s), rate > 0 ? 1 / rate : 1e30};
+}
+
+}  // namespace hydrozoa::sched

@@ -1,0 +1,73 @@
+// The policies by name (sched/policy.h's makePolicy, policyList) and their
+// agnostic forms.
+#include <fmt/format.h>
+
+#include <functional>
+
+#include "sched/policies/policies.h"
+
+namespace hydrozoa::sched {
+
+namespace {
+
+// The same policy on the problem with every throughput 1 where the job runs.
+class Agnostic : public Policy {
+ public:
+  explicit Agnostic(std::unique_ptr<Policy> inner) : inner_(std::move(inner)) {}
+  Result<Allocation> allocate(const Problem& problem) const override {
+    Problem flat = problem;
+    for (JobDemand& job : flat.jobs) {
+      for (double& t : job.throughput) t = t > 0 ? 1.0 : 0.0;
+    }
+    return inner_->allocate(flat);
+  }
+
+ private:
+  std::unique_ptr<Policy> inner_;
+};
+
+struct Entry {
+  const char* name;
+  const char* objective;
+  std::function<std::unique_ptr<Policy>()> make;
+};
+
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = {
+      {"max_min_fairness", "the least weighted share: throughput / throughput on equal time everywhere",
+       [] { return std::make_unique<MaxMinFairness>(); }},
+      {"finish_time_fairness", "the largest ρ: finish time against that on 1/n of the cluster",
+       [] { return std::make_unique<FinishTimeFairness>(); }},
+      {"min_makespan", "seconds until the last job finishes", [] { return std::make_unique<MinMakespan>(); }},
+      {"max_total_throughput", "Σ throughput / throughput on the job's fastest type",
+       [] { return std::make_unique<MaxTotalThroughput>(); }},
+      {"fifo", "Σ throughput / fastest · (jobs − arrival index)", [] { return std::make_unique<Fifo>(); }},
+  };
+  return entries;
+}
+
+}  // namespace
+
+std::vector<PolicyInfo> policyList() {
+  std::vector<PolicyInfo> out;
+  for (const Entry& e : registry()) out.push_back({e.name, e.objective});
+  for (const Entry& e : registry()) out.push_back({std::string(e.name) + "_agnostic", e.objective});
+  return out;
+}
+
+Result<std::unique_ptr<Policy>> makePolicy(const std::string& name) {
+  const std::string suffix = "_agnostic";
+  const bool agnostic = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const std::string base = agnostic ? name.substr(0, name.size() - suffix.size()) : name;
+  for (const Entry& e : registry()) {
+    if (base != e.name) continue;
+    std::unique_ptr<Policy> p = e.make();
+    if (agnostic) return std::unique_ptr<Policy>(std::make_unique<Agnostic>(std::move(p)));
+    return p;
+  }
+  std::string known;
+  for (const PolicyInfo& i : policyList()) known += (known.empty() ? "" : ", ") + i.name;
+  return invalidArgument(fmt::format("unknown policy \"{}\"; known: {}", name, known));
+}
+
+}  // namespace hydrozoa::sched

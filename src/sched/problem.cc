@@ -1,0 +1,74 @@
+#include "sched/problem.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+namespace hydrozoa::sched {
+
+Result<std::vector<WorkerType>> parseCluster(const std::string& text, const std::string& what) {
+  std::vector<WorkerType> types;
+  std::set<std::string> seen;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto eq = item.find('=');
+    WorkerType t;
+    t.name = item.substr(0, eq);
+    const std::string count = eq == std::string::npos ? "" : item.substr(eq + 1);
+    const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), t.count);
+    if (t.name.empty() || ec != std::errc() || end != count.data() + count.size() || t.count < 1 ||
+        t.count > 100000) {
+      return invalidArgument(fmt::format("{}: \"{}\" is not TYPE=COUNT with a count from 1 to 100000 (write e.g. "
+                                         "v100=4,p100=4,k80=4)",
+                                         what, item));
+    }
+    if (!seen.insert(t.name).second) return invalidArgument(fmt::format("{}: {} is given twice", what, t.name));
+    types.push_back(std::move(t));
+  }
+  if (types.empty()) return invalidArgument(fmt::format("{}: no worker types (write e.g. v100=4,k80=4)", what));
+  return types;
+}
+
+double effectiveThroughput(const JobDemand& job, const std::vector<double>& x) {
+  double sum = 0;
+  for (size_t j = 0; j < x.size() && j < job.throughput.size(); ++j) sum += job.throughput[j] * x[j];
+  return sum;
+}
+
+Status checkProblem(const Problem& p) {
+  if (p.types.empty()) return invalidArgument("no worker types");
+  for (const WorkerType& t : p.types) {
+    if (t.count < 1) return invalidArgument(fmt::format("worker type {} has {} workers", t.name, t.count));
+  }
+  for (size_t m = 0; m < p.jobs.size(); ++m) {
+    const JobDemand& job = p.jobs[m];
+    if (job.throughput.size() != p.types.size()) {
+      return internalError(fmt::format("job {} has {} throughputs for {} worker types", m, job.throughput.size(),
+                                       p.types.size()));
+    }
+    if (job.scale_factor < 1 || !(job.weight > 0) || !std::isfinite(job.weight) || !(job.steps_remaining >= 0)) {
+      return invalidArgument(fmt::format("job {} ({}): scale factor {}, weight {}, {} steps: expected at least 1 "
+                                         "worker, a positive weight and steps not negative",
+                                         m, job.type, job.scale_factor, job.weight, job.steps_remaining));
+    }
+    bool runs = false;
+    for (size_t j = 0; j < p.types.size(); ++j) {
+      if (!(job.throughput[j] >= 0) || !std::isfinite(job.throughput[j])) {
+        return invalidArgument(fmt::format("job {} ({}): throughput {} on {} is not a rate", m, job.type,
+                                           job.throughput[j], p.types[j].name));
+      }
+      runs |= job.throughput[j] > 0 && job.scale_factor <= p.types[j].count;
+    }
+    if (!runs) {
+      return invalidArgument(fmt::format("job {} ({}, {} worker{}) has no throughput on any worker type with that many "
+                                         "workers: measure it there or give the cluster more",
+                                         m, job.type, job.scale_factor, job.scale_factor == 1 ? "" : "s"));
+    }
+  }
+  return Status();
+}
+
+}  // namespace hydrozoa::sched

@@ -1,0 +1,49 @@
+// What a multi-job policy decides on (Gavel, seed 003 §5.3): worker types
+// and how many of each, the active jobs and each one's throughput on each
+// type, and the allocation it returns — X[job][type], the fraction of time
+// the job spends on that type until the next decision (docs/cluster.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace hydrozoa::sched {
+
+struct WorkerType {
+  std::string name;
+  int count = 0;
+};
+
+struct JobDemand {
+  std::string type;                 // a job type of the throughputs
+  int scale_factor = 1;             // workers it needs at once
+  double weight = 1;                // its priority weight (weighted policies)
+  double steps_remaining = 0;       // makespan, finish-time fairness
+  double elapsed = 0;               // finish-time fairness: seconds since it arrived
+  double isolated_elapsed = 0;      //   … and what they would have been on 1/n of the cluster
+  std::vector<double> throughput;   // steps/s per worker type; 0: it cannot run there
+};
+
+struct Problem {
+  std::vector<WorkerType> types;
+  std::vector<JobDemand> jobs;      // in arrival order (FIFO)
+};
+
+struct Allocation {
+  std::vector<std::vector<double>> x;  // [job][type]
+  double objective = 0;                // the policy's (see each policy's comment)
+};
+
+// "v100=4,p100=4,k80=4" (counts 1 to 100,000; names as in the throughputs).
+Result<std::vector<WorkerType>> parseCluster(const std::string& text, const std::string& what);
+
+// Σ_type throughput·X: steps per second averaged over the allocation's time.
+double effectiveThroughput(const JobDemand& job, const std::vector<double>& x);
+
+// Every job has a throughput per type, no job needs more workers than a
+// type it can run on has, some type can run it; counts positive.
+Status checkProblem(const Problem& problem);
+
+}  // namespace hydrozoa::sched

@@ -1,0 +1,106 @@
+// Gavel's input formats (sched/gavel_formats.h): the throughputs file and
+// the trace, every mistake named by file and line or key; Gavel's published
+// files themselves when ../shared/gavel is beside the checkout.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "sched/gavel_formats.h"
+#include "sched/policy.h"
+
+namespace hydrozoa::sched {
+namespace {
+
+const char* kThroughputs = R"js({
+  "v100": {"('ResNet-18 (batch size 32)', 1)": {"null": 40.0, "('A3C', 1)": [30.0, 5.0]},
+           "('A3C', 1)": {"null": 12.0}, "('LM (batch size 80)', 2)": {"null": 100.0}},
+  "k80":  {"('ResNet-18 (batch size 32)', 1)": {"null": 10.0},
+           "('A3C', 1)": {"null": 4.0}, "('LM (batch size 80)', 2)": {"null": 50.0}}
+})js";
+
+const char* kTrace =
+    "ResNet-18 (batch size 32)\tpython3 main.py\timage_classification\t--num_steps\t1\t1000\t1\t1\t-1.000000\t0\n"
+    "A3C\tpython3 main.py\trl\t--max-steps\t0\t500\t1\t2\t-1\t10\n"
+    "LM (batch size 80)\tpython3 main.py\tlm\t--steps\t1\t3000\t2\t1\t1.2\t30.5\n";
+
+TEST(GavelFormats, ThroughputsAndTraceMakeAProblem) {
+  auto t = Throughputs::fromJson(Json::parse(kThroughputs), "t.json");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->isolated("v100", "ResNet-18 (batch size 32)", 1), 40.0);
+  EXPECT_FALSE(t->isolated("v100", "ResNet-18 (batch size 32)", 2));
+  auto jobs = parseTrace(kTrace, "j.trace");
+  ASSERT_TRUE(jobs.ok()) << jobs.status().message();
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ((*jobs)[1].type, "A3C");
+  EXPECT_EQ((*jobs)[1].weight, 2);
+  EXPECT_EQ((*jobs)[2].scale_factor, 2);
+  EXPECT_EQ((*jobs)[2].slo, 1.2);
+  EXPECT_EQ((*jobs)[2].arrival, 30.5);
+  auto types = parseCluster("v100=2,k80=2", "--cluster");
+  ASSERT_TRUE(types.ok());
+  auto p = problemOf(*jobs, *types, *t);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->jobs[2].throughput, (std::vector<double>{100, 50}));
+  auto a = (*makePolicy("max_min_fairness"))->allocate(*p);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+}
+
+TEST(GavelFormats, MistakesAreNamedByLineAndKey) {
+  struct Case {
+    std::string trace, message;
+  };
+  const std::vector<Case> traces = {
+      {"A3C\tx\ty\tz\t1\t500\t1\t1\t-1\n", "j.trace:1: 9 tab-separated fields, expected 10"},
+      {"A3C\tx\ty\tz\t1\tmany\t1\t1\t-1\t0\n", "j.trace:1: total_steps \"many\" is not a number"},
+      {"A3C\tx\ty\tz\t1\t500\t1.5\t1\t-1\t0\n", "scale_factor 1.5 is not a whole number"},
+      {"A3C\tx\ty\tz\t1\t500\t1\t0\t-1\t0\n", "priority_weight \"0\""},
+      {"A3C\tx\ty\tz\t1\t500\t1\t1\t-1\t-5\n", "arrival_time \"-5\""},
+      {"\n\n", "j.trace: no jobs"},
+  };
+  for (const Case& c : traces) {
+    auto r = parseTrace(c.trace, "j.trace");
+    ASSERT_FALSE(r.ok()) << c.trace;
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status().message();
+  }
+  for (const std::string bad : {R"js({"v100": {"A3C": {"null": 1}}})js", R"js({"v100": {"('A3C', 0)": {"null": 1}}})js",
+                                R"js({"v100": {"('A3C', 1)": {"null": -1}}})js", R"js({"v100": {"('A3C', 1)": 3}})js",
+                                R"js([])js"}) {
+    auto r = Throughputs::fromJson(Json::parse(bad), "t.json");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message().rfind("t.json", 0), 0u) << r.status().message();
+  }
+  auto t = Throughputs::fromJson(Json::parse(kThroughputs), "t.json");
+  auto jobs = parseTrace(kTrace, "j.trace");
+  auto p = problemOf(*jobs, {{"v100", 1}, {"p100", 1}}, *t);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("worker type p100 has no throughputs (the file has k80, v100)"),
+            std::string::npos)
+      << p.status().message();
+  p = problemOf(*jobs, {{"v100", 1}, {"k80", 1}}, *t);  // the LM needs 2 workers
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("job 2 (LM (batch size 80), 2 workers) has no throughput"), std::string::npos)
+      << p.status().message();
+  for (const std::string bad : {"v100", "v100=0", "v100=2,v100=1", "=3", "v100=1e3", ""}) {
+    EXPECT_FALSE(parseCluster(bad, "--cluster").ok()) << bad;
+  }
+}
+
+// Gavel's own files (../shared/gavel, when the checkout has it beside).
+TEST(GavelFormats, GavelsPublishedFilesParseAndAllocate) {
+  const std::string dir = std::string(HYDROZOA_SOURCE_DIR) + "/../shared/gavel";
+  if (!std::filesystem::exists(dir + "/simulation_throughputs.json")) GTEST_SKIP() << dir << " is not here";
+  auto t = Throughputs::load(dir + "/simulation_throughputs.json");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  for (const char* trace : {"small_test.trace", "medium_test.trace", "max_min_fairness.trace",
+                            "minimize_makespan.trace"}) {
+    auto jobs = loadTrace(dir + "/" + trace);
+    ASSERT_TRUE(jobs.ok()) << jobs.status().message();
+    auto p = problemOf(*jobs, {{"v100", 4}, {"p100", 4}, {"k80", 4}}, *t);
+    ASSERT_TRUE(p.ok()) << trace << ": " << p.status().message();
+    auto a = (*makePolicy("max_min_fairness"))->allocate(*p);
+    EXPECT_TRUE(a.ok()) << trace << ": " << a.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace hydrozoa::sched

@@ -1,0 +1,181 @@
+// The multi-job policies (sched/policy.h): the thesis's worked example
+// (seed 003 §5.4.1) to its printed digits, hand-checked small cases of each
+// policy, and on random problems: every allocation valid, and each
+// heterogeneity-aware policy at least as good by its own objective as its
+// agnostic form's allocation (which the LP would have found otherwise).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "sched/policy.h"
+
+namespace hydrozoa::sched {
+namespace {
+
+Problem problem(std::vector<WorkerType> types, std::vector<std::vector<double>> throughputs,
+                std::vector<double> steps = {}, std::vector<int> scale = {}) {
+  Problem p;
+  p.types = std::move(types);
+  for (size_t m = 0; m < throughputs.size(); ++m) {
+    JobDemand j;
+    j.type = "job" + std::to_string(m);
+    j.throughput = throughputs[m];
+    j.steps_remaining = steps.empty() ? 1000 : steps[m];
+    j.scale_factor = scale.empty() ? 1 : scale[m];
+    p.jobs.push_back(j);
+  }
+  return p;
+}
+
+Allocation allocate(const std::string& policy, const Problem& p) {
+  auto made = makePolicy(policy);
+  EXPECT_TRUE(made.ok()) << made.status().message();
+  auto a = (*made)->allocate(p);
+  EXPECT_TRUE(a.ok()) << policy << ": " << a.status().message();
+  return a.ok() ? *a : Allocation{};
+}
+
+void expectValid(const Problem& p, const Allocation& a, const std::string& policy) {
+  ASSERT_EQ(a.x.size(), p.jobs.size()) << policy;
+  std::vector<double> used(p.types.size(), 0);
+  for (size_t m = 0; m < p.jobs.size(); ++m) {
+    double time = 0;
+    for (size_t j = 0; j < p.types.size(); ++j) {
+      const double x = a.x[m][j];
+      EXPECT_GE(x, 0) << policy;
+      EXPECT_LE(x, 1) << policy;
+      if (p.jobs[m].throughput[j] == 0 || p.jobs[m].scale_factor > p.types[j].count) {
+        EXPECT_EQ(x, 0) << policy;
+      }
+      time += x;
+      used[j] += x * p.jobs[m].scale_factor;
+    }
+    EXPECT_LE(time, 1 + 1e-6) << policy << " job " << m;
+  }
+  for (size_t j = 0; j < p.types.size(); ++j) EXPECT_LE(used[j], p.types[j].count + 1e-6) << policy;
+}
+
+// §5.4.1: T = [[40, 10], [12, 4], [100, 50]] on one V100 and one K80,
+// weights 1: X_het = [[0.45, 0], [0.45, 0.09], [0.09, 0.91]].
+TEST(Policies, TheThesisWorkedExampleOfMaxMinFairness) {
+  const Problem p = problem({{"v100", 1}, {"k80", 1}}, {{40, 10}, {12, 4}, {100, 50}});
+  const Allocation a = allocate("max_min_fairness", p);
+  const std::vector<std::vector<double>> thesis = {{0.45, 0.0}, {0.45, 0.09}, {0.09, 0.91}};
+  for (size_t m = 0; m < 3; ++m) {
+    for (size_t j = 0; j < 2; ++j) EXPECT_NEAR(a.x[m][j], thesis[m][j], 0.006) << "job " << m << " type " << j;
+  }
+  // Every job gets the same 8/11 of what equal time on both would give it
+  // (the thesis's X, rounded to two digits, gives 0.72 to 0.727): more than
+  // the 2/3 of it that a third of each worker (an isolated allocation) gives.
+  EXPECT_NEAR(a.objective, 8.0 / 11, 1e-9);
+  for (size_t m = 0; m < 3; ++m) {
+    const double equal = effectiveThroughput(p.jobs[m], {0.5, 0.5});
+    EXPECT_NEAR(effectiveThroughput(p.jobs[m], a.x[m]) / equal, a.objective, 1e-6);
+  }
+  // Agnostic (LAS): equal time for all, the same on both types.
+  const Allocation las = allocate("max_min_fairness_agnostic", p);
+  for (size_t m = 0; m < 3; ++m) EXPECT_NEAR(las.x[m][0] + las.x[m][1], 2.0 / 3, 1e-6);
+}
+
+TEST(Policies, WeightsShareInProportion) {
+  // One worker; job 1 weighs 3: its share is three times job 0's.
+  Problem p = problem({{"v100", 1}}, {{10}, {10}});
+  p.jobs[1].weight = 3;
+  const Allocation b = allocate("max_min_fairness", p);
+  EXPECT_NEAR(b.x[0][0], 0.25, 1e-6);
+  EXPECT_NEAR(b.x[1][0], 0.75, 1e-6);
+}
+
+TEST(Policies, MakespanFifoAndFinishTimeFairnessOnHandCheckedCases) {
+  // One worker, 100 steps at 10/s and 50 at 5/s: both finish at 20 s sharing it.
+  Problem p = problem({{"v100", 1}}, {{10}, {5}}, {100, 50});
+  Allocation a = allocate("min_makespan", p);
+  EXPECT_NEAR(a.objective, 20, 1e-6);
+  EXPECT_NEAR(a.x[0][0], 0.5, 1e-6);
+  // Two types: the job that gains most from the V100 gets it.
+  p = problem({{"v100", 1}, {"k80", 1}}, {{40, 10}, {20, 10}}, {400, 200});
+  a = allocate("min_makespan", p);
+  // Job 0 all on the V100 (10 s) and job 1 all on the K80 (20 s) is worse
+  // than job 1 taking some of the V100 (e.g. 0.2 of it: 12.5 s and 14.3 s).
+  EXPECT_LT(a.objective, 14.3);
+  for (size_t m = 0; m < 2; ++m) {
+    EXPECT_LE(p.jobs[m].steps_remaining / effectiveThroughput(p.jobs[m], a.x[m]), a.objective * (1 + 1e-6));
+  }
+  // FIFO: the first job gets the one worker.
+  p = problem({{"v100", 1}}, {{10}, {10}});
+  a = allocate("fifo", p);
+  EXPECT_NEAR(a.x[0][0], 1, 1e-6);
+  EXPECT_NEAR(a.x[1][0], 0, 1e-6);
+  // Finish-time fairness: two equal jobs on one worker finish as on half of it (ρ = 1).
+  a = allocate("finish_time_fairness", p);
+  EXPECT_NEAR(a.objective, 1, 1e-5);
+  EXPECT_NEAR(a.x[0][0], 0.5, 1e-4);
+  // A job that has already waited longer than its isolated run took gets more.
+  p.jobs[0].elapsed = 50;
+  a = allocate("finish_time_fairness", p);
+  EXPECT_GT(a.x[0][0], a.x[1][0]);
+}
+
+TEST(Policies, RandomProblemsAreValidAndAwareBeatsAgnosticByItsOwnMeasure) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> speed(1, 100);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<WorkerType> types = {{"a", 1 + round % 4}, {"b", 1 + round % 3}, {"c", 2}};
+    const int jobs = 2 + round % 7;
+    std::vector<std::vector<double>> t(static_cast<size_t>(jobs));
+    std::vector<double> steps;
+    std::vector<int> scale;
+    for (int m = 0; m < jobs; ++m) {
+      for (int j = 0; j < 3; ++j) t[static_cast<size_t>(m)].push_back(rng() % 5 == 0 ? 0 : speed(rng));
+      if (t[static_cast<size_t>(m)][2] == 0) t[static_cast<size_t>(m)][2] = speed(rng);  // runs somewhere
+      steps.push_back(100 + rng() % 10000);
+      scale.push_back(rng() % 4 == 0 ? 2 : 1);
+    }
+    const Problem p = problem(types, t, steps, scale);
+    for (const PolicyInfo& info : policyList()) expectValid(p, allocate(info.name, p), info.name);
+    // Max-min: the aware allocation's least normalised share is at least the agnostic one's.
+    auto least = [&](const Allocation& a) {
+      double worst = 1e30;
+      const std::vector<double> equal = equalShare(p);
+      for (size_t m = 0; m < p.jobs.size(); ++m) {
+        worst = std::min(worst, effectiveThroughput(p.jobs[m], a.x[m]) * p.jobs[m].scale_factor /
+                                    effectiveThroughput(p.jobs[m], equal));
+      }
+      return worst;
+    };
+    const Allocation fair = allocate("max_min_fairness", p);
+    EXPECT_NEAR(least(fair), fair.objective, 1e-6 * std::max(1.0, fair.objective));
+    EXPECT_GE(least(fair), least(allocate("max_min_fairness_agnostic", p)) - 1e-6);
+    auto makespan = [&](const Allocation& a) {
+      double last = 0;
+      for (size_t m = 0; m < p.jobs.size(); ++m) {
+        last = std::max(last, p.jobs[m].steps_remaining / effectiveThroughput(p.jobs[m], a.x[m]));
+      }
+      return last;
+    };
+    const Allocation quick = allocate("min_makespan", p);
+    EXPECT_NEAR(makespan(quick), quick.objective, 1e-4 * quick.objective);
+    EXPECT_LE(quick.objective, makespan(allocate("min_makespan_agnostic", p)) * (1 + 1e-6));
+  }
+}
+
+TEST(Policies, UnknownPoliciesAndJobsThatCannotRunAreNamed) {
+  auto p = makePolicy("fastest_first");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("unknown policy \"fastest_first\"; known: max_min_fairness"), std::string::npos)
+      << p.status().message();
+  const Problem none = problem({{"v100", 1}}, {{0}});
+  auto a = (*makePolicy("max_min_fairness"))->allocate(none);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("job 0 (job0, 1 worker) has no throughput"), std::string::npos)
+      << a.status().message();
+  const Problem big = problem({{"v100", 2}}, {{10}}, {}, {4});
+  a = (*makePolicy("min_makespan"))->allocate(big);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("4 workers"), std::string::npos) << a.status().message();
+}
+
+}  // namespace
+}  // namespace hydrozoa::sched
