@@ -19,5 +19,6 @@ void addTrainCommand(CLI::App& app, Status* status);
 void addWorkerCommand(CLI::App& app, Status* status);
 void addCleanupCommand(CLI::App& app, Status* status);
 void addAllocateCommand(CLI::App& app, Status* status);
+void addSimulateCommand(CLI::App& app, Status* status);
 
 }  // namespace hydrozoa::cli

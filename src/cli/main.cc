@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   hydrozoa::cli::addTrainCommand(app, &status);
   hydrozoa::cli::addCleanupCommand(app, &status);
   hydrozoa::cli::addAllocateCommand(app, &status);
+  hydrozoa::cli::addSimulateCommand(app, &status);
   hydrozoa::cli::addNetprobeWorkerCommand(app, &status);
   hydrozoa::cli::addWorkerCommand(app, &status);
 

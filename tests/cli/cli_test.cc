@@ -321,6 +321,33 @@ TEST_F(Cli, AllocateAsWritten) {
               "missing.json");
 }
 
+// `hydrozoa simulate` as issue 13 writes it, on examples/cluster: every
+// policy side by side, --json with each job's finish, mistakes named.
+TEST_F(Cli, SimulateAsWritten) {
+  const std::string ex = std::string(HYDROZOA_SOURCE_DIR) + "/examples/cluster/";
+  const std::vector<std::string> base = {"simulate", "--trace", ex + "jobs.trace", "--throughputs",
+                                         ex + "throughputs.json", "--cluster", "v100=1,k80=1"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  Outcome r = run(with({"--policy", "all"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("3 jobs of"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("max_min_fairness_agnostic"), std::string::npos) << r.out;
+  r = run(with({"--policy", "max_min_fairness", "--round", "1min", "--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  ASSERT_EQ(j["jobs"].size(), 3u);
+  for (const Json& job : j["jobs"]) EXPECT_GT(job["finish"].get<double>(), job["arrival"].get<double>());
+  EXPECT_GT(j["average_jct_seconds"].get<double>(), 0);
+  expectError(with({"--policy", "lottery"}), "unknown policy \"lottery\"");
+  expectError(with({"--round", "0s"}), "--round must be from 1 s to 24 h");
+  expectError({"simulate", "--trace", "none.trace", "--throughputs", ex + "throughputs.json", "--cluster", "v100=1"},
+              "none.trace");
+}
+
 // The issue's command (FuncPipe's co-optimiser on Lambda): the frontier,
 // fastest first, its recommendation marked, --json; bad input named.
 TEST_F(Cli, FuncPipePlannerAsWritten) {

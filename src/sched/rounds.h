@@ -1,0 +1,32 @@
+// Gavel's round-based mechanism (seed 003 §5.5, Algorithm 2): it makes a
+// policy's allocation X real over time. t[m][j] is the time job m has run
+// on type j since X was last decided; f[m][j] = t[m][j] / Σ_m' t[m'][j] is
+// its share of that type's time, and priority X[m][j] / f[m][j] (infinite
+// for a share not yet received). Each round, (job, type) pairs are taken in
+// decreasing priority (ties: the larger X, then the earlier job); a pair is
+// placed when the job is not placed yet and the type has as many free
+// workers as the job needs. A job that did not run gains priority, one that
+// ran loses it, so over rounds each job's time tends to X.
+#pragma once
+
+#include <vector>
+
+#include "core/units.h"
+#include "sched/problem.h"
+
+namespace hydrozoa::sched {
+
+class RoundMechanism {
+ public:
+  // A new allocation for these jobs and types: the times start again.
+  void reset(size_t jobs, size_t types);
+  // Each job's type for the next round (-1: it waits).
+  std::vector<int> place(const Problem& problem, const Allocation& allocation) const;
+  // Job `job` ran `seconds` on `type`.
+  void record(int job, int type, Seconds seconds);
+
+ private:
+  std::vector<std::vector<double>> time_;  // t[m][j]
+};
+
+}  // namespace hydrozoa::sched

@@ -1,0 +1,117 @@
+#include "sim/simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "sched/rounds.h"
+
+namespace hydrozoa::sim {
+
+Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std::vector<sched::WorkerType>& types,
+                           const sched::Throughputs& throughputs, const sched::Policy& policy,
+                           const SimOptions& o) {
+  if (!(o.round > 0)) return invalidArgument("the round must be longer than 0 s");
+  // Every job's throughputs, checked once (a job that cannot run anywhere is named).
+  HZ_ASSIGN_OR_RETURN(const sched::Problem all, sched::problemOf(trace, types, throughputs));
+  std::vector<size_t> order(trace.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return trace[a].arrival < trace[b].arrival; });
+
+  SimResult r;
+  r.jobs.resize(trace.size());
+  std::vector<double> done(trace.size(), 0.0);
+  for (size_t m = 0; m < trace.size(); ++m) r.jobs[m].arrival = trace[m].arrival;
+  double workers = 0;
+  for (const auto& t : types) workers += t.count;
+
+  std::vector<size_t> active;  // trace indices, in arrival order
+  size_t next = 0;             // into order
+  Seconds now = trace.empty() ? 0 : trace[order[0]].arrival;
+  const Seconds start = now;
+  double busy = 0;
+  sched::Problem problem;
+  sched::Allocation allocation;
+  sched::RoundMechanism mechanism;
+  bool changed = true;
+  while (next < order.size() || !active.empty()) {
+    if (now - start > o.max_time) {
+      return unavailable(fmt::format("the simulation passed {} virtual seconds with {} jobs left", o.max_time,
+                                     active.size() + order.size() - next));
+    }
+    while (next < order.size() && trace[order[next]].arrival <= now) {
+      active.push_back(order[next++]);
+      changed = true;
+    }
+    if (active.empty()) {  // idle until the next arrival
+      now = trace[order[next]].arrival;
+      continue;
+    }
+    if (changed) {
+      problem.types = types;
+      problem.jobs.clear();
+      for (size_t m : active) {
+        sched::JobDemand d = all.jobs[m];
+        d.steps_remaining = trace[m].total_steps - done[m];
+        d.elapsed = now - trace[m].arrival;
+        problem.jobs.push_back(d);
+      }
+      for (size_t k = 0; k < active.size(); ++k) {
+        // What finish-time fairness compares with: the time its steps so far
+        // would have taken on 1/n of the cluster.
+        problem.jobs[k].isolated_elapsed = done[active[k]] / sched::isolatedThroughput(problem, static_cast<int>(k));
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      auto a = policy.allocate(problem);
+      r.solve_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!a.ok()) return Status(a.status().code(), fmt::format("at {:.0f} s: {}", now - start, a.status().message()));
+      allocation = std::move(*a);
+      mechanism.reset(active.size(), types.size());
+      ++r.allocations;
+      changed = false;
+    }
+    const std::vector<int> placed = mechanism.place(problem, allocation);
+    std::vector<size_t> still;
+    for (size_t k = 0; k < active.size(); ++k) {
+      const size_t m = active[k];
+      const int j = placed[k];
+      if (j < 0) {
+        still.push_back(m);
+        continue;
+      }
+      const double rate = problem.jobs[k].throughput[static_cast<size_t>(j)];
+      const double left = trace[m].total_steps - done[m];
+      const Seconds ran = std::min(o.round, left / rate);
+      done[m] += rate * ran;
+      busy += ran * trace[m].scale_factor;
+      r.jobs[m].rounds += 1;
+      mechanism.record(static_cast<int>(k), j, ran);
+      problem.jobs[k].steps_remaining = trace[m].total_steps - done[m];
+      if (ran < o.round || done[m] >= trace[m].total_steps * (1 - 1e-12)) {
+        r.jobs[m].finish = now + ran;
+        changed = true;
+      } else {
+        still.push_back(m);
+      }
+    }
+    active = std::move(still);
+    now += o.round;
+    ++r.rounds;
+  }
+  double jct = 0, last = start;
+  int finished = 0;
+  for (const SimJob& j : r.jobs) {
+    if (j.finish < 0) continue;
+    jct += j.finish - j.arrival;
+    last = std::max(last, j.finish);
+    ++finished;
+  }
+  r.average_jct = finished > 0 ? jct / finished : 0;
+  r.makespan = last - start;
+  r.utilisation = r.makespan > 0 ? busy / (workers * r.makespan) : 0;
+  return r;
+}
+
+}  // namespace hydrozoa::sim

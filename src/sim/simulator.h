@@ -1,0 +1,43 @@
+// Gavel's policies and round-based mechanism in virtual time (seed 003
+// §5.7; docs/simulate.md): jobs of a trace arrive, each round places them
+// by the mechanism (sched/rounds.h) on the policy's allocation, recomputed
+// when the set of jobs changed; a placed job advances at its throughput on
+// its type for the round (and finishes inside it when it has fewer steps
+// left). Reports each job's completion time and the average, the
+// makespan, and how busy the workers were.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/units.h"
+#include "sched/gavel_formats.h"
+#include "sched/policy.h"
+
+namespace hydrozoa::sim {
+
+struct SimOptions {
+  Seconds round = 360;            // Gavel: 6 minutes
+  Seconds max_time = 1e9;         // virtual seconds before giving up
+};
+
+struct SimJob {
+  Seconds arrival = 0, finish = -1;  // finish < 0: not finished
+  double rounds = 0;                 // rounds it ran
+};
+
+struct SimResult {
+  std::vector<SimJob> jobs;       // in trace order
+  Seconds average_jct = 0;        // over finished jobs
+  Seconds makespan = 0;           // last finish − first arrival
+  double utilisation = 0;         // busy worker-seconds / (workers · makespan)
+  int rounds = 0, allocations = 0;
+  Seconds solve_seconds = 0;      // wall time in the policy
+};
+
+Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std::vector<sched::WorkerType>& types,
+                           const sched::Throughputs& throughputs, const sched::Policy& policy,
+                           const SimOptions& options = {});
+
+}  // namespace hydrozoa::sim

@@ -1,0 +1,140 @@
+// The simulator (sim/simulator.h) and the round mechanism it drives
+// (sched/rounds.h): hand-computed completion times, rounds shared in the
+// proportions of the allocation, the heterogeneity-aware policies against
+// their agnostic forms on the thesis's example jobs, and a thousand jobs.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "sched/rounds.h"
+#include "sim/simulator.h"
+
+namespace hydrozoa::sim {
+namespace {
+
+using sched::TraceJob;
+
+sched::Throughputs throughputs() {
+  auto t = sched::Throughputs::fromJson(Json::parse(R"js({
+    "v100": {"('R', 1)": {"null": 40.0}, "('A', 1)": {"null": 12.0}, "('T', 1)": {"null": 100.0},
+             "('T', 2)": {"null": 180.0}},
+    "k80":  {"('R', 1)": {"null": 10.0}, "('A', 1)": {"null": 4.0}, "('T', 1)": {"null": 50.0},
+             "('T', 2)": {"null": 90.0}}})js"),
+                                        "t");
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  return *t;
+}
+
+TraceJob job(const std::string& type, double steps, double arrival = 0, int scale = 1) {
+  TraceJob j;
+  j.type = type;
+  j.total_steps = steps;
+  j.arrival = arrival;
+  j.scale_factor = scale;
+  return j;
+}
+
+SimResult run(const std::vector<TraceJob>& trace, const std::vector<sched::WorkerType>& types,
+              const std::string& policy, Seconds round = 100) {
+  auto p = sched::makePolicy(policy);
+  EXPECT_TRUE(p.ok());
+  SimOptions o;
+  o.round = round;
+  auto r = simulate(trace, types, throughputs(), **p, o);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : SimResult{};
+}
+
+TEST(Simulator, OneJobAloneFinishesAtItsStepsOverItsThroughput) {
+  const SimResult r = run({job("R", 10000, 50)}, {{"v100", 1}}, "max_min_fairness");
+  EXPECT_DOUBLE_EQ(r.jobs[0].finish, 50 + 10000 / 40.0);  // 250 s after it arrives, mid-round
+  EXPECT_DOUBLE_EQ(r.average_jct, 250);
+  EXPECT_DOUBLE_EQ(r.makespan, 250);
+}
+
+TEST(Simulator, TwoEqualJobsOnOneWorkerTakeTurnsByRound) {
+  // Each needs 3 rounds of 100 s; fairness gives them alternate rounds:
+  // the first runs rounds 0, 2, 4 (done at 500 s), the second 1, 3, 5 (600 s).
+  const SimResult r = run({job("R", 12000), job("R", 12000)}, {{"v100", 1}}, "max_min_fairness");
+  EXPECT_DOUBLE_EQ(r.jobs[0].finish, 500);
+  EXPECT_DOUBLE_EQ(r.jobs[1].finish, 600);
+  EXPECT_DOUBLE_EQ(r.average_jct, 550);
+  EXPECT_NEAR(r.utilisation, 1.0, 1e-12);
+  // FIFO runs the first to its end first.
+  const SimResult f = run({job("R", 12000), job("R", 12000)}, {{"v100", 1}}, "fifo");
+  EXPECT_DOUBLE_EQ(f.jobs[0].finish, 300);
+  EXPECT_DOUBLE_EQ(f.jobs[1].finish, 600);
+}
+
+TEST(Simulator, RoundsRealiseTheAllocationsProportions) {
+  // Weighted 1 : 3 on one worker over 40 rounds: 10 and 30 rounds.
+  sched::Problem p;
+  p.types = {{"v100", 1}};
+  for (int m = 0; m < 2; ++m) {
+    sched::JobDemand d;
+    d.type = "R";
+    d.throughput = {40};
+    d.steps_remaining = 1e9;
+    p.jobs.push_back(d);
+  }
+  sched::Allocation a{{{0.25}, {0.75}}, 0};
+  sched::RoundMechanism mech;
+  mech.reset(2, 1);
+  std::vector<int> rounds(2, 0);
+  for (int r = 0; r < 40; ++r) {
+    const std::vector<int> placed = mech.place(p, a);
+    ASSERT_TRUE((placed[0] >= 0) != (placed[1] >= 0)) << "one worker, one job a round";
+    const int m = placed[0] >= 0 ? 0 : 1;
+    ++rounds[static_cast<size_t>(m)];
+    mech.record(m, 0, 100);
+  }
+  EXPECT_EQ(rounds[0], 10);
+  EXPECT_EQ(rounds[1], 30);
+}
+
+TEST(Simulator, HeterogeneityAwarePoliciesBeatTheirAgnosticForms) {
+  // The thesis's three job types, arriving over time, on one V100 and one K80.
+  std::vector<TraceJob> trace;
+  for (int i = 0; i < 12; ++i) {
+    trace.push_back(job(i % 3 == 0 ? "R" : i % 3 == 1 ? "A" : "T", 20000 + 5000 * (i % 4), 400.0 * i));
+  }
+  const std::vector<sched::WorkerType> types = {{"v100", 1}, {"k80", 1}};
+  const SimResult fair = run(trace, types, "max_min_fairness"), las = run(trace, types, "max_min_fairness_agnostic");
+  EXPECT_LT(fair.average_jct, las.average_jct);
+  const SimResult quick = run(trace, types, "min_makespan"), blind = run(trace, types, "min_makespan_agnostic");
+  EXPECT_LT(quick.makespan, blind.makespan);
+  for (const SimResult* r : {&fair, &las, &quick, &blind}) {
+    for (const SimJob& j : r->jobs) EXPECT_GT(j.finish, j.arrival);
+  }
+}
+
+TEST(Simulator, AThousandJobsAndDistributedOnes) {
+  std::mt19937 rng(3);
+  std::vector<TraceJob> trace;
+  for (int i = 0; i < 1000; ++i) {
+    const bool wide = rng() % 5 == 0;
+    trace.push_back(job(wide ? "T" : (rng() % 2 ? "R" : "A"), 1000 + rng() % 20000, 120.0 * i, wide ? 2 : 1));
+  }
+  const SimResult r = run(trace, {{"v100", 4}, {"k80", 4}}, "max_min_fairness", 360);
+  int finished = 0;
+  for (const SimJob& j : r.jobs) finished += j.finish > j.arrival;
+  EXPECT_EQ(finished, 1000);
+  EXPECT_GT(r.utilisation, 0);
+  EXPECT_LE(r.utilisation, 1 + 1e-9);
+}
+
+TEST(Simulator, MistakesAreNamed) {
+  auto p = sched::makePolicy("max_min_fairness");
+  auto r = simulate({job("VGG", 100)}, {{"v100", 1}}, throughputs(), **p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("job 0 (VGG, 1 worker) has no throughput"), std::string::npos)
+      << r.status().message();
+  SimOptions o;
+  o.round = 0;
+  r = simulate({job("R", 100)}, {{"v100", 1}}, throughputs(), **p, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("round"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hydrozoa::sim
