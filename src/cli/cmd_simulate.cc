@@ -9,14 +9,20 @@
 #include "core/units.h"
 #include "sched/gavel_formats.h"
 #include "sched/policy.h"
+#include "cli/common.h"
+#include "core/files.h"
+#include "sim/generate.h"
 #include "sim/simulator.h"
 
 namespace hydrozoa::cli {
 namespace {
 
 struct SimulateArgs {
-  std::string trace, throughputs, cluster, policy = "max_min_fairness", round = "6min";
-  bool json = false;
+  std::string trace, throughputs, cluster, policy = "max_min_fairness", round = "6min", measure, write_trace;
+  int generate = 0;
+  double rate = 0;
+  bool multiple = false, json = false;
+  std::uint64_t seed = 0;
 };
 
 Status runSimulate(const SimulateArgs& a) {
@@ -32,7 +38,36 @@ Status runSimulate(const SimulateArgs& a) {
     names.push_back(a.policy);
   }
   HZ_ASSIGN_OR_RETURN(const sched::Throughputs throughputs, sched::Throughputs::load(a.throughputs));
-  HZ_ASSIGN_OR_RETURN(const std::vector<sched::TraceJob> trace, sched::loadTrace(a.trace));
+  if (a.trace.empty() == (a.generate == 0)) {
+    return invalidArgument("give the jobs as --trace FILE or --generate N --rate JOBS_PER_HOUR, one of the two");
+  }
+  std::vector<sched::TraceJob> trace;
+  std::string source = a.trace;
+  if (a.generate > 0) {
+    sim::TraceOptions t;
+    t.jobs = a.generate;
+    t.rate = a.rate;
+    t.multiple = a.multiple;
+    t.seed = a.seed;
+    HZ_ASSIGN_OR_RETURN(trace, sim::generateTrace(throughputs, t));
+    source = fmt::format("a {} trace at {:g} jobs/h (seed {})", a.multiple ? "continuous-multiple" : "continuous-single",
+                         a.rate, a.seed);
+    if (!a.write_trace.empty()) HZ_RETURN_IF_ERROR(writeFileAtomically(a.write_trace, sim::formatTrace(trace)));
+  } else {
+    HZ_ASSIGN_OR_RETURN(trace, sched::loadTrace(a.trace));
+  }
+  if (!a.measure.empty()) {
+    const auto dash = a.measure.find('-');
+    auto first = parseCount(a.measure.substr(0, dash), "--measure", {0, 1000000});
+    auto last = dash == std::string::npos ? first : parseCount(a.measure.substr(dash + 1), "--measure", {1, 1000000});
+    if (dash == std::string::npos || !first.ok() || !last.ok()) {
+      return invalidArgument(fmt::format("--measure {}: expected FIRST-LAST, the jobs (by trace index, LAST not "
+                                         "included) whose completion times are averaged, e.g. 400-800",
+                                         a.measure));
+    }
+    o.measure_first = static_cast<int>(*first);
+    o.measure_last = static_cast<int>(*last);
+  }
   TextTable table({"policy", "average JCT", "makespan", "utilisation", "rounds", "allocations", "solver"},
                   {false, true, true, true, true, true, true});
   Json out = Json::array();
@@ -57,8 +92,9 @@ Status runSimulate(const SimulateArgs& a) {
   if (a.json) {
     std::cout << (names.size() == 1 ? out[0] : out).dump(2) << "\n";
   } else {
-    std::cout << fmt::format("{} jobs of {} on {}, rounds of {}:\n", trace.size(), a.trace, a.cluster,
-                             formatSeconds(o.round))
+    std::cout << fmt::format("{} jobs of {} on {}, rounds of {}{}:\n", trace.size(), source, a.cluster,
+                             formatSeconds(o.round),
+                             a.measure.empty() ? "" : fmt::format(", average JCT of jobs {}", a.measure))
               << table.render();
   }
   return Status();
@@ -70,7 +106,16 @@ void addSimulateCommand(CLI::App& app, Status* status) {
   auto args = std::make_shared<SimulateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "simulate", "Replay a job trace on a pool of worker types under a multi-job policy, in virtual time (Gavel)");
-  cmd->add_option("--trace", args->trace, "Jobs in Gavel's trace format (arrival times in seconds)")->required();
+  cmd->add_option("--trace", args->trace, "Jobs in Gavel's trace format (arrival times in seconds)");
+  cmd->add_option("--generate", args->generate,
+                  "Instead of --trace: this many jobs, Poisson arrivals at --rate, as Gavel's simulations draw them");
+  cmd->add_option("--rate", args->rate, "--generate: jobs per hour");
+  cmd->add_flag("--multiple", args->multiple,
+                "--generate: 70% of jobs on 1 worker, 25% on 2 or 4, 5% on 8 (else all on 1)");
+  cmd->add_option("--seed", args->seed, "--generate: the seed")->capture_default_str();
+  cmd->add_option("--write-trace", args->write_trace, "--generate: also write the trace there (Gavel's format)");
+  cmd->add_option("--measure", args->measure,
+                  "Average the completion times of jobs FIRST-LAST only (trace indices; steady state)");
   cmd->add_option("--throughputs", args->throughputs, "Gavel's throughputs file")->required();
   cmd->add_option("--cluster", args->cluster, "Worker types and counts: v100=4,p100=4,k80=4")->required();
   cmd->add_option("--policy", args->policy, "A policy (hydrozoa allocate --help lists them), or all")

@@ -67,6 +67,16 @@ std::vector<std::string> Throughputs::workerTypes() const {
   return out;
 }
 
+std::vector<std::string> Throughputs::jobTypes(const std::string& workerType) const {
+  std::vector<std::string> out;
+  auto w = isolated_.find(workerType);
+  if (w == isolated_.end()) return out;
+  for (const auto& [key, _] : w->second) {
+    if (out.empty() || out.back() != key.first) out.push_back(key.first);
+  }
+  return out;
+}
+
 Result<std::vector<TraceJob>> parseTrace(const std::string& text, const std::string& what) {
   std::vector<TraceJob> jobs;
   std::stringstream in(text);

@@ -26,6 +26,8 @@ class Throughputs {
   std::optional<double> isolated(const std::string& workerType, const std::string& jobType, int scale) const;
   bool hasWorkerType(const std::string& workerType) const { return isolated_.count(workerType) > 0; }
   std::vector<std::string> workerTypes() const;
+  // The job types measured on `workerType` (at any scale factor), sorted.
+  std::vector<std::string> jobTypes(const std::string& workerType) const;
 
  private:
   std::map<std::string, std::map<std::pair<std::string, int>, double>> isolated_;

@@ -14,6 +14,11 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
                            const sched::Throughputs& throughputs, const sched::Policy& policy,
                            const SimOptions& o) {
   if (!(o.round > 0)) return invalidArgument("the round must be longer than 0 s");
+  if (o.measure_first < 0 || (o.measure_last >= 0 && (o.measure_last <= o.measure_first ||
+                                                       o.measure_last > static_cast<int>(trace.size())))) {
+    return invalidArgument(fmt::format("the jobs measured, {} to {}, are not a range of the trace's 0 to {}",
+                                       o.measure_first, o.measure_last, trace.size()));
+  }
   // Every job's throughputs, checked once (a job that cannot run anywhere is named).
   HZ_ASSIGN_OR_RETURN(const sched::Problem all, sched::problemOf(trace, types, throughputs));
   std::vector<size_t> order(trace.size());
@@ -102,10 +107,12 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
   }
   double jct = 0, last = start;
   int finished = 0;
-  for (const SimJob& j : r.jobs) {
-    if (j.finish < 0) continue;
-    jct += j.finish - j.arrival;
+  const int to = o.measure_last < 0 ? static_cast<int>(r.jobs.size()) : o.measure_last;
+  for (int m = 0; m < static_cast<int>(r.jobs.size()); ++m) {
+    const SimJob& j = r.jobs[static_cast<size_t>(m)];
     last = std::max(last, j.finish);
+    if (m < o.measure_first || m >= to) continue;
+    jct += j.finish - j.arrival;
     ++finished;
   }
   r.average_jct = finished > 0 ? jct / finished : 0;

@@ -20,6 +20,10 @@ namespace hydrozoa::sim {
 struct SimOptions {
   Seconds round = 360;            // Gavel: 6 minutes
   Seconds max_time = 1e9;         // virtual seconds before giving up
+  // The jobs the average completion time is over, by trace index: all, or
+  // [measure_first, measure_last) (steady state: Gavel measures jobs 4000
+  // to 5000 of a longer trace).
+  int measure_first = 0, measure_last = -1;
 };
 
 struct SimJob {
@@ -29,7 +33,7 @@ struct SimJob {
 
 struct SimResult {
   std::vector<SimJob> jobs;       // in trace order
-  Seconds average_jct = 0;        // over finished jobs
+  Seconds average_jct = 0;        // over the measured jobs
   Seconds makespan = 0;           // last finish − first arrival
   double utilisation = 0;         // busy worker-seconds / (workers · makespan)
   int rounds = 0, allocations = 0;

@@ -342,6 +342,23 @@ TEST_F(Cli, SimulateAsWritten) {
   ASSERT_EQ(j["jobs"].size(), 3u);
   for (const Json& job : j["jobs"]) EXPECT_GT(job["finish"].get<double>(), job["arrival"].get<double>());
   EXPECT_GT(j["average_jct_seconds"].get<double>(), 0);
+  // A generated trace, kept, its steady state measured.
+  r = run({"simulate", "--generate", "60", "--rate", "2", "--seed", "3", "--throughputs", ex + "throughputs.json",
+           "--cluster", "v100=2,k80=2", "--measure", "20-40", "--write-trace", "gen.trace", "--policy", "all"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("60 jobs of a continuous-single trace at 2 jobs/h (seed 3)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("average JCT of jobs 20-40"), std::string::npos) << r.out;
+  std::ifstream kept(path("gen.trace"));
+  int lines = 0;
+  for (std::string line; std::getline(kept, line);) ++lines;
+  EXPECT_EQ(lines, 60);
+  expectError({"simulate", "--throughputs", ex + "throughputs.json", "--cluster", "v100=1"},
+              "give the jobs as --trace FILE or --generate N --rate JOBS_PER_HOUR");
+  expectError({"simulate", "--generate", "10", "--rate", "0", "--throughputs", ex + "throughputs.json", "--cluster",
+               "v100=1"},
+              "--rate: jobs per hour, above 0");
+  expectError(with({"--measure", "5"}), "--measure 5: expected FIRST-LAST");
+  expectError(with({"--measure", "1-9"}), "the jobs measured, 1 to 9, are not a range of the trace's 0 to 3");
   expectError(with({"--policy", "lottery"}), "unknown policy \"lottery\"");
   expectError(with({"--round", "0s"}), "--round must be from 1 s to 24 h");
   expectError({"simulate", "--trace", "none.trace", "--throughputs", ex + "throughputs.json", "--cluster", "v100=1"},

@@ -4,9 +4,12 @@
 // their agnostic forms on the thesis's example jobs, and a thousand jobs.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
 #include <random>
 
 #include "sched/rounds.h"
+#include "sim/generate.h"
 #include "sim/simulator.h"
 
 namespace hydrozoa::sim {
@@ -121,6 +124,59 @@ TEST(Simulator, AThousandJobsAndDistributedOnes) {
   EXPECT_EQ(finished, 1000);
   EXPECT_GT(r.utilisation, 0);
   EXPECT_LE(r.utilisation, 1 + 1e-9);
+}
+
+// Gavel's continuous traces: Poisson arrivals at the rate, its durations on
+// the reference type (10^x minutes), its scale-factor mix; the same seed the
+// same trace; written in Gavel's format and read back the same.
+TEST(Simulator, GeneratedTracesFollowGavelsRecipe) {
+  TraceOptions o;
+  o.jobs = 4000;
+  o.rate = 6;
+  o.multiple = true;
+  o.seed = 5;
+  auto t = generateTrace(throughputs(), o);
+  ASSERT_FALSE(t.ok()) << "no type of throughputs() is measured at scale 4 and 8";
+  EXPECT_NE(t.status().message().find("no job type measured on v100 at scale factors 1, 2, 4 and 8"),
+            std::string::npos)
+      << t.status().message();
+  o.multiple = false;
+  t = generateTrace(throughputs(), o);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->size(), 4000u);
+  int longer = 0;
+  for (size_t i = 0; i < t->size(); ++i) {
+    const TraceJob& j = (*t)[i];
+    EXPECT_EQ(j.scale_factor, 1);
+    if (i > 0) EXPECT_GE(j.arrival, (*t)[i - 1].arrival);
+    const double rate = j.type == "R" ? 40 : j.type == "A" ? 12 : 100;
+    const double minutes = j.total_steps / rate / 60;
+    EXPECT_GE(minutes, std::pow(10, 1.5) * 0.999);
+    EXPECT_LE(minutes, 1e4 * 1.001);
+    longer += minutes > 1000;
+  }
+  EXPECT_NEAR(longer / 4000.0, 0.2, 0.03);                      // x in [3, 4] a fifth of the time
+  EXPECT_NEAR(t->back().arrival / 3600 / 3999, 1 / o.rate, 0.01);  // mean gap 10 min
+  auto again = generateTrace(throughputs(), o);
+  EXPECT_EQ(formatTrace(*again), formatTrace(*t));
+  auto read = sched::parseTrace(formatTrace(*t), "generated");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(formatTrace(*read), formatTrace(*t));
+  // continuous-multiple: 70% on one worker, 25% on two or four, 5% on eight
+  // (only the type measured at all four here).
+  const std::string wide = R"js({"v100": {"('T', 1)": {"null": 100.0}, "('T', 2)": {"null": 180.0},
+      "('T', 4)": {"null": 300.0}, "('T', 8)": {"null": 500.0}, "('R', 1)": {"null": 40.0}}})js";
+  o.multiple = true;
+  t = generateTrace(*sched::Throughputs::fromJson(Json::parse(wide), "t"), o);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  std::map<int, int> scales;
+  for (const TraceJob& j : *t) {
+    EXPECT_EQ(j.type, "T");
+    ++scales[j.scale_factor];
+  }
+  EXPECT_NEAR(scales[1] / 4000.0, 0.70, 0.03);
+  EXPECT_NEAR((scales[2] + scales[4]) / 4000.0, 0.25, 0.03);
+  EXPECT_NEAR(scales[8] / 4000.0, 0.05, 0.015);
 }
 
 TEST(Simulator, MistakesAreNamed) {

@@ -3,6 +3,7 @@
 #include <coin/Cbc_C_Interface.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -45,9 +46,18 @@ Result<Milp::Solution> Milp::solve(Seconds limit) {
   Cbc_setParameter(model_->cbc, "allowableGap", "0");
   Cbc_setParameter(model_->cbc, "ratioGap", "0");
   Cbc_solve(model_->cbc);
+  // A program without integers is one LP, which CBC answers through its
+  // initial solve's status (Cbc_status stays -1: no branch and bound ran).
+  const bool lp = std::none_of(integer_.begin(), integer_.end(), [](bool i) { return i; });
+  if (lp && Cbc_isInitialSolveProvenPrimalInfeasible(model_->cbc)) {
+    return infeasible("the program has no feasible assignment");
+  }
   if (Cbc_isProvenInfeasible(model_->cbc)) return infeasible("the program has no feasible assignment");
-  if (!Cbc_isProvenOptimal(model_->cbc)) {
-    const char* why = Cbc_isSecondsLimitReached(model_->cbc) ? "its time limit passed" : "it stopped early";
+  if (!(lp ? Cbc_isInitialSolveProvenOptimal(model_->cbc) : Cbc_isProvenOptimal(model_->cbc))) {
+    const char* why = Cbc_isSecondsLimitReached(model_->cbc)                      ? "its time limit passed"
+                      : lp && Cbc_isInitialSolveAbandoned(model_->cbc)             ? "it abandoned the LP (numerics)"
+                      : lp && Cbc_isContinuousUnbounded(model_->cbc) ? "the LP is unbounded"
+                                                                                   : "it stopped early";
     return unavailable(fmt::format("the MILP solver (CBC) did not prove an optimum: {} after {} s (status {}, {})",
                                    why, limit, Cbc_status(model_->cbc), Cbc_secondaryStatus(model_->cbc)));
   }

@@ -13,8 +13,9 @@ Result<Allocation> MinMakespan::allocate(const Problem& p) const {
   for (size_t m = 0; m < p.jobs.size(); ++m) {
     if (!(p.jobs[m].steps_remaining > 0)) continue;
     work = true;
-    auto terms = lp.throughput(static_cast<int>(m), 1.0);
-    terms.emplace_back(u, -p.jobs[m].steps_remaining);
+    // throughput(m, X) / steps_m ≥ u: rows of like scale.
+    auto terms = lp.throughput(static_cast<int>(m), 1.0 / p.jobs[m].steps_remaining);
+    terms.emplace_back(u, -1.0);
     lp.lp().addConstraint(terms, plan::Milp::kAtLeast, 0);
   }
   if (!work) return Allocation{std::vector<std::vector<double>>(p.jobs.size(), std::vector<double>(p.types.size())), 0};
