@@ -14,7 +14,8 @@ namespace hydrozoa::cli {
 namespace {
 
 struct AllocateArgs {
-  std::string throughputs, jobs, cluster, policy = "max_min_fairness";
+  std::string throughputs, jobs, cluster, policy = "max_min_fairness", prices;
+  double budget = -1;
   bool json = false;
 };
 
@@ -23,7 +24,11 @@ Status runAllocate(const AllocateArgs& a) {
   HZ_ASSIGN_OR_RETURN(const std::unique_ptr<sched::Policy> policy, sched::makePolicy(a.policy));
   HZ_ASSIGN_OR_RETURN(const sched::Throughputs throughputs, sched::Throughputs::load(a.throughputs));
   HZ_ASSIGN_OR_RETURN(const std::vector<sched::TraceJob> jobs, sched::loadTrace(a.jobs));
-  HZ_ASSIGN_OR_RETURN(const sched::Problem problem, sched::problemOf(jobs, types, throughputs));
+  HZ_ASSIGN_OR_RETURN(sched::Problem problem, sched::problemOf(jobs, types, throughputs));
+  if (!a.prices.empty()) {
+    HZ_ASSIGN_OR_RETURN(problem.price, sched::parsePrices(a.prices, types, "--prices"));
+  }
+  problem.budget = a.budget;
   HZ_ASSIGN_OR_RETURN(const sched::Allocation x, policy->allocate(problem));
   if (a.json) {
     Json allocation = Json::object();
@@ -74,6 +79,8 @@ void addAllocateCommand(CLI::App& app, Status* status) {
   std::string names;
   for (const auto& p : sched::policyList()) names += (names.empty() ? "" : ", ") + p.name;
   cmd->add_option("--policy", args->policy, "One of " + names)->capture_default_str();
+  cmd->add_option("--prices", args->prices, "USD per worker-hour of each type, for the cost policies: v100=3.06,k80=0.9");
+  cmd->add_option("--budget", args->budget, "USD for the jobs' steps (min_makespan_budget)");
   cmd->add_flag("--json", args->json,
                 "Print {\"allocation\": {\"<job index>\": {\"<type>\": fraction}}, \"objective\": value}");
   cmd->footer("Jobs are indexed 0.. in trace order. docs/cluster.md describes each policy.\n");

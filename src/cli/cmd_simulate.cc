@@ -18,7 +18,8 @@ namespace hydrozoa::cli {
 namespace {
 
 struct SimulateArgs {
-  std::string trace, throughputs, cluster, policy = "max_min_fairness", round = "6min", measure, write_trace;
+  std::string trace, throughputs, cluster, policy = "max_min_fairness", round = "6min", measure, write_trace, prices;
+  double budget = -1;
   int generate = 0;
   double rate = 0;
   bool multiple = false, json = false;
@@ -30,9 +31,19 @@ Status runSimulate(const SimulateArgs& a) {
   sim::SimOptions o;
   HZ_ASSIGN_OR_RETURN(o.round, parseSeconds(a.round, "--round"));
   if (!(o.round >= 1 && o.round <= 86400)) return invalidArgument("--round must be from 1 s to 24 h");
+  if (!a.prices.empty()) {
+    HZ_ASSIGN_OR_RETURN(o.price, sched::parsePrices(a.prices, types, "--prices"));
+  }
+  o.budget = a.budget;
   std::vector<std::string> names;
   if (a.policy == "all") {
-    for (const auto& p : sched::policyList()) names.push_back(p.name);
+    // Those the inputs allow: the cost policies with --prices, the budget one with --budget.
+    for (const auto& p : sched::policyList()) {
+      const bool cost = p.name.rfind("min_cost", 0) == 0 || p.name.rfind("min_makespan_budget", 0) == 0;
+      const bool budget = p.name.rfind("min_makespan_budget", 0) == 0;
+      if ((cost && o.price.empty()) || (budget && !(o.budget > 0))) continue;
+      names.push_back(p.name);
+    }
   } else {
     HZ_RETURN_IF_ERROR(sched::makePolicy(a.policy).status());
     names.push_back(a.policy);
@@ -68,13 +79,35 @@ Status runSimulate(const SimulateArgs& a) {
     o.measure_first = static_cast<int>(*first);
     o.measure_last = static_cast<int>(*last);
   }
-  TextTable table({"policy", "average JCT", "makespan", "utilisation", "rounds", "allocations", "solver"},
-                  {false, true, true, true, true, true, true});
+  std::vector<std::string> header = {"policy", "average JCT", "makespan", "utilisation", "rounds", "allocations",
+                                     "solver"};
+  std::vector<bool> right = {false, true, true, true, true, true, true};
+  if (!o.price.empty()) {
+    header.push_back("cost");
+    right.push_back(true);
+  }
+  bool slos = false;
+  for (const auto& j : trace) slos |= j.slo > 0;
+  if (slos) {
+    header.push_back("SLOs missed");
+    right.push_back(true);
+  }
+  TextTable table(header, right);
   Json out = Json::array();
+  std::string failures;
   for (const std::string& name : names) {
     HZ_ASSIGN_OR_RETURN(const std::unique_ptr<sched::Policy> policy, sched::makePolicy(name));
     auto r = sim::simulate(trace, types, throughputs, *policy, o);
-    if (!r.ok()) return Status(r.status().code(), fmt::format("{}: {}", name, r.status().message()));
+    if (!r.ok() && names.size() == 1) return Status(r.status().code(), fmt::format("{}: {}", name, r.status().message()));
+    if (!r.ok()) {  // side by side: the others still run
+      out.push_back({{"policy", name}, {"error", r.status().message()}});
+      std::vector<std::string> row(header.size(), "");
+      row[0] = name;
+      row[1] = "failed";
+      table.addRow(row);
+      failures += fmt::format("{}: {}\n", name, r.status().message());
+      continue;
+    }
     Json jobs = Json::array();
     for (const sim::SimJob& j : r->jobs) jobs.push_back({{"arrival", j.arrival}, {"finish", j.finish}});
     out.push_back({{"policy", name},
@@ -84,10 +117,17 @@ Status runSimulate(const SimulateArgs& a) {
                    {"rounds", r->rounds},
                    {"allocations", r->allocations},
                    {"solve_seconds", r->solve_seconds},
+                   {"cost_usd", r->cost},
+                   {"slo_jobs", r->slo_jobs},
+                   {"slo_missed", r->slo_missed},
                    {"jobs", jobs}});
-    table.addRow({name, fmt::format("{:.2f} h", r->average_jct / 3600), fmt::format("{:.2f} h", r->makespan / 3600),
-                  fmt::format("{:.1f}%", 100 * r->utilisation), std::to_string(r->rounds),
-                  std::to_string(r->allocations), formatSeconds(r->solve_seconds)});
+    std::vector<std::string> row = {name, fmt::format("{:.2f} h", r->average_jct / 3600),
+                                    fmt::format("{:.2f} h", r->makespan / 3600), fmt::format("{:.1f}%", 100 * r->utilisation),
+                                    std::to_string(r->rounds), std::to_string(r->allocations),
+                                    formatSeconds(r->solve_seconds)};
+    if (!o.price.empty()) row.push_back(fmt::format("${:.2f}", r->cost));
+    if (slos) row.push_back(fmt::format("{} of {}", r->slo_missed, r->slo_jobs));
+    table.addRow(row);
   }
   if (a.json) {
     std::cout << (names.size() == 1 ? out[0] : out).dump(2) << "\n";
@@ -95,7 +135,7 @@ Status runSimulate(const SimulateArgs& a) {
     std::cout << fmt::format("{} jobs of {} on {}, rounds of {}{}:\n", trace.size(), source, a.cluster,
                              formatSeconds(o.round),
                              a.measure.empty() ? "" : fmt::format(", average JCT of jobs {}", a.measure))
-              << table.render();
+              << table.render() << failures;
   }
   return Status();
 }
@@ -121,6 +161,8 @@ void addSimulateCommand(CLI::App& app, Status* status) {
   cmd->add_option("--policy", args->policy, "A policy (hydrozoa allocate --help lists them), or all")
       ->capture_default_str();
   cmd->add_option("--round", args->round, "Length of a scheduling round")->capture_default_str();
+  cmd->add_option("--prices", args->prices, "USD per worker-hour of each type (cost policies, and the cost column)");
+  cmd->add_option("--budget", args->budget, "USD for the whole trace (min_makespan_budget)");
   cmd->add_flag("--json", args->json, "Print the results (and each job's arrival and finish) as JSON");
   cmd->callback([status, args] { *status = runSimulate(*args); });
 }

@@ -53,6 +53,7 @@ Result<std::vector<TraceJob>> parseTrace(const std::string& text, const std::str
 
 // The problem of `jobs` (each with all its steps left) on `types`, their
 // throughputs looked up; a job with none on any type is an error naming it.
+// A job's SLO factor s > 0 gives it s × its duration on its fastest type.
 Result<Problem> problemOf(const std::vector<TraceJob>& jobs, const std::vector<WorkerType>& types,
                           const Throughputs& throughputs);
 

@@ -32,6 +32,31 @@ Result<std::vector<WorkerType>> parseCluster(const std::string& text, const std:
   return types;
 }
 
+Result<std::vector<double>> parsePrices(const std::string& text, const std::vector<WorkerType>& types,
+                                        const std::string& what) {
+  std::vector<double> price(types.size(), -1);
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto eq = item.find('=');
+    const std::string name = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    double usd = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), usd);
+    if (ec != std::errc() || end != value.data() + value.size() || !(usd > 0) || usd > 1e6) {
+      return invalidArgument(fmt::format("{}: \"{}\" is not TYPE=USD_PER_HOUR with a price above 0 (write e.g. "
+                                         "v100=3.06,k80=0.9)",
+                                         what, item));
+    }
+    size_t j = 0;
+    while (j < types.size() && types[j].name != name) ++j;
+    if (j == types.size()) return invalidArgument(fmt::format("{}: {} is not a worker type of the cluster", what, name));
+    price[j] = usd;
+  }
+  for (size_t j = 0; j < types.size(); ++j) {
+    if (price[j] < 0) return invalidArgument(fmt::format("{}: no price for {}", what, types[j].name));
+  }
+  return price;
+}
+
 double effectiveThroughput(const JobDemand& job, const std::vector<double>& x) {
   double sum = 0;
   for (size_t j = 0; j < x.size() && j < job.throughput.size(); ++j) sum += job.throughput[j] * x[j];

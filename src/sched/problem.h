@@ -23,17 +23,27 @@ struct JobDemand {
   double steps_remaining = 0;       // makespan, finish-time fairness
   double elapsed = 0;               // finish-time fairness: seconds since it arrived
   double isolated_elapsed = 0;      //   … and what they would have been on 1/n of the cluster
+  double slo_left = -1;             // seconds until its deadline (SLO); < 0: none
   std::vector<double> throughput;   // steps/s per worker type; 0: it cannot run there
 };
 
 struct Problem {
   std::vector<WorkerType> types;
   std::vector<JobDemand> jobs;      // in arrival order (FIFO)
+  std::vector<double> price;        // USD per hour of one worker of each type; empty: none given
+  double budget = -1;               // USD for the jobs' remaining steps (min_makespan_budget); < 0: none
 };
+
+// "v100=3.06,k80=0.9": USD per worker-hour for each of `types`, every one.
+Result<std::vector<double>> parsePrices(const std::string& text, const std::vector<WorkerType>& types,
+                                        const std::string& what);
 
 struct Allocation {
   std::vector<std::vector<double>> x;  // [job][type]
   double objective = 0;                // the policy's (see each policy's comment)
+  // The workers of each type it leaves idle are meant to be idle (a budget):
+  // the mechanism then uses, over rounds, no more of a type than X does.
+  bool capped = false;
 };
 
 // "v100=4,p100=4,k80=4" (counts 1 to 100,000; names as in the throughputs).

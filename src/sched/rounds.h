@@ -20,13 +20,16 @@ class RoundMechanism {
  public:
   // A new allocation for these jobs and types: the times start again.
   void reset(size_t jobs, size_t types);
-  // Each job's type for the next round (-1: it waits).
-  std::vector<int> place(const Problem& problem, const Allocation& allocation) const;
+  // Each job's type for the next round (-1: it waits). A capped allocation
+  // gets, per type, the workers Σ_m X·scale asks for, the fractions carried
+  // from round to round.
+  std::vector<int> place(const Problem& problem, const Allocation& allocation);
   // Job `job` ran `seconds` on `type`.
   void record(int job, int type, Seconds seconds);
 
  private:
   std::vector<std::vector<double>> time_;  // t[m][j]
+  std::vector<double> credit_;             // capped: workers of each type owed from earlier rounds
 };
 
 }  // namespace hydrozoa::sched

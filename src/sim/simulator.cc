@@ -28,7 +28,11 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
   SimResult r;
   r.jobs.resize(trace.size());
   std::vector<double> done(trace.size(), 0.0);
-  for (size_t m = 0; m < trace.size(); ++m) r.jobs[m].arrival = trace[m].arrival;
+  for (size_t m = 0; m < trace.size(); ++m) {
+    r.jobs[m].arrival = trace[m].arrival;
+    if (all.jobs[m].slo_left >= 0) r.jobs[m].deadline = trace[m].arrival + all.jobs[m].slo_left;
+  }
+  if (!o.price.empty() && o.price.size() != types.size()) return invalidArgument("a price for every worker type");
   double workers = 0;
   for (const auto& t : types) workers += t.count;
 
@@ -56,11 +60,15 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
     }
     if (changed) {
       problem.types = types;
+      problem.price = o.price;
+      problem.budget = o.budget < 0 ? -1 : o.budget - r.cost;
       problem.jobs.clear();
       for (size_t m : active) {
         sched::JobDemand d = all.jobs[m];
         d.steps_remaining = trace[m].total_steps - done[m];
         d.elapsed = now - trace[m].arrival;
+        // A deadline already missed constrains nothing more.
+        d.slo_left = r.jobs[m].deadline > now ? r.jobs[m].deadline - now : -1;
         problem.jobs.push_back(d);
       }
       for (size_t k = 0; k < active.size(); ++k) {
@@ -91,6 +99,7 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
       const Seconds ran = std::min(o.round, left / rate);
       done[m] += rate * ran;
       busy += ran * trace[m].scale_factor;
+      if (!o.price.empty()) r.cost += ran * trace[m].scale_factor * o.price[static_cast<size_t>(j)] / 3600;
       r.jobs[m].rounds += 1;
       mechanism.record(static_cast<int>(k), j, ran);
       problem.jobs[k].steps_remaining = trace[m].total_steps - done[m];
@@ -116,6 +125,11 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
     ++finished;
   }
   r.average_jct = finished > 0 ? jct / finished : 0;
+  for (const SimJob& j : r.jobs) {
+    if (j.deadline < 0) continue;
+    ++r.slo_jobs;
+    r.slo_missed += j.finish > j.deadline * (1 + 1e-12);
+  }
   r.makespan = last - start;
   r.utilisation = r.makespan > 0 ? busy / (workers * r.makespan) : 0;
   return r;

@@ -24,10 +24,13 @@ struct SimOptions {
   // [measure_first, measure_last) (steady state: Gavel measures jobs 4000
   // to 5000 of a longer trace).
   int measure_first = 0, measure_last = -1;
+  std::vector<double> price;      // USD per worker-hour of each type (cost policies; the bill); empty: none
+  double budget = -1;             // USD for the whole trace (min_makespan_budget); < 0: none
 };
 
 struct SimJob {
   Seconds arrival = 0, finish = -1;  // finish < 0: not finished
+  Seconds deadline = -1;             // its SLO's; < 0: none
   double rounds = 0;                 // rounds it ran
 };
 
@@ -37,6 +40,8 @@ struct SimResult {
   Seconds makespan = 0;           // last finish − first arrival
   double utilisation = 0;         // busy worker-seconds / (workers · makespan)
   int rounds = 0, allocations = 0;
+  double cost = 0;                // USD, the busy workers at their prices
+  int slo_jobs = 0, slo_missed = 0;
   Seconds solve_seconds = 0;      // wall time in the policy
 };
 

@@ -306,6 +306,19 @@ TEST_F(Cli, AllocateAsWritten) {
     EXPECT_EQ(r.code, 0) << policy << ": " << r.err;
   }
   expectError(with({"--policy", "sjf"}), "unknown policy \"sjf\"; known: max_min_fairness");
+  // The cost policies: prices per worker-hour, a budget.
+  r = run(with({"--policy", "min_cost", "--prices", "v100=3.06,k80=0.9", "--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NEAR(Json::parse(r.out)["allocation"]["0"]["v100"].get<double>(), 1, 1e-6);  // ResNet-50: V100 per dollar
+  r = run(with({"--policy", "min_makespan_budget", "--prices", "v100=3.06,k80=0.9", "--budget", "100", "--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  expectError(with({"--policy", "min_cost"}), "policy min_cost needs a price per worker type (--prices");
+  expectError(with({"--policy", "min_cost", "--prices", "v100=3.06"}), "--prices: no price for k80");
+  expectError(with({"--policy", "min_cost", "--prices", "v100=3.06,k80=free"}), "--prices: \"k80=free\" is not");
+  expectError(with({"--policy", "min_makespan_budget", "--prices", "v100=3.06,k80=0.9"}),
+              "needs a budget in dollars (--budget");
+  expectError(with({"--policy", "min_makespan_budget", "--prices", "v100=3.06,k80=0.9", "--budget", "0.01"}),
+              "no allocation finishes the jobs within $0.01");
   std::ofstream(path("short.trace")) << "A3C\t-\t-\t-\t0\t5000\t1\t1\t-1\n";
   expectError({"allocate", "--throughputs", ex + "throughputs.json", "--jobs", "short.trace", "--cluster", "v100=1"},
               "short.trace:1: 9 tab-separated fields, expected 10");

@@ -133,7 +133,9 @@ TEST(Policies, RandomProblemsAreValidAndAwareBeatsAgnosticByItsOwnMeasure) {
       steps.push_back(100 + rng() % 10000);
       scale.push_back(rng() % 4 == 0 ? 2 : 1);
     }
-    const Problem p = problem(types, t, steps, scale);
+    Problem p = problem(types, t, steps, scale);
+    p.price = {3.0, 1.5, 0.5};
+    p.budget = 1e9;
     for (const PolicyInfo& info : policyList()) expectValid(p, allocate(info.name, p), info.name);
     // Max-min: the aware allocation's least normalised share is at least the agnostic one's.
     auto least = [&](const Allocation& a) {
@@ -159,6 +161,49 @@ TEST(Policies, RandomProblemsAreValidAndAwareBeatsAgnosticByItsOwnMeasure) {
     EXPECT_NEAR(makespan(quick), quick.objective, 1e-4 * quick.objective);
     EXPECT_LE(quick.objective, makespan(allocate("min_makespan_agnostic", p)) * (1 + 1e-6));
   }
+}
+
+// Gavel ch. 6: ResNet-50 is most cost-efficient on the V100 and A3C on the
+// K80 (§5.7's example), so min_cost puts each there; an SLO that A3C can
+// only meet with V100 time gets it that time; a makespan within a budget
+// trades the fast expensive type against the slow cheap one exactly.
+TEST(Policies, CostSlosAndBudgets) {
+  Problem p = problem({{"v100", 1}, {"k80", 1}}, {{40, 10}, {12, 4}}, {36000, 36000});
+  p.price = {3.0, 0.9};  // USD per hour: 13.3 vs 11.1 ResNet steps per dollar-second; A3C 4 vs 4.4
+  Allocation a = allocate("min_cost", p);
+  EXPECT_NEAR(a.x[0][0], 1, 1e-6);
+  EXPECT_NEAR(a.x[1][1], 1, 1e-6);
+  EXPECT_NEAR(a.objective, 2, 1e-6);
+  p.jobs[1].slo_left = 4500;  // 36000 steps in 4500 s: 8 steps/s, more than the K80's 4
+  a = allocate("min_cost_slo", p);
+  expectValid(p, a, "min_cost_slo");
+  EXPECT_GE(effectiveThroughput(p.jobs[1], a.x[1]), 8 - 1e-6);
+  EXPECT_GT(a.x[1][0], 0.4);
+  p.jobs[1].slo_left = 2000;  // 18 steps/s: more than even the V100's 12
+  auto none = (*makePolicy("min_cost_slo"))->allocate(p);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("job 1 (job1) cannot meet its SLO: 36000 steps left in 2000 s need 18 "
+                                         "steps/s, and it runs at most 12 steps/s"),
+            std::string::npos)
+      << none.status().message();
+  // One job of 36,000 steps: 900 s on the V100 at $3.60/h ($0.90), 3600 s on
+  // the K80 at $0.36/h ($0.36). Within $0.50: a V100 share a = 1.4/17.4 and
+  // 36000 / (10 + 30a) = 2900 s.
+  Problem one = problem({{"v100", 1}, {"k80", 1}}, {{40, 10}}, {36000});
+  one.price = {3.6, 0.36};
+  for (const auto& [budget, makespan] : std::vector<std::pair<double, double>>{{1.0, 900}, {0.5, 2900.0}, {0.36, 3600}}) {
+    one.budget = budget;
+    const Allocation b = allocate("min_makespan_budget", one);
+    EXPECT_NEAR(b.objective, makespan, 1) << "$" << budget;
+  }
+  one.budget = 0.2;  // less than the cheapest way costs
+  auto broke = (*makePolicy("min_makespan_budget"))->allocate(one);
+  ASSERT_FALSE(broke.ok());
+  EXPECT_NE(broke.status().message().find("within $0.2"), std::string::npos) << broke.status().message();
+  one.price.clear();
+  broke = (*makePolicy("min_cost"))->allocate(one);
+  ASSERT_FALSE(broke.ok());
+  EXPECT_NE(broke.status().message().find("needs a price per worker type (--prices"), std::string::npos);
 }
 
 TEST(Policies, UnknownPoliciesAndJobsThatCannotRunAreNamed) {

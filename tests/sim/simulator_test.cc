@@ -148,7 +148,9 @@ TEST(Simulator, GeneratedTracesFollowGavelsRecipe) {
   for (size_t i = 0; i < t->size(); ++i) {
     const TraceJob& j = (*t)[i];
     EXPECT_EQ(j.scale_factor, 1);
-    if (i > 0) EXPECT_GE(j.arrival, (*t)[i - 1].arrival);
+    if (i > 0) {
+      EXPECT_GE(j.arrival, (*t)[i - 1].arrival);
+    }
     const double rate = j.type == "R" ? 40 : j.type == "A" ? 12 : 100;
     const double minutes = j.total_steps / rate / 60;
     EXPECT_GE(minutes, std::pow(10, 1.5) * 0.999);
@@ -177,6 +179,45 @@ TEST(Simulator, GeneratedTracesFollowGavelsRecipe) {
   EXPECT_NEAR(scales[1] / 4000.0, 0.70, 0.03);
   EXPECT_NEAR((scales[2] + scales[4]) / 4000.0, 0.25, 0.03);
   EXPECT_NEAR(scales[8] / 4000.0, 0.05, 0.015);
+}
+
+// Within a budget the simulator spends no more than it, by leaving workers
+// idle the allocation leaves idle; less money, a longer makespan; too little
+// is named. Cost and SLO misses are reported.
+TEST(Simulator, ABudgetIsKeptAndSlosCounted) {
+  std::vector<TraceJob> trace;
+  for (int i = 0; i < 8; ++i) trace.push_back(job(i % 2 ? "R" : "A", 20000 + 4000 * i));
+  const std::vector<sched::WorkerType> types = {{"v100", 2}, {"k80", 2}};
+  SimOptions o;
+  o.round = 100;
+  o.price = {3.06, 0.9};
+  auto policy = sched::makePolicy("min_makespan_budget");
+  double last = 0;
+  // Each job on its cheapest type costs $11.06 in all, on its fastest $12.13.
+  for (const double budget : {1000.0, 11.8, 11.3}) {
+    o.budget = budget;
+    auto r = simulate(trace, types, throughputs(), **policy, o);
+    ASSERT_TRUE(r.ok()) << budget << ": " << r.status().message();
+    EXPECT_LE(r->cost, budget * 1.001) << budget;
+    EXPECT_GT(r->makespan, last) << "less money, longer";
+    last = r->makespan;
+  }
+  o.budget = 5;
+  auto r = simulate(trace, types, throughputs(), **policy, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no allocation finishes the jobs within $5"), std::string::npos)
+      << r.status().message();
+  // SLOs: 4x each job's duration on its fastest type; min_cost_slo meets
+  // at least as many as min_cost.
+  for (TraceJob& j : trace) j.slo = 4;
+  o.budget = -1;
+  auto cheap = simulate(trace, types, throughputs(), **sched::makePolicy("min_cost"), o);
+  auto kept = simulate(trace, types, throughputs(), **sched::makePolicy("min_cost_slo"), o);
+  ASSERT_TRUE(cheap.ok()) << cheap.status().message();
+  ASSERT_TRUE(kept.ok()) << kept.status().message();
+  EXPECT_EQ(cheap->slo_jobs, 8);
+  EXPECT_LE(kept->slo_missed, cheap->slo_missed);
+  EXPECT_GT(cheap->cost, 0);
 }
 
 TEST(Simulator, MistakesAreNamed) {

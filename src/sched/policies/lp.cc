@@ -38,6 +38,16 @@ AllocationLp::Terms AllocationLp::throughput(int m, double factor) const {
   return t;
 }
 
+AllocationLp::Terms AllocationLp::terms(const std::function<double(int, int)>& coefficient) const {
+  Terms t;
+  for (size_t m = 0; m < x_.size(); ++m) {
+    for (size_t j = 0; j < x_[m].size(); ++j) {
+      if (x_[m][j] >= 0) t.emplace_back(x_[m][j], coefficient(static_cast<int>(m), static_cast<int>(j)));
+    }
+  }
+  return t;
+}
+
 std::vector<std::vector<double>> AllocationLp::allocation(const plan::Milp::Solution& s) const {
   std::vector<std::vector<double>> x(p_.jobs.size(), std::vector<double>(p_.types.size(), 0.0));
   for (size_t m = 0; m < x.size(); ++m) {

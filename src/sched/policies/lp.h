@@ -21,6 +21,8 @@ class AllocationLp {
   plan::Milp& lp() { return lp_; }
   // throughput(m, X) · factor, as terms over X.
   Terms throughput(int m, double factor) const;
+  // Σ coefficient(m, j) · X[m][j] over every variable.
+  Terms terms(const std::function<double(int, int)>& coefficient) const;
   // X from a solution.
   std::vector<std::vector<double>> allocation(const plan::Milp::Solution& s) const;
 

@@ -5,20 +5,28 @@
 
 namespace hydrozoa::sched {
 
-Result<Allocation> MinMakespan::allocate(const Problem& p) const {
-  HZ_RETURN_IF_ERROR(checkProblem(p));
-  AllocationLp lp(p);
-  const int u = lp.lp().addVariable(0, 1e30, -1.0, false);
-  bool work = false;
+int addMakespanRows(AllocationLp& lp, const Problem& p) {
+  int u = -1;
   for (size_t m = 0; m < p.jobs.size(); ++m) {
     if (!(p.jobs[m].steps_remaining > 0)) continue;
-    work = true;
+    if (u < 0) u = lp.lp().addVariable(0, 1e30, -1.0, false);
     // throughput(m, X) / steps_m ≥ u: rows of like scale.
     auto terms = lp.throughput(static_cast<int>(m), 1.0 / p.jobs[m].steps_remaining);
     terms.emplace_back(u, -1.0);
     lp.lp().addConstraint(terms, plan::Milp::kAtLeast, 0);
   }
-  if (!work) return Allocation{std::vector<std::vector<double>>(p.jobs.size(), std::vector<double>(p.types.size())), 0};
+  return u;
+}
+
+Allocation nothingToDo(const Problem& p) {
+  return Allocation{std::vector<std::vector<double>>(p.jobs.size(), std::vector<double>(p.types.size())), 0};
+}
+
+Result<Allocation> MinMakespan::allocate(const Problem& p) const {
+  HZ_RETURN_IF_ERROR(checkProblem(p));
+  AllocationLp lp(p);
+  const int u = addMakespanRows(lp, p);
+  if (u < 0) return nothingToDo(p);
   HZ_ASSIGN_OR_RETURN(const plan::Milp::Solution s, lp.lp().solve());
   const double rate = s.values[static_cast<size_t>(u)];
   return Allocation{lp.allocation(s), rate > 0 ? 1 / rate : 1e30};

@@ -28,5 +28,25 @@ class Fifo : public Policy {
  public:
   Result<Allocation> allocate(const Problem& problem) const override;
 };
+class MinCost : public Policy {
+ public:
+  explicit MinCost(bool slo) : slo_(slo) {}
+  Result<Allocation> allocate(const Problem& problem) const override;
+
+ private:
+  bool slo_;
+};
+class MinMakespanBudget : public Policy {
+ public:
+  Result<Allocation> allocate(const Problem& problem) const override;
+};
+
+// An error naming `policy` unless the problem has a price per type.
+Status needPrices(const Problem& problem, const char* policy);
+// The makespan rows (min_makespan.cc): u = 1/makespan, maximised, with
+// throughput(m, X) / steps_m ≥ u for every job with steps left; -1 when none has.
+int addMakespanRows(AllocationLp& lp, const Problem& problem);
+// Every X 0: no job has steps left.
+Allocation nothingToDo(const Problem& problem);
 
 }  // namespace hydrozoa::sched

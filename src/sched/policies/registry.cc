@@ -42,6 +42,11 @@ const std::vector<Entry>& registry() {
       {"max_total_throughput", "Σ throughput / throughput on the job's fastest type",
        [] { return std::make_unique<MaxTotalThroughput>(); }},
       {"fifo", "Σ throughput / fastest · (jobs − arrival index)", [] { return std::make_unique<Fifo>(); }},
+      {"min_cost", "Σ time · throughput per dollar against the job's most cost-efficient type",
+       [] { return std::make_unique<MinCost>(false); }},
+      {"min_cost_slo", "the same, every job's SLO met", [] { return std::make_unique<MinCost>(true); }},
+      {"min_makespan_budget", "seconds until the last job finishes, its cost within --budget",
+       [] { return std::make_unique<MinMakespanBudget>(); }},
   };
   return entries;
 }
