@@ -14,7 +14,7 @@ namespace hydrozoa::cli {
 namespace {
 
 struct AllocateArgs {
-  std::string throughputs, jobs, cluster, policy = "max_min_fairness", prices;
+  std::string throughputs, jobs, cluster, policy = "max_min_fairness", prices, entities;
   double budget = -1;
   bool json = false;
 };
@@ -29,6 +29,11 @@ Status runAllocate(const AllocateArgs& a) {
     HZ_ASSIGN_OR_RETURN(problem.price, sched::parsePrices(a.prices, types, "--prices"));
   }
   problem.budget = a.budget;
+  if (!a.entities.empty()) {
+    HZ_ASSIGN_OR_RETURN(const std::vector<int> of,
+                        sched::parseEntities(a.entities, problem.jobs.size(), &problem.entities, "--entities"));
+    for (size_t m = 0; m < of.size(); ++m) problem.jobs[m].entity = of[m];
+  }
   HZ_ASSIGN_OR_RETURN(const sched::Allocation x, policy->allocate(problem));
   if (a.json) {
     Json allocation = Json::object();
@@ -81,6 +86,8 @@ void addAllocateCommand(CLI::App& app, Status* status) {
   cmd->add_option("--policy", args->policy, "One of " + names)->capture_default_str();
   cmd->add_option("--prices", args->prices, "USD per worker-hour of each type, for the cost policies: v100=3.06,k80=0.9");
   cmd->add_option("--budget", args->budget, "USD for the jobs' steps (min_makespan_budget)");
+  cmd->add_option("--entities", args->entities,
+                  "hierarchical: NAME=WEIGHT:fairness|fifo:FIRST-LAST,... (jobs by trace index, LAST not included)");
   cmd->add_flag("--json", args->json,
                 "Print {\"allocation\": {\"<job index>\": {\"<type>\": fraction}}, \"objective\": value}");
   cmd->footer("Jobs are indexed 0.. in trace order. docs/cluster.md describes each policy.\n");

@@ -18,7 +18,8 @@ namespace hydrozoa::cli {
 namespace {
 
 struct SimulateArgs {
-  std::string trace, throughputs, cluster, policy = "max_min_fairness", round = "6min", measure, write_trace, prices;
+  std::string trace, throughputs, cluster, policy = "max_min_fairness", round = "6min", measure, write_trace, prices,
+      entities;
   double budget = -1;
   int generate = 0;
   double rate = 0;
@@ -41,7 +42,11 @@ Status runSimulate(const SimulateArgs& a) {
     for (const auto& p : sched::policyList()) {
       const bool cost = p.name.rfind("min_cost", 0) == 0 || p.name.rfind("min_makespan_budget", 0) == 0;
       const bool budget = p.name.rfind("min_makespan_budget", 0) == 0;
-      if ((cost && o.price.empty()) || (budget && !(o.budget > 0))) continue;
+      const bool entities = p.name.rfind("hierarchical", 0) == 0;
+      const bool slow = p.name.find("water_filling") != std::string::npos;  // an LP per job per iteration
+      if ((cost && o.price.empty()) || (budget && !(o.budget > 0)) || (entities && a.entities.empty()) || slow) {
+        continue;
+      }
       names.push_back(p.name);
     }
   } else {
@@ -66,6 +71,9 @@ Status runSimulate(const SimulateArgs& a) {
     if (!a.write_trace.empty()) HZ_RETURN_IF_ERROR(writeFileAtomically(a.write_trace, sim::formatTrace(trace)));
   } else {
     HZ_ASSIGN_OR_RETURN(trace, sched::loadTrace(a.trace));
+  }
+  if (!a.entities.empty()) {
+    HZ_ASSIGN_OR_RETURN(o.entity_of, sched::parseEntities(a.entities, trace.size(), &o.entities, "--entities"));
   }
   if (!a.measure.empty()) {
     const auto dash = a.measure.find('-');
@@ -163,6 +171,8 @@ void addSimulateCommand(CLI::App& app, Status* status) {
   cmd->add_option("--round", args->round, "Length of a scheduling round")->capture_default_str();
   cmd->add_option("--prices", args->prices, "USD per worker-hour of each type (cost policies, and the cost column)");
   cmd->add_option("--budget", args->budget, "USD for the whole trace (min_makespan_budget)");
+  cmd->add_option("--entities", args->entities,
+                  "hierarchical: NAME=WEIGHT:fairness|fifo:FIRST-LAST,... (jobs by trace index, LAST not included)");
   cmd->add_flag("--json", args->json, "Print the results (and each job's arrival and finish) as JSON");
   cmd->callback([status, args] { *status = runSimulate(*args); });
 }

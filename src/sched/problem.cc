@@ -57,6 +57,54 @@ Result<std::vector<double>> parsePrices(const std::string& text, const std::vect
   return price;
 }
 
+Result<std::vector<int>> parseEntities(const std::string& text, size_t jobs, std::vector<Problem::Entity>* entities,
+                                       const std::string& what) {
+  std::vector<int> of(jobs, -1);
+  entities->clear();
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto bad = [&] {
+      return invalidArgument(fmt::format("{}: \"{}\" is not NAME=WEIGHT:fairness|fifo:FIRST-LAST (jobs by trace "
+                                         "index, LAST not included; e.g. product=2:fairness:0-10)",
+                                         what, item));
+    };
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) return bad();
+    std::vector<std::string> parts;
+    std::stringstream fields(item.substr(eq + 1));
+    for (std::string f; std::getline(fields, f, ':');) parts.push_back(f);
+    if (parts.size() != 3 || (parts[1] != "fairness" && parts[1] != "fifo")) return bad();
+    Problem::Entity e;
+    e.name = item.substr(0, eq);
+    e.fifo = parts[1] == "fifo";
+    const auto [wend, wec] = std::from_chars(parts[0].data(), parts[0].data() + parts[0].size(), e.weight);
+    const auto dash = parts[2].find('-');
+    size_t first = 0, last = 0;
+    if (wec != std::errc() || wend != parts[0].data() + parts[0].size() || !(e.weight > 0) || e.weight > 1e9 ||
+        dash == std::string::npos) {
+      return bad();
+    }
+    const std::string a = parts[2].substr(0, dash), b = parts[2].substr(dash + 1);
+    const auto [aend, aec] = std::from_chars(a.data(), a.data() + a.size(), first);
+    const auto [bend, bec] = std::from_chars(b.data(), b.data() + b.size(), last);
+    if (aec != std::errc() || aend != a.data() + a.size() || bec != std::errc() || bend != b.data() + b.size() ||
+        last <= first || last > jobs) {
+      return invalidArgument(fmt::format("{}: {}'s jobs {} are not a range of the trace's 0-{}", what, e.name,
+                                         parts[2], jobs));
+    }
+    for (size_t m = first; m < last; ++m) {
+      if (of[m] >= 0) {
+        return invalidArgument(fmt::format("{}: job {} is in both {} and {}", what, m,
+                                           (*entities)[static_cast<size_t>(of[m])].name, e.name));
+      }
+      of[m] = static_cast<int>(entities->size());
+    }
+    entities->push_back(std::move(e));
+  }
+  if (entities->empty()) return invalidArgument(fmt::format("{}: no entities", what));
+  return of;
+}
+
 double effectiveThroughput(const JobDemand& job, const std::vector<double>& x) {
   double sum = 0;
   for (size_t j = 0; j < x.size() && j < job.throughput.size(); ++j) sum += job.throughput[j] * x[j];

@@ -24,6 +24,7 @@ struct JobDemand {
   double elapsed = 0;               // finish-time fairness: seconds since it arrived
   double isolated_elapsed = 0;      //   … and what they would have been on 1/n of the cluster
   double slo_left = -1;             // seconds until its deadline (SLO); < 0: none
+  int entity = -1;                  // hierarchical: its entity in Problem::entities; -1: none
   std::vector<double> throughput;   // steps/s per worker type; 0: it cannot run there
 };
 
@@ -32,6 +33,14 @@ struct Problem {
   std::vector<JobDemand> jobs;      // in arrival order (FIFO)
   std::vector<double> price;        // USD per hour of one worker of each type; empty: none given
   double budget = -1;               // USD for the jobs' remaining steps (min_makespan_budget); < 0: none
+  // hierarchical: the entities sharing the cluster by weight, each sharing
+  // its part among its jobs by fairness (by their weights) or FIFO.
+  struct Entity {
+    std::string name;
+    double weight = 1;
+    bool fifo = false;
+  };
+  std::vector<Entity> entities;
 };
 
 // "v100=3.06,k80=0.9": USD per worker-hour for each of `types`, every one.
@@ -48,6 +57,13 @@ struct Allocation {
 
 // "v100=4,p100=4,k80=4" (counts 1 to 100,000; names as in the throughputs).
 Result<std::vector<WorkerType>> parseCluster(const std::string& text, const std::string& what);
+
+// "product=2:fairness:0-10,research=1:fifo:10-20": entities, each with its
+// weight, its policy inside (fairness or fifo) and the jobs it holds (trace
+// indices FIRST-LAST, LAST not included). Returns each of `jobs`' entity
+// (-1: none) and fills `entities`.
+Result<std::vector<int>> parseEntities(const std::string& text, size_t jobs, std::vector<Problem::Entity>* entities,
+                                       const std::string& what);
 
 // Σ_type throughput·X: steps per second averaged over the allocation's time.
 double effectiveThroughput(const JobDemand& job, const std::vector<double>& x);

@@ -61,6 +61,7 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
     if (changed) {
       problem.types = types;
       problem.price = o.price;
+      problem.entities = o.entities;
       problem.budget = o.budget < 0 ? -1 : o.budget - r.cost;
       problem.jobs.clear();
       for (size_t m : active) {
@@ -69,6 +70,7 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
         d.elapsed = now - trace[m].arrival;
         // A deadline already missed constrains nothing more.
         d.slo_left = r.jobs[m].deadline > now ? r.jobs[m].deadline - now : -1;
+        d.entity = m < o.entity_of.size() ? o.entity_of[m] : -1;
         problem.jobs.push_back(d);
       }
       for (size_t k = 0; k < active.size(); ++k) {

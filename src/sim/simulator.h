@@ -26,6 +26,8 @@ struct SimOptions {
   int measure_first = 0, measure_last = -1;
   std::vector<double> price;      // USD per worker-hour of each type (cost policies; the bill); empty: none
   double budget = -1;             // USD for the whole trace (min_makespan_budget); < 0: none
+  std::vector<sched::Problem::Entity> entities;  // hierarchical
+  std::vector<int> entity_of;     // each trace job's entity (sched::parseEntities)
 };
 
 struct SimJob {

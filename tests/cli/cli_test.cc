@@ -306,6 +306,16 @@ TEST_F(Cli, AllocateAsWritten) {
     EXPECT_EQ(r.code, 0) << policy << ": " << r.err;
   }
   expectError(with({"--policy", "sjf"}), "unknown policy \"sjf\"; known: max_min_fairness");
+  // Entities for the hierarchical policy.
+  r = run(with({"--policy", "hierarchical", "--entities", "team=2:fairness:0-2,solo=1:fifo:2-3", "--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  expectError(with({"--policy", "hierarchical"}), "policy hierarchical needs entities (--entities");
+  expectError(with({"--policy", "hierarchical", "--entities", "team=2:fairness:0-2"}),
+              "job 2 (Transformer (batch size 128)) belongs to no entity");
+  expectError(with({"--policy", "hierarchical", "--entities", "team=2:lottery:0-3"}), "\"team=2:lottery:0-3\" is not");
+  expectError(with({"--policy", "hierarchical", "--entities", "a=1:fifo:0-2,b=1:fifo:1-3"}),
+              "job 1 is in both a and b");
+  expectError(with({"--policy", "hierarchical", "--entities", "a=1:fifo:0-9"}), "a's jobs 0-9 are not a range");
   // The cost policies: prices per worker-hour, a budget.
   r = run(with({"--policy", "min_cost", "--prices", "v100=3.06,k80=0.9", "--json"}));
   ASSERT_EQ(r.code, 0) << r.err;

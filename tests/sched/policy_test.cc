@@ -136,6 +136,8 @@ TEST(Policies, RandomProblemsAreValidAndAwareBeatsAgnosticByItsOwnMeasure) {
     Problem p = problem(types, t, steps, scale);
     p.price = {3.0, 1.5, 0.5};
     p.budget = 1e9;
+    p.entities = {{"a", 2, false}, {"b", 1, true}};
+    for (size_t m = 0; m < p.jobs.size(); ++m) p.jobs[m].entity = static_cast<int>(m % 2);
     for (const PolicyInfo& info : policyList()) expectValid(p, allocate(info.name, p), info.name);
     // Max-min: the aware allocation's least normalised share is at least the agnostic one's.
     auto least = [&](const Allocation& a) {
@@ -149,6 +151,13 @@ TEST(Policies, RandomProblemsAreValidAndAwareBeatsAgnosticByItsOwnMeasure) {
     };
     const Allocation fair = allocate("max_min_fairness", p);
     EXPECT_NEAR(least(fair), fair.objective, 1e-6 * std::max(1.0, fair.objective));
+    // Water filling starts from that optimum and only makes jobs faster.
+    const Allocation filled = allocate("max_min_fairness_water_filling", p);
+    for (size_t m = 0; m < p.jobs.size(); ++m) {
+      EXPECT_GE(effectiveThroughput(p.jobs[m], filled.x[m]) * p.jobs[m].scale_factor /
+                    effectiveThroughput(p.jobs[m], equalShare(p)),
+                fair.objective * (1 - 1e-5));
+    }
     EXPECT_GE(least(fair), least(allocate("max_min_fairness_agnostic", p)) - 1e-6);
     auto makespan = [&](const Allocation& a) {
       double last = 0;
@@ -204,6 +213,29 @@ TEST(Policies, CostSlosAndBudgets) {
   broke = (*makePolicy("min_cost"))->allocate(one);
   ASSERT_FALSE(broke.ok());
   EXPECT_NE(broke.status().message().find("needs a price per worker type (--prices"), std::string::npos);
+}
+
+// §5.4.3's example: four identical jobs, job 0 weighing 3, on four identical
+// GPUs. The first iteration gives job 0 a whole GPU and the others a third;
+// job 0 is the bottleneck; the second gives the others whole GPUs.
+TEST(Policies, WaterFillingAsTheThesisWalksIt) {
+  Problem p = problem({{"gpu", 4}}, {{10}, {10}, {10}, {10}});
+  p.jobs[0].weight = 3;
+  const Allocation a = allocate("max_min_fairness_water_filling", p);
+  for (size_t m = 0; m < 4; ++m) EXPECT_NEAR(a.x[m][0], 1, 1e-5) << m;
+  // Hierarchical on two GPUs: product (weight 2, fairness: jobs 0, 1) and
+  // research (weight 1, FIFO: jobs 2, 3): 2/3 of a GPU to each of jobs 0, 1
+  // and 2 (product 4/3, research 2/3), none to job 3 until job 2 is done.
+  p = problem({{"gpu", 2}}, {{10}, {10}, {10}, {10}});
+  p.entities = {{"product", 2, false}, {"research", 1, true}};
+  for (size_t m = 0; m < 4; ++m) p.jobs[m].entity = m < 2 ? 0 : 1;
+  const Allocation h = allocate("hierarchical", p);
+  for (size_t m = 0; m < 3; ++m) EXPECT_NEAR(h.x[m][0], 2.0 / 3, 1e-5) << m;
+  EXPECT_NEAR(h.x[3][0], 0, 1e-5);
+  p.entities.clear();
+  auto none = (*makePolicy("hierarchical"))->allocate(p);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("needs entities (--entities"), std::string::npos);
 }
 
 TEST(Policies, UnknownPoliciesAndJobsThatCannotRunAreNamed) {

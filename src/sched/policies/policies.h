@@ -36,6 +36,14 @@ class MinCost : public Policy {
  private:
   bool slo_;
 };
+class WaterFilling : public Policy {
+ public:
+  explicit WaterFilling(bool hierarchical) : hierarchical_(hierarchical) {}
+  Result<Allocation> allocate(const Problem& problem) const override;
+
+ private:
+  bool hierarchical_;
+};
 class MinMakespanBudget : public Policy {
  public:
   Result<Allocation> allocate(const Problem& problem) const override;

@@ -36,6 +36,10 @@ const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
       {"max_min_fairness", "the least weighted share: throughput / throughput on equal time everywhere",
        [] { return std::make_unique<MaxMinFairness>(); }},
+      {"max_min_fairness_water_filling", "the least normalised share, then each job as fast as the others allow",
+       [] { return std::make_unique<WaterFilling>(false); }},
+      {"hierarchical", "the least normalised share: entities by weight, fairness or FIFO inside (--entities)",
+       [] { return std::make_unique<WaterFilling>(true); }},
       {"finish_time_fairness", "the largest ρ: finish time against that on 1/n of the cluster",
        [] { return std::make_unique<FinishTimeFairness>(); }},
       {"min_makespan", "seconds until the last job finishes", [] { return std::make_unique<MinMakespan>(); }},
