@@ -19,7 +19,7 @@ namespace {
 
 struct SimulateArgs {
   std::string trace, throughputs, cluster, policy = "max_min_fairness", round = "6min", measure, write_trace, prices,
-      entities;
+      entities, preemption = "0s";
   double budget = -1;
   int generate = 0;
   double rate = 0;
@@ -32,6 +32,10 @@ Status runSimulate(const SimulateArgs& a) {
   sim::SimOptions o;
   HZ_ASSIGN_OR_RETURN(o.round, parseSeconds(a.round, "--round"));
   if (!(o.round >= 1 && o.round <= 86400)) return invalidArgument("--round must be from 1 s to 24 h");
+  HZ_ASSIGN_OR_RETURN(o.preemption, parseSeconds(a.preemption, "--preemption-cost"));
+  if (!(o.preemption >= 0 && o.preemption < o.round)) {
+    return invalidArgument("--preemption-cost must be from 0 s to less than a round (--round)");
+  }
   if (!a.prices.empty()) {
     HZ_ASSIGN_OR_RETURN(o.price, sched::parsePrices(a.prices, types, "--prices"));
   }
@@ -169,6 +173,9 @@ void addSimulateCommand(CLI::App& app, Status* status) {
   cmd->add_option("--policy", args->policy, "A policy (hydrozoa allocate --help lists them), or all")
       ->capture_default_str();
   cmd->add_option("--round", args->round, "Length of a scheduling round")->capture_default_str();
+  cmd->add_option("--preemption-cost", args->preemption,
+                  "Time a job loses of a round it resumes in on another type (restoring its checkpoint)")
+      ->capture_default_str();
   cmd->add_option("--prices", args->prices, "USD per worker-hour of each type (cost policies, and the cost column)");
   cmd->add_option("--budget", args->budget, "USD for the whole trace (min_makespan_budget)");
   cmd->add_option("--entities", args->entities,

@@ -14,6 +14,9 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
                            const sched::Throughputs& throughputs, const sched::Policy& policy,
                            const SimOptions& o) {
   if (!(o.round > 0)) return invalidArgument("the round must be longer than 0 s");
+  if (!(o.preemption >= 0 && o.preemption < o.round)) {
+    return invalidArgument("a preemption must cost from 0 s to less than a round");
+  }
   if (o.measure_first < 0 || (o.measure_last >= 0 && (o.measure_last <= o.measure_first ||
                                                        o.measure_last > static_cast<int>(trace.size())))) {
     return invalidArgument(fmt::format("the jobs measured, {} to {}, are not a range of the trace's 0 to {}",
@@ -28,6 +31,7 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
   SimResult r;
   r.jobs.resize(trace.size());
   std::vector<double> done(trace.size(), 0.0);
+  std::vector<int> lastType(trace.size(), -1);  // each job's type in the round before; -1: it did not run
   for (size_t m = 0; m < trace.size(); ++m) {
     r.jobs[m].arrival = trace[m].arrival;
     if (all.jobs[m].slo_left >= 0) r.jobs[m].deadline = trace[m].arrival + all.jobs[m].slo_left;
@@ -93,20 +97,23 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
       const size_t m = active[k];
       const int j = placed[k];
       if (j < 0) {
+        lastType[m] = -1;
         still.push_back(m);
         continue;
       }
       const double rate = problem.jobs[k].throughput[static_cast<size_t>(j)];
       const double left = trace[m].total_steps - done[m];
-      const Seconds ran = std::min(o.round, left / rate);
+      const Seconds lost = j == lastType[m] ? 0 : o.preemption;
+      lastType[m] = j;
+      const Seconds ran = std::min(o.round - lost, left / rate);
       done[m] += rate * ran;
-      busy += ran * trace[m].scale_factor;
-      if (!o.price.empty()) r.cost += ran * trace[m].scale_factor * o.price[static_cast<size_t>(j)] / 3600;
+      busy += (lost + ran) * trace[m].scale_factor;
+      if (!o.price.empty()) r.cost += (lost + ran) * trace[m].scale_factor * o.price[static_cast<size_t>(j)] / 3600;
       r.jobs[m].rounds += 1;
-      mechanism.record(static_cast<int>(k), j, ran);
+      mechanism.record(static_cast<int>(k), j, lost + ran);
       problem.jobs[k].steps_remaining = trace[m].total_steps - done[m];
-      if (ran < o.round || done[m] >= trace[m].total_steps * (1 - 1e-12)) {
-        r.jobs[m].finish = now + ran;
+      if (lost + ran < o.round || done[m] >= trace[m].total_steps * (1 - 1e-12)) {
+        r.jobs[m].finish = now + lost + ran;
         changed = true;
       } else {
         still.push_back(m);

@@ -20,6 +20,11 @@ namespace hydrozoa::sim {
 struct SimOptions {
   Seconds round = 360;            // Gavel: 6 minutes
   Seconds max_time = 1e9;         // virtual seconds before giving up
+  // What a job loses of a round it starts on another type than in the round
+  // before (or after not running): restoring its checkpoint (Gavel's
+  // mechanism preempts and resumes through checkpoints). Its workers are
+  // busy, and billed, meanwhile.
+  Seconds preemption = 0;
   // The jobs the average completion time is over, by trace index: all, or
   // [measure_first, measure_last) (steady state: Gavel measures jobs 4000
   // to 5000 of a longer trace).

@@ -384,6 +384,9 @@ TEST_F(Cli, SimulateAsWritten) {
   expectError(with({"--measure", "1-9"}), "the jobs measured, 1 to 9, are not a range of the trace's 0 to 3");
   expectError(with({"--policy", "lottery"}), "unknown policy \"lottery\"");
   expectError(with({"--round", "0s"}), "--round must be from 1 s to 24 h");
+  r = run(with({"--preemption-cost", "30s", "--policy", "shortest_job_first"}));
+  EXPECT_EQ(r.code, 0) << r.err;
+  expectError(with({"--preemption-cost", "10min"}), "--preemption-cost must be from 0 s to less than a round");
   expectError({"simulate", "--trace", "none.trace", "--throughputs", ex + "throughputs.json", "--cluster", "v100=1"},
               "none.trace");
 }

@@ -103,11 +103,15 @@ TEST(Policies, MakespanFifoAndFinishTimeFairnessOnHandCheckedCases) {
   for (size_t m = 0; m < 2; ++m) {
     EXPECT_LE(p.jobs[m].steps_remaining / effectiveThroughput(p.jobs[m], a.x[m]), a.objective * (1 + 1e-6));
   }
-  // FIFO: the first job gets the one worker.
-  p = problem({{"v100", 1}}, {{10}, {10}});
+  // FIFO: the first job gets the one worker; shortest first, the shorter.
+  p = problem({{"v100", 1}}, {{10}, {10}}, {5000, 1000});
   a = allocate("fifo", p);
   EXPECT_NEAR(a.x[0][0], 1, 1e-6);
   EXPECT_NEAR(a.x[1][0], 0, 1e-6);
+  a = allocate("shortest_job_first", p);
+  EXPECT_NEAR(a.x[0][0], 0, 1e-6);
+  EXPECT_NEAR(a.x[1][0], 1, 1e-6);
+  p = problem({{"v100", 1}}, {{10}, {10}});
   // Finish-time fairness: two equal jobs on one worker finish as on half of it (ρ = 1).
   a = allocate("finish_time_fairness", p);
   EXPECT_NEAR(a.objective, 1, 1e-5);

@@ -69,6 +69,26 @@ TEST(Simulator, TwoEqualJobsOnOneWorkerTakeTurnsByRound) {
   EXPECT_DOUBLE_EQ(f.jobs[1].finish, 600);
 }
 
+// A preemption costs its seconds of the round it resumes in: once for a
+// job alone (its first round), every round for two jobs taking turns.
+TEST(Simulator, PreemptionsCostTheirTime) {
+  auto policy = sched::makePolicy("max_min_fairness");
+  SimOptions o;
+  o.round = 100;
+  o.preemption = 50;
+  auto alone = simulate({job("R", 10000)}, {{"v100", 1}}, throughputs(), **policy, o);
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  EXPECT_DOUBLE_EQ(alone->jobs[0].finish, 300);  // 250 s of work, 50 s restoring
+  // 4,000 steps each, 50 s of work a round: 2 rounds each, alternating: the
+  // first ends with round 2 (at 300 s), the second with round 3 (400 s).
+  auto turns = simulate({job("R", 4000), job("R", 4000)}, {{"v100", 1}}, throughputs(), **policy, o);
+  ASSERT_TRUE(turns.ok()) << turns.status().message();
+  EXPECT_DOUBLE_EQ(turns->jobs[0].finish, 300);
+  EXPECT_DOUBLE_EQ(turns->jobs[1].finish, 400);
+  o.preemption = 100;
+  EXPECT_FALSE(simulate({job("R", 1)}, {{"v100", 1}}, throughputs(), **policy, o).ok());
+}
+
 TEST(Simulator, RoundsRealiseTheAllocationsProportions) {
   // Weighted 1 : 3 on one worker over 40 rounds: 10 and 30 rounds.
   sched::Problem p;

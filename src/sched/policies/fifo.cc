@@ -1,7 +1,11 @@
 // FIFO (Gavel §5.4.2): jobs in arrival order, each on the fastest types
-// free: maximise Σ_m throughput(m, X) / T_m,fastest · (M − m). Objective:
-// that sum.
+// free: maximise Σ_m throughput(m, X) / T_m,fastest · (M − rank_m), rank_m
+// the job's place in arrival order. Shortest job first is the same with
+// jobs ranked by the time they have left on their fastest type (shortest
+// first: the thesis's "minimise the time of the shortest job", kept linear).
+// Objective: that sum.
 #include <algorithm>
+#include <numeric>
 
 #include "sched/policies/policies.h"
 
@@ -10,10 +14,19 @@ namespace hydrozoa::sched {
 Result<Allocation> Fifo::allocate(const Problem& p) const {
   HZ_RETURN_IF_ERROR(checkProblem(p));
   const double jobs = static_cast<double>(p.jobs.size());
+  auto fastest = [&](size_t m) { return *std::max_element(p.jobs[m].throughput.begin(), p.jobs[m].throughput.end()); };
+  std::vector<size_t> order(p.jobs.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (shortest_) {
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return p.jobs[a].steps_remaining / fastest(a) < p.jobs[b].steps_remaining / fastest(b);
+    });
+  }
+  std::vector<double> rank(p.jobs.size());
+  for (size_t r = 0; r < order.size(); ++r) rank[order[r]] = static_cast<double>(r);
   AllocationLp lp(p, [&](int m, int j) {
-    const JobDemand& job = p.jobs[static_cast<size_t>(m)];
-    const double fastest = *std::max_element(job.throughput.begin(), job.throughput.end());
-    return -job.throughput[static_cast<size_t>(j)] / fastest * (jobs - m);
+    const size_t k = static_cast<size_t>(m);
+    return -p.jobs[k].throughput[static_cast<size_t>(j)] / fastest(k) * (jobs - rank[k]);
   });
   HZ_ASSIGN_OR_RETURN(const plan::Milp::Solution s, lp.lp().solve());
   return Allocation{lp.allocation(s), -s.objective};

@@ -26,7 +26,11 @@ class FinishTimeFairness : public Policy {
 };
 class Fifo : public Policy {
  public:
+  explicit Fifo(bool shortestFirst = false) : shortest_(shortestFirst) {}
   Result<Allocation> allocate(const Problem& problem) const override;
+
+ private:
+  bool shortest_;
 };
 class MinCost : public Policy {
  public:

@@ -46,6 +46,8 @@ const std::vector<Entry>& registry() {
       {"max_total_throughput", "Σ throughput / throughput on the job's fastest type",
        [] { return std::make_unique<MaxTotalThroughput>(); }},
       {"fifo", "Σ throughput / fastest · (jobs − arrival index)", [] { return std::make_unique<Fifo>(); }},
+      {"shortest_job_first", "Σ throughput / fastest · (jobs − rank by time left)",
+       [] { return std::make_unique<Fifo>(true); }},
       {"min_cost", "Σ time · throughput per dollar against the job's most cost-efficient type",
        [] { return std::make_unique<MinCost>(false); }},
       {"min_cost_slo", "the same, every job's SLO met", [] { return std::make_unique<MinCost>(true); }},
