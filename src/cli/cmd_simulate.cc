@@ -42,13 +42,10 @@ Status runSimulate(const SimulateArgs& a) {
   o.budget = a.budget;
   std::vector<std::string> names;
   if (a.policy == "all") {
-    // Those the inputs allow: the cost policies with --prices, the budget one with --budget.
+    // Those the inputs allow, and not the slow ones.
     for (const auto& p : sched::policyList()) {
-      const bool cost = p.name.rfind("min_cost", 0) == 0 || p.name.rfind("min_makespan_budget", 0) == 0;
-      const bool budget = p.name.rfind("min_makespan_budget", 0) == 0;
-      const bool entities = p.name.rfind("hierarchical", 0) == 0;
-      const bool slow = p.name.find("water_filling") != std::string::npos;  // an LP per job per iteration
-      if ((cost && o.price.empty()) || (budget && !(o.budget > 0)) || (entities && a.entities.empty()) || slow) {
+      if ((p.prices && o.price.empty()) || (p.budget && !(o.budget > 0)) || (p.entities && a.entities.empty()) ||
+          p.slow) {
         continue;
       }
       names.push_back(p.name);

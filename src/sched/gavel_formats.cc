@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <sstream>
@@ -148,7 +147,7 @@ Result<Problem> problemOf(const std::vector<TraceJob>& jobs, const std::vector<W
       d.throughput.push_back(throughputs.isolated(t.name, d.type, d.scale_factor).value_or(0));
     }
     // The SLO: that many times the job's duration on its fastest type.
-    const double fastest = *std::max_element(d.throughput.begin(), d.throughput.end());
+    const double fastest = fastestThroughput(d);
     if (jobs[m].slo > 0 && fastest > 0) d.slo_left = jobs[m].slo * jobs[m].total_steps / fastest;
     p.jobs.push_back(std::move(d));
   }

@@ -28,9 +28,14 @@ class Policy {
 
 struct PolicyInfo {
   std::string name, objective;
+  // What it needs beyond throughputs: Problem::price, ::budget, ::entities;
+  // slow: left out of `simulate --policy all` (water filling without
+  // entities: an LP per job per iteration, long simulations take minutes).
+  bool prices = false, budget = false, entities = false, slow = false;
 };
 
-// Every policy's name and what its objective value is, aware then agnostic.
+// Every policy's name, what its objective value is and what it needs,
+// aware then agnostic.
 std::vector<PolicyInfo> policyList();
 Result<std::unique_ptr<Policy>> makePolicy(const std::string& name);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <set>
@@ -109,6 +110,10 @@ double effectiveThroughput(const JobDemand& job, const std::vector<double>& x) {
   double sum = 0;
   for (size_t j = 0; j < x.size() && j < job.throughput.size(); ++j) sum += job.throughput[j] * x[j];
   return sum;
+}
+
+double fastestThroughput(const JobDemand& job) {
+  return job.throughput.empty() ? 0 : *std::max_element(job.throughput.begin(), job.throughput.end());
 }
 
 Status checkProblem(const Problem& p) {

@@ -67,6 +67,8 @@ Result<std::vector<int>> parseEntities(const std::string& text, size_t jobs, std
 
 // Σ_type throughput·X: steps per second averaged over the allocation's time.
 double effectiveThroughput(const JobDemand& job, const std::vector<double>& x);
+// Steps/s on its fastest type (0 with no throughputs).
+double fastestThroughput(const JobDemand& job);
 
 // Every job has a throughput per type, no job needs more workers than a
 // type it can run on has, some type can run it; counts positive.

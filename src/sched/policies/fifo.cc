@@ -14,7 +14,7 @@ namespace hydrozoa::sched {
 Result<Allocation> Fifo::allocate(const Problem& p) const {
   HZ_RETURN_IF_ERROR(checkProblem(p));
   const double jobs = static_cast<double>(p.jobs.size());
-  auto fastest = [&](size_t m) { return *std::max_element(p.jobs[m].throughput.begin(), p.jobs[m].throughput.end()); };
+  auto fastest = [&](size_t m) { return fastestThroughput(p.jobs[m]); };
   std::vector<size_t> order(p.jobs.size());
   std::iota(order.begin(), order.end(), 0);
   if (shortest_) {

@@ -5,7 +5,6 @@
 // (ρ·D_m − t_m), with D_m the denominator, linear; the least feasible ρ is
 // found by bisection over those feasibility LPs, to a relative 1e-6.
 // Objective: that ρ (1: as fast as on 1/n of the cluster; below: faster).
-#include <algorithm>
 #include <cmath>
 
 #include "sched/policies/policies.h"
@@ -25,7 +24,7 @@ Result<std::optional<Allocation>> within(const Problem& p, const std::vector<dou
     // throughput(m, X) ≥ needed, divided by it (rows of like scale: steps
     // and rates span orders of magnitude); past the job's fastest type, no.
     const double needed = job.steps_remaining / left;
-    if (needed > *std::max_element(job.throughput.begin(), job.throughput.end())) return std::optional<Allocation>();
+    if (needed > fastestThroughput(job)) return std::optional<Allocation>();
     lp.lp().addConstraint(lp.throughput(static_cast<int>(m), 1.0 / needed), plan::Milp::kAtLeast, 1);
   }
   auto s = lp.lp().solve();

@@ -37,7 +37,7 @@ Result<Allocation> MinCost::allocate(const Problem& p) const {
     for (size_t m = 0; m < p.jobs.size(); ++m) {
       const JobDemand& job = p.jobs[m];
       if (job.slo_left < 0 || !(job.steps_remaining > 0)) continue;
-      const double fastest = *std::max_element(job.throughput.begin(), job.throughput.end());
+      const double fastest = fastestThroughput(job);
       const double needed = job.slo_left > 0 ? job.steps_remaining / job.slo_left : 1e300;
       if (needed > fastest) {
         return infeasible(fmt::format("job {} ({}) cannot meet its SLO: {:.0f} steps left in {:.0f} s need {:.3g} "

@@ -27,31 +27,39 @@ class Agnostic : public Policy {
 };
 
 struct Entry {
-  const char* name;
-  const char* objective;
+  PolicyInfo info;
   std::function<std::unique_ptr<Policy>()> make;
 };
 
+PolicyInfo needs(const char* name, const char* objective, bool prices = false, bool budget = false,
+                 bool entities = false, bool slow = false) {
+  return {name, objective, prices, budget, entities, slow};
+}
+
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
-      {"max_min_fairness", "the least weighted share: throughput / throughput on equal time everywhere",
+      {needs("max_min_fairness", "the least weighted share: throughput / throughput on equal time everywhere"),
        [] { return std::make_unique<MaxMinFairness>(); }},
-      {"max_min_fairness_water_filling", "the least normalised share, then each job as fast as the others allow",
+      {needs("max_min_fairness_water_filling", "the least normalised share, then each job as fast as the others allow",
+             false, false, false, /*slow=*/true),
        [] { return std::make_unique<WaterFilling>(false); }},
-      {"hierarchical", "the least normalised share: entities by weight, fairness or FIFO inside (--entities)",
+      {needs("hierarchical", "the least normalised share: entities by weight, fairness or FIFO inside (--entities)",
+             false, false, /*entities=*/true),
        [] { return std::make_unique<WaterFilling>(true); }},
-      {"finish_time_fairness", "the largest ρ: finish time against that on 1/n of the cluster",
+      {needs("finish_time_fairness", "the largest ρ: finish time against that on 1/n of the cluster"),
        [] { return std::make_unique<FinishTimeFairness>(); }},
-      {"min_makespan", "seconds until the last job finishes", [] { return std::make_unique<MinMakespan>(); }},
-      {"max_total_throughput", "Σ throughput / throughput on the job's fastest type",
+      {needs("min_makespan", "seconds until the last job finishes"), [] { return std::make_unique<MinMakespan>(); }},
+      {needs("max_total_throughput", "Σ throughput / throughput on the job's fastest type"),
        [] { return std::make_unique<MaxTotalThroughput>(); }},
-      {"fifo", "Σ throughput / fastest · (jobs − arrival index)", [] { return std::make_unique<Fifo>(); }},
-      {"shortest_job_first", "Σ throughput / fastest · (jobs − rank by time left)",
+      {needs("fifo", "Σ throughput / fastest · (jobs − arrival index)"), [] { return std::make_unique<Fifo>(); }},
+      {needs("shortest_job_first", "Σ throughput / fastest · (jobs − rank by time left)"),
        [] { return std::make_unique<Fifo>(true); }},
-      {"min_cost", "Σ time · throughput per dollar against the job's most cost-efficient type",
+      {needs("min_cost", "Σ time · throughput per dollar against the job's most cost-efficient type", /*prices=*/true),
        [] { return std::make_unique<MinCost>(false); }},
-      {"min_cost_slo", "the same, every job's SLO met", [] { return std::make_unique<MinCost>(true); }},
-      {"min_makespan_budget", "seconds until the last job finishes, its cost within --budget",
+      {needs("min_cost_slo", "the same, every job's SLO met", /*prices=*/true),
+       [] { return std::make_unique<MinCost>(true); }},
+      {needs("min_makespan_budget", "seconds until the last job finishes, its cost within --budget", /*prices=*/true,
+             /*budget=*/true),
        [] { return std::make_unique<MinMakespanBudget>(); }},
   };
   return entries;
@@ -61,8 +69,12 @@ const std::vector<Entry>& registry() {
 
 std::vector<PolicyInfo> policyList() {
   std::vector<PolicyInfo> out;
-  for (const Entry& e : registry()) out.push_back({e.name, e.objective});
-  for (const Entry& e : registry()) out.push_back({std::string(e.name) + "_agnostic", e.objective});
+  for (const Entry& e : registry()) out.push_back(e.info);
+  for (const Entry& e : registry()) {
+    PolicyInfo agnostic = e.info;
+    agnostic.name += "_agnostic";
+    out.push_back(agnostic);
+  }
   return out;
 }
 
@@ -71,7 +83,7 @@ Result<std::unique_ptr<Policy>> makePolicy(const std::string& name) {
   const bool agnostic = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
   const std::string base = agnostic ? name.substr(0, name.size() - suffix.size()) : name;
   for (const Entry& e : registry()) {
-    if (base != e.name) continue;
+    if (base != e.info.name) continue;
     std::unique_ptr<Policy> p = e.make();
     if (agnostic) return std::unique_ptr<Policy>(std::make_unique<Agnostic>(std::move(p)));
     return p;
