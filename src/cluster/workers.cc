@@ -166,11 +166,12 @@ Status Job::makeLauncher() {
   context.slurm = spec_.slurm;
   // The catalog the plan names, from where the job has it: a file given as
   // cluster.platform is that file, not the built-in catalog of its name.
-  const std::string platform = [&] {
-    if (plan_.platform.empty()) return spec_.platform;
-    auto own = plan::loadCatalog(spec_.platform);
-    return own.ok() && own->name == plan_.platform ? spec_.platform : plan_.platform;
-  }();
+  std::string platform = spec_.platform;
+  auto catalog = plan::loadCatalog(platform);
+  if (!plan_.platform.empty() && !(catalog.ok() && catalog->name == plan_.platform)) {
+    platform = plan_.platform;
+    catalog = plan::loadCatalog(platform);
+  }
   context.platform = platform;
   context.max_duration = spec_.function_timeout;
   for (std::size_t i = 0; i < gen_.stages.size(); ++i) {
@@ -183,7 +184,7 @@ Status Job::makeLauncher() {
   // Functions: a fee per invocation too.
   BillingUnit unit = BillingUnit::kSecond;
   Usd fee = 0;
-  if (auto catalog = plan::loadCatalog(platform); catalog.ok()) {
+  if (catalog.ok()) {
     if (auto u = parseBillingUnit(catalog->billing, catalog->name); u.ok()) unit = *u;
     if (kind == "function") fee = catalog->request_fee;
     if (kind == "function" && !spec_.start_delay && !catalog->cold_start.empty()) {

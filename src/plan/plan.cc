@@ -52,15 +52,20 @@ std::string PlanAlternative::strategy() const {
   return strategyText(data_parallel, pipeline_stages, stage_replicas);
 }
 
-Plan makePlan(const SearchResult& result, const profile::Profile& profile, const SearchOptions& o,
-              const std::string& platform) {
-  const Candidate& c = result.best();
+Plan planOfProfile(const profile::Profile& profile) {
   Plan p;
   p.model = profile.model;
   p.model_options = profile.options;
   p.profile_source = profile.source;
   p.device = profile.device;
   for (const auto& l : profile.layers) p.layer_names.push_back(l.name);
+  return p;
+}
+
+Plan makePlan(const SearchResult& result, const profile::Profile& profile, const SearchOptions& o,
+              const std::string& platform) {
+  const Candidate& c = result.best();
+  Plan p = planOfProfile(profile);
   p.data_parallel = c.data_parallel;
   p.pipeline_stages = c.stages;
   p.microbatch_size = c.microbatch_size;

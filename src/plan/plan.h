@@ -122,6 +122,10 @@ struct Plan {
 // replica · stages + stage.
 int workerRank(const std::vector<int>& replicas, int stage, int replica);
 
+// A plan of `profile`'s model: its name, options, device, the profile's
+// source and its layers' names; the strategy is the caller's to fill.
+Plan planOfProfile(const profile::Profile& profile);
+
 // Builds the plan from a search result.
 Plan makePlan(const SearchResult& result, const profile::Profile& profile, const SearchOptions& options,
               const std::string& platform);

@@ -216,12 +216,7 @@ Result<Plan> funcPipePlan(const FuncPipePoint& point, const profile::Profile& pr
   const profile::Measurement* m = prof.at(point.microbatch_size);
   HZ_CHECK(m != nullptr);
   const int d = point.config.data_parallel;
-  Plan p;
-  p.model = prof.model;
-  p.model_options = prof.options;
-  p.device = prof.device;
-  p.profile_source = prof.source;
-  for (const auto& layer : prof.layers) p.layer_names.push_back(layer.name);
+  Plan p = planOfProfile(prof);
   p.data_parallel = d;
   p.pipeline_stages = static_cast<int>(point.stages.size());
   p.microbatch_size = point.microbatch_size;
