@@ -10,11 +10,14 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cluster/coordinator.h"
+#include "cluster/job_handle.h"
 #include "cluster/job_spec.h"
 #include "core/units.h"
 #include "plan/cost/schedules.h"
@@ -53,13 +56,18 @@ extern "C" void onBrokenPipe(int) {
 
 extern "C" void onCheckpoint(int) { gCheckpoint.fetch_add(1); }
 
+// SIGUSR2: a preemption (the cluster scheduler's, docs/cluster.md): a clean
+// stop as for Ctrl-C, the summary's status "preempted".
+std::atomic<int> gPreempt{0};
+extern "C" void onPreempt(int) { gPreempt.fetch_add(1); }
+
 struct TrainArgs {
   std::string job, resume, out, plan, profile, worker_binary;
   std::string data_parallel, stages, microbatches, microbatch_size, max_steps, epochs, seed, workers, global_batch;
   std::string channel, channel_password_file, channel_sync, platform, function_timeout;
   std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
   std::string scaling, min_replicas, max_replicas, every_epochs;
-  std::string partition, account, slurm_args, coordinator_host, schedule, chunks;
+  std::string partition, account, slurm_args, coordinator_host, schedule, chunks, events;
   bool no_progress = false, replan = false, refresh_profile = false, recompute = false;
 };
 
@@ -170,16 +178,35 @@ Status runTrain(const TrainArgs& a) {
   o.executable = a.worker_binary;
   o.progress = !a.no_progress;
   o.refresh_profile = a.refresh_profile;
-  o.interrupt = &gInterrupt;
-  o.checkpoint_request = &gCheckpoint;
+  std::unique_ptr<std::ofstream> events;
+  if (!a.events.empty()) {
+    events = std::make_unique<std::ofstream>(a.events, std::ios::app);
+    if (!*events) return invalidArgument(fmt::format("--events: cannot write {}", a.events));
+  }
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, onInterrupt);
   std::signal(SIGPIPE, onBrokenPipe);
   std::signal(SIGUSR1, onCheckpoint);
-  auto result = cluster::runTraining(o);
+  std::signal(SIGUSR2, onPreempt);
+  // The job runs on its handle's thread; this one passes the signals on
+  // and writes the events (--events: one JSON object a line, flushed).
+  auto job = cluster::JobHandle::start(std::move(o));
+  int interrupts = 0, checkpointRequests = 0;
+  while (!job->ended()) {
+    if (auto e = job->nextEvent(0.05); e && events) *events << e->dump() << std::endl;
+    for (; interrupts < gInterrupt.load(); ++interrupts) job->stop(/*now=*/interrupts >= 1);
+    for (; checkpointRequests < gCheckpoint.load(); ++checkpointRequests) job->checkpoint();
+    if (gPreempt.load() > 0) job->preempt();
+  }
+  const Result<cluster::TrainResult>& result = job->wait();
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
   std::signal(SIGPIPE, SIG_IGN);  // what is printed below may go to a closed pipe
   if (!result.ok()) return result.status();
   const std::string& dir = result->run_dir;
+  if (result->preempted) {
+    std::cerr << "Preempted: the workers stopped cleanly and checkpointed; resume with: hydrozoa train --resume "
+              << dir << "\n";
+    return Status(ErrorCode::kUnavailable, "preempted");
+  }
   if (result->interrupted) {
     std::cerr << "Interrupted: the workers stopped cleanly and checkpointed; resume with: hydrozoa train --resume "
               << dir << "\n";
@@ -224,7 +251,8 @@ void addTrainCommand(CLI::App& app, Status* status) {
       "  hydrozoa train examples/fashion_mnist_cnn.yaml --launcher slurm --partition gpu --slurm-args "
       "\"--time=1:00:00\"\n"
       "Ctrl-C stops every worker after the same step and checkpoints it (resume with --resume);\n"
-      "kill -USR1 $(jq .pid RUN/coordinator.json) checkpoints a running job.\n");
+      "kill -USR1 $(jq .pid RUN/coordinator.json) checkpoints a running job; kill -USR2 preempts it (a clean stop,\n"
+      "status \"preempted\").\n");
   cmd->add_option("job", a->job, "Job spec (YAML), see docs/train.md");
   cmd->add_option("--resume", a->resume, "Continue the run in this directory from its latest checkpoint");
   cmd->add_option("--out", a->out, "Run directory (default: runs/<name>-<time>)");
@@ -290,6 +318,9 @@ void addTrainCommand(CLI::App& app, Status* status) {
                   "Lost workers to recover from per run (default 3); 0 stops the job on the first loss");
   cmd->add_option("--worker-binary", a->worker_binary, "Run workers from this hydrozoa binary");
   cmd->add_flag("--no-progress", a->no_progress, "No live progress line");
+  cmd->add_option("--events", a->events,
+                  "Append the job's events to this file as they happen, one JSON object a line (steps, epochs, "
+                  "checkpoints, lost workers, scaling, the end; docs/train.md)");
   cmd->add_flag("--refresh-profile", a->refresh_profile, "Profile the model again instead of using the cached profile");
   cmd->callback([a, status] { *status = runTrain(*a); });
 }

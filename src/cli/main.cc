@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   hydrozoa::cli::addCleanupCommand(app, &status);
   hydrozoa::cli::addAllocateCommand(app, &status);
   hydrozoa::cli::addSimulateCommand(app, &status);
+  hydrozoa::cli::addClusterCommands(app, &status);
   hydrozoa::cli::addNetprobeWorkerCommand(app, &status);
   hydrozoa::cli::addWorkerCommand(app, &status);
 
@@ -74,7 +75,7 @@ int main(int argc, char** argv) {
     return 70;
   }
   if (!status.ok()) {
-    if (status.message() == "interrupted") return 130;  // said already, resumable
+    if (status.message() == "interrupted" || status.message() == "preempted") return 130;  // said already, resumable
     std::fprintf(stderr, "hydrozoa: error: %s\n", status.message().c_str());
     return 1;
   }

@@ -143,6 +143,7 @@ Status Job::waitFor(const char* what, const std::function<bool(const WorkerState
     }
     if (o_.interrupt && o_.interrupt->load()) {
       interrupted_ = true;
+      preempted_ = o_.preempt_request && o_.preempt_request->load();
       return failure("interrupted while starting the workers");
     }
     if (since(t0) > spec_.start_timeout) {
@@ -238,11 +239,11 @@ void Job::handle(int rank, const Json& m) {
     if (e.reports == (stageReplicas_.empty() ? A_ : stageReplicas_.back()) && e.count > 0) {
       finalTestLoss_ = e.loss_sum / e.count;
       finalAccuracy_ = e.correct / e.count;
-      (void)run_.appendMetrics({{"t", priorSeconds_ + since(trainingStart_)},
-                                {"epoch", epoch + 1},
-                                {"test_loss", finalTestLoss_},
-                                {"test_accuracy", finalAccuracy_},
-                                {"cost_usd", cost()}});
+      report({{"t", priorSeconds_ + since(trainingStart_)},
+              {"epoch", epoch + 1},
+              {"test_loss", finalTestLoss_},
+              {"test_accuracy", finalAccuracy_},
+              {"cost_usd", cost()}});
       lastEvalSeconds_ = since(lastStepAt_);
       lastEpochSeconds_ = now() - epochStartedAt_;
       epochStartedAt_ = now();
@@ -277,6 +278,7 @@ void Job::handle(int rank, const Json& m) {
       } else {
         progress_.note(fmt::format("checkpoint at step {} in {}", step, run_.checkpointsDir()));
         auto latest = run_.latestCheckpoint();
+        emit({{"event", "checkpoint"}, {"step", step}, {"dir", latest.ok() && *latest ? (*latest)->dir : ""}});
         if (channel_ && latest.ok() && *latest) channel_->keepState(step, (*latest)->dir);
       }
       finalized_ = step;
@@ -326,6 +328,15 @@ Status Job::watch() {
     control_->send(from(w.id), {{"type", "go"}});
     w.last_seen = Clock::now();
   }
+  emit({{"event", "running"},
+        {"generation", generation_},
+        {"step", resumeStep_},
+        {"stop_step", stopStep_},
+        {"total_steps", totalSteps_},
+        {"replicas", A_},
+        {"stages", B_},
+        {"workers", W_},
+        {"launcher", launcher_->name()}});
   Clock::time_point stopSent{};
   for (;;) {
     if (std::all_of(workers_.begin(), workers_.end(), [](const WorkerState& w) { return w.done; })) return Status();
@@ -376,8 +387,10 @@ Status Job::watch() {
     if (o_.interrupt && o_.interrupt->load() && !stopping_) {
       // Every worker stops after the same step and checkpoints it.
       stopping_ = interrupted_ = true;
+      preempted_ = o_.preempt_request && o_.preempt_request->load();
       const std::int64_t at = std::max(resumeStep_ + 1, agreedStep());
-      progress_.note(fmt::format("Stopping: the workers finish step {}, checkpoint it and exit...", at));
+      progress_.note(fmt::format("{}: the workers finish step {}, checkpoint it and exit...",
+                                 preempted_ ? "Preempted" : "Stopping", at));
       for (const auto& w : workers_) {
         control_->send(from(w.id), {{"type", "stop"}, {"at_step", at}, {"checkpoint", true}});
       }
@@ -391,12 +404,7 @@ Status Job::watch() {
     if (stopping_ && std::chrono::duration<double>(Clock::now() - stopSent).count() > 60) {
       return failure("the workers did not stop within 60 s of being asked; they were killed");
     }
-    if (o_.checkpoint_request && o_.checkpoint_request->load() > 0) {
-      const_cast<std::atomic<int>*>(o_.checkpoint_request)->store(0);
-      const std::int64_t at = agreedStep();
-      progress_.note(fmt::format("Checkpoint requested: after step {}", at + 1));
-      for (const auto& w : workers_) control_->send(from(w.id), {{"type", "checkpoint"}, {"step", at}});
-    }
+    takeRequests();
   }
 }
 
@@ -489,9 +497,9 @@ Result<TrainResult> Job::run() {
     finish("failed", s.message());
     return s;
   }
-  if (interrupted_) {
-    finish("interrupted", "stopped by the user");
-    return TrainResult{run_.root(), true};
+  if (interrupted_ && reached_ < stopStep_) {
+    finish(preempted_ ? "preempted" : "interrupted", preempted_ ? "preempted by its handle" : "stopped by the user");
+    return TrainResult{run_.root(), true, preempted_};
   }
   if (reached_ < totalSteps_) {
     // Stopped by --max-steps (or training.max_steps): resumable, not done.

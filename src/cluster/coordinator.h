@@ -19,10 +19,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
 #include "cluster/job_spec.h"
+#include "core/files.h"
 #include "core/status.h"
 
 namespace hydrozoa::cluster {
@@ -37,14 +39,23 @@ struct TrainOptions {
   std::optional<std::int64_t> stop_after;
   bool progress = true;     // the live progress line
   bool refresh_profile = false;  // profile the model again even when a cached profile matches
-  // Set asynchronously (signal handlers): stop cleanly / checkpoint now.
+  // Set asynchronously (signal handlers, a job's handle: cluster/job_handle.h):
+  // stop cleanly (1) or at once (2) / checkpoint now / the stop is a
+  // preemption (summary status "preempted") / replicas from the next epoch
+  // boundary on (taken: set back to 0).
   const std::atomic<int>* interrupt = nullptr;
-  const std::atomic<int>* checkpoint_request = nullptr;
+  std::atomic<int>* checkpoint_request = nullptr;
+  const std::atomic<bool>* preempt_request = nullptr;
+  std::atomic<int>* resize_request = nullptr;
+  // Each event of the job, as it happens (NOTE [A job's events], job_handle.h).
+  // Called on the job's thread; must not block.
+  std::function<void(const Json&)> on_event;
 };
 
 struct TrainResult {
   std::string run_dir;
-  bool interrupted = false;  // stopped by Ctrl-C, resumable
+  bool interrupted = false;  // stopped by Ctrl-C or preempted, resumable
+  bool preempted = false;    // stopped by its handle's preempt()
 };
 
 // Runs the job. An error names what failed (a worker and how it ended, a

@@ -145,6 +145,14 @@ class Job {
   // when none came.
   bool receiveOne(int timeoutMs);
   void onStepComplete(std::int64_t step, const StepAccount& a);
+  // A line of metrics.jsonl, also passed on as an event (NOTE [A job's
+  // events], cluster/job_handle.h); emit(): an event alone.
+  void report(Json line);
+  void emit(Json event) const;
+  // Requests from the job's handle, taken in watch(): a resize (NOTE
+  // [Resizing from the handle]) and a preemption.
+  void takeRequests();
+  void issueResize();
   // Dollars so far: each worker is billed while it runs (ledger_).
   double cost() const { return priorCost_ + ledger_.cost(now()); }
   double now() const { return launched_ == Clock::time_point{} ? 0 : since(launched_); }
@@ -207,7 +215,9 @@ class Job {
   double finalAccuracy_ = -1, finalTestLoss_ = -1;
   double priorSeconds_ = 0, priorCost_ = 0, priorSamples_ = 0;
   double stepTime_ = 0;  // wall time spent in this run's steps (evaluations and checkpoints excluded)
-  bool stopping_ = false, interrupted_ = false;
+  bool stopping_ = false, interrupted_ = false, preempted_ = false;
+  int resizeTo_ = 0;            // replicas asked for by the handle, from the next epoch boundary; 0: none
+  bool resizeIssued_ = false;   // this generation's workers were told where to stop for it
   // The functions near their time limit save and end at a step; the next
   // generation continues it (NOTE [Functions' time limit]).
   bool reinvoking_ = false;

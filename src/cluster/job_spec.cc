@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include <cmath>
 #include <random>
 #include <set>
@@ -523,6 +525,17 @@ Json jobSpecToJson(const JobSpec& s) {
             {"checkpoint_every_epochs", s.checkpoint_every_epochs},
             {"checkpoint_dir", s.checkpoint_dir},
             {"trace_steps", s.trace_steps}}}};
+}
+
+void makePathsAbsolute(JobSpec* spec, bool modelIsFile) {
+  auto absolute = [](std::string* path) {
+    if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
+  };
+  if (modelIsFile) absolute(&spec->model);
+  absolute(&spec->data_path);
+  absolute(&spec->plan_file);
+  absolute(&spec->profile_file);
+  absolute(&spec->checkpoint_dir);
 }
 
 }  // namespace hydrozoa::cluster

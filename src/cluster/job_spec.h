@@ -140,6 +140,12 @@ Result<JobSpec> loadJobSpec(const std::string& path);
 // The resolved spec, every key present.
 Json jobSpecToJson(const JobSpec& spec);
 
+// The files the spec names (its data, plan, profile, checkpoint directory
+// and, when `modelIsFile`, its TorchScript model) as absolute paths from the
+// working directory, so that the spec works from anywhere (a resumed run,
+// the cluster scheduler's job processes).
+void makePathsAbsolute(JobSpec* spec, bool modelIsFile);
+
 // Checks the values (positive sizes, known names) and that pins agree with
 // the workers; parse functions call it, callers that change a spec do too.
 Status validateJobSpec(const JobSpec& spec, const std::string& origin);

@@ -118,12 +118,12 @@ Status Job::recover() {
   const double lostAt = now();
   const std::int64_t reachedBefore = reached_;
   progress_.note(fmt::format("Lost {}; recovering ({} of at most {})", why, recoveries_, spec_.max_recoveries));
-  (void)run_.appendMetrics({{"t", tLost},
-                            {"event", "worker_lost"},
-                            {"generation", generation_},
-                            {"worker", loss.worker},
-                            {"why", why},
-                            {"steps_completed", reachedBefore}});
+  report({{"t", tLost},
+          {"event", "worker_lost"},
+          {"generation", generation_},
+          {"worker", loss.worker},
+          {"why", why},
+          {"steps_completed", reachedBefore}});
 
   // What the survivors hold.
   halted_.clear();
@@ -200,13 +200,13 @@ Status Job::recover() {
     const double full = static_cast<double>(sampler_->stepSamples(epochs_.stepInEpoch(step)));
     samples_ += full;
     stepSamples_[step] = full;
-    (void)run_.appendMetrics({{"t", tLost},
-                              {"epoch", a.epoch + 1},
-                              {"step", step + 1},
-                              {"loss", a.loss * full / a.samples},
-                              {"partial", true},
-                              {"workers", W_},
-                              {"cost_usd", cost()}});
+    report({{"t", tLost},
+            {"epoch", a.epoch + 1},
+            {"step", step + 1},
+            {"loss", a.loss * full / a.samples},
+            {"partial", true},
+            {"workers", W_},
+            {"cost_usd", cost()}});
   }
   reached_ = resumeStep_ = maxStarted_ = restore;
   if (Status s = useGenerationPlan(restore); !s.ok()) return failure(s.message());
@@ -229,6 +229,7 @@ Status Job::recover() {
   // The next generation.
   ++generation_;
   reinvoking_ = false;  // a stop for fresh invocations that a loss overtook
+  resizeIssued_ = false;  // a resize asked for is told to the new generation (takeRequests())
   store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
   if (channel_) channel_->clearGeneration(generation_ - 1);
   training_ = false;

@@ -2,6 +2,7 @@
 // against the plan's predictions, and the summary at the end
 // (coordinator_job.h).
 #include "cluster/coordinator_job.h"
+#include "cluster/coordinator.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -71,7 +72,7 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
     Json& e = events_.back();
     e["seconds_to_training"] = this->now() - recoveringSince_;
     recoveringSince_ = -1;
-    (void)run_.appendMetrics(e);
+    report(e);
     progress_.note(fmt::format("Training again {} after the loss ({} steps to redo)",
                                formatSeconds(e["seconds_to_training"].get<double>()), e["lost_steps"].get<std::int64_t>()));
   }
@@ -79,7 +80,7 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
     Json& e = scalingEvents_.back();
     e["seconds_to_training"] = this->now() - scalingSince_;
     scalingSince_ = -1;
-    (void)run_.appendMetrics(e);
+    report(e);
   }
   lastLoss_ = a.loss;
   // Reports can arrive in bursts (more busy workers than cores: measured, a
@@ -96,13 +97,13 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
   checkPrediction(span);
   if (a.iteration > 0) bubbles_.push_back(std::max(0.0, 1.0 - a.compute_replica0 / (B_ * a.iteration)));
   recordStageTimes(a);
-  (void)run_.appendMetrics({{"t", priorSeconds_ + since(trainingStart_)},
-                            {"epoch", a.epoch + 1},
-                            {"step", step + 1},
-                            {"loss", a.loss},
-                            {"samples_per_s", rate},
-                            {"workers", W_},
-                            {"cost_usd", cost()}});
+  report({{"t", priorSeconds_ + since(trainingStart_)},
+          {"epoch", a.epoch + 1},
+          {"step", step + 1},
+          {"loss", a.loss},
+          {"samples_per_s", rate},
+          {"workers", W_},
+          {"cost_usd", cost()}});
   ProgressState p;
   p.epoch = a.epoch + 1;
   p.epochs = epochs_.epochOf(std::max<std::int64_t>(0, totalSteps_ - 1)) + 1;
@@ -113,6 +114,17 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
   p.elapsed = since(trainingStart_);
   p.cost = cost();
   progress_.update(p);
+}
+
+void Job::report(Json line) {
+  (void)run_.appendMetrics(line);
+  if (!o_.on_event) return;
+  if (!line.contains("event")) line["event"] = line.contains("test_accuracy") ? "epoch" : "step";
+  o_.on_event(line);
+}
+
+void Job::emit(Json event) const {
+  if (o_.on_event) o_.on_event(event);
 }
 
 void Job::finish(const std::string& status, const std::string& reason) {
@@ -211,6 +223,13 @@ void Job::finish(const std::string& status, const std::string& reason) {
                           {"keys_left", channel_->keysLeft()}};
   }
   if (Status s = run_.writeJson("summary.json", summary); !s.ok()) spdlog::error("{}", s.message());
+  emit({{"event", "finished"},
+        {"status", status},
+        {"reason", reason},
+        {"step", reached_},
+        {"total_steps", totalSteps_},
+        {"cost_usd", total},
+        {"run_dir", run_.root()}});
 }
 
 }  // namespace hydrozoa::cluster::coordinator

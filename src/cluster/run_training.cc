@@ -49,14 +49,7 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
   if (!resuming) {
     // The run directory's job.yaml must work from anywhere (--resume from
     // another directory): files the spec names are kept as absolute paths.
-    auto absolute = [](std::string* path) {
-      if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
-    };
-    if (model::isTorchScriptPath(spec.model)) absolute(&spec.model);
-    absolute(&spec.data_path);
-    absolute(&spec.plan_file);
-    absolute(&spec.profile_file);
-    absolute(&spec.checkpoint_dir);
+    makePathsAbsolute(&spec, model::isTorchScriptPath(spec.model));
   }
   std::optional<RunDir> run;
   if (resuming) {

@@ -2,12 +2,14 @@
 // scaling schedule, each generation's plan, pre-starting, a rule's decision,
 // and the change itself (coordinator_job.h).
 #include "cluster/coordinator_job.h"
+#include "cluster/coordinator.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 namespace hydrozoa::cluster::coordinator {
 
@@ -128,8 +130,8 @@ std::int64_t Job::generationStop() const {
 }
 
 void Job::maybePrestart() {
-  if (!next_.empty() || genStop_ >= stopStep_ || policy_->usesMetrics() || stopping_ || stepSeconds_.size() < 3 ||
-      !launcher_->overlapsGenerations()) {
+  if (!next_.empty() || genStop_ >= stopStep_ || policy_->usesMetrics() || stopping_ || resizeTo_ > 0 ||
+      stepSeconds_.size() < 3 || !launcher_->overlapsGenerations()) {
     return;
   }
   // When is the boundary? The steps left at the recent pace, then the
@@ -179,6 +181,11 @@ void Job::maybePrestart() {
 }
 
 ScalingDecision Job::decideNow() {
+  if (resizeTo_ > 0) {
+    const int replicas = std::exchange(resizeTo_, 0);
+    return {replicas, epochs_.atStep(reached_).lr_factor, "resized by its handle",
+            spec_.scaling.replan && replicas != A_};
+  }
   ScalingInputs in;
   in.epoch = epochs_.epochOf(reached_) + 1;
   in.step = reached_;
@@ -210,9 +217,12 @@ Status Job::rescale() {
   retire(workers_, 5.0);  // they have said done; released, no longer billed
   const bool reinvoked = reinvoking_;
   reinvoking_ = false;
-  if (policy_->usesMetrics() && !reinvoked) {
+  resizeIssued_ = false;
+  const bool resized = resizeTo_ > 0 && !reinvoked;
+  if ((policy_->usesMetrics() || resized) && !reinvoked) {
     const ScalingDecision d = decided_ ? *decided_ : decideNow();
     decided_.reset();
+    if (resized) epochs_.truncateAfter(epoch - 1);  // what the policy laid out for later epochs
     if (d.replicas != A_) {
       Json plan;
       if (d.replan) {
@@ -275,7 +285,7 @@ Status Job::rescale() {
                         {"step", reached_},
                         {"workers", W_}};
     reinvocations_.push_back(event);
-    (void)run_.appendMetrics(event);
+    report(event);
     return Status();
   }
   const std::string why = seg.why.empty() ? spec_.scaling.policy : seg.why;
@@ -313,6 +323,57 @@ Status Job::rescale() {
                                 : fmt::format("the pre-started workers were ready {} before the boundary",
                                               formatSeconds(ready->get<double>()))));
   return Status();
+}
+
+// NOTE [Resizing from the handle]
+// A job's handle may ask for A' replicas (JobHandle::resize). Replicas change
+// at epoch boundaries only (the sampler deals each epoch over its replicas),
+// so the workers are told to stop at the first epoch start they have not
+// begun, checkpointing there after the epoch's evaluation, and rescale()
+// starts a generation of A' replicas from it, as for a policy's change (the
+// per-replica batch stays; the learning-rate factor stays). The change
+// replaces what the policy laid out for the later epochs; a rule still
+// decides at the later boundaries (its workers hold at every epoch end, and
+// decideNow() takes the resize at the next). A resize asked for while the
+// job ends before the next epoch has nothing to change.
+void Job::takeRequests() {
+  if (o_.checkpoint_request && o_.checkpoint_request->load() > 0) {
+    o_.checkpoint_request->store(0);
+    const std::int64_t at = agreedStep();
+    progress_.note(fmt::format("Checkpoint requested: after step {}", at + 1));
+    for (const auto& w : workers_) control_->send(from(w.id), {{"type", "checkpoint"}, {"step", at}});
+  }
+  if (o_.resize_request) {
+    if (const int replicas = o_.resize_request->exchange(0); replicas > 0) {
+      resizeTo_ = replicas;
+      resizeIssued_ = false;
+    }
+  }
+  if (resizeTo_ > 0 && !resizeIssued_ && !stopping_ && !reinvoking_) issueResize();
+}
+
+void Job::issueResize() {
+  resizeIssued_ = true;
+  if (policy_->usesMetrics()) {
+    progress_.note(fmt::format("{} replicas from the next epoch's end on (asked by the job's handle)", resizeTo_));
+    return;
+  }
+  const std::int64_t at = std::max(resumeStep_ + 1, agreedStep());
+  const std::int64_t epoch = epochs_.epochOf(at);
+  const std::int64_t boundary = epochs_.epochStart(epoch) == at ? at : epochs_.epochStart(epoch + 1);
+  if (boundary >= stopStep_) {
+    progress_.note(fmt::format("Not resizing to {} replicas: this run stops at step {}, before the next epoch",
+                               resizeTo_, stopStep_));
+    resizeTo_ = 0;
+    return;
+  }
+  progress_.note(fmt::format("Resizing to {} replicas at the epoch boundary at step {} (asked by the job's handle)",
+                             resizeTo_, boundary));
+  if (boundary >= genStop_) return;  // this generation ends there anyway; rescale() takes the resize
+  genStop_ = boundary;
+  for (const auto& w : workers_) {
+    control_->send(from(w.id), {{"type", "stop"}, {"at_step", boundary}, {"checkpoint", true}});
+  }
 }
 
 // Positive: the new workers were running (and billed) this long before the

@@ -16,7 +16,7 @@ void RoundMechanism::record(int job, int type, Seconds seconds) {
   time_.at(static_cast<size_t>(job)).at(static_cast<size_t>(type)) += seconds;
 }
 
-std::vector<int> RoundMechanism::place(const Problem& p, const Allocation& a) {
+std::vector<int> RoundMechanism::place(const Problem& p, const Allocation& a, const std::vector<int>& previous) {
   const size_t types = p.types.size();
   std::vector<double> typeTime(types, 0.0);
   for (const auto& row : time_) {
@@ -25,6 +25,7 @@ std::vector<int> RoundMechanism::place(const Problem& p, const Allocation& a) {
   struct Pair {
     double priority, share;
     int job, type;
+    bool moves;  // not where the job ran the round before
   };
   std::vector<Pair> pairs;
   for (size_t m = 0; m < p.jobs.size(); ++m) {
@@ -33,12 +34,14 @@ std::vector<int> RoundMechanism::place(const Problem& p, const Allocation& a) {
       if (!(x > 1e-9)) continue;
       const double t = m < time_.size() ? time_[m][j] : 0.0;
       const double f = typeTime[j] > 0 ? t / typeTime[j] : 0.0;
+      const bool stays = m < previous.size() && previous[m] == static_cast<int>(j);
       pairs.push_back({f > 0 ? x / f : std::numeric_limits<double>::infinity(), x, static_cast<int>(m),
-                       static_cast<int>(j)});
+                       static_cast<int>(j), !stays});
     }
   }
   std::sort(pairs.begin(), pairs.end(), [](const Pair& l, const Pair& r) {
-    return std::make_tuple(-l.priority, -l.share, l.job, l.type) < std::make_tuple(-r.priority, -r.share, r.job, r.type);
+    return std::make_tuple(-l.priority, -l.share, l.moves, l.job, l.type) <
+           std::make_tuple(-r.priority, -r.share, r.moves, r.job, r.type);
   });
   std::vector<int> placed(p.jobs.size(), -1);
   std::vector<int> free;

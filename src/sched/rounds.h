@@ -3,7 +3,8 @@
 // on type j since X was last decided; f[m][j] = t[m][j] / Σ_m' t[m'][j] is
 // its share of that type's time, and priority X[m][j] / f[m][j] (infinite
 // for a share not yet received). Each round, (job, type) pairs are taken in
-// decreasing priority (ties: the larger X, then the earlier job); a pair is
+// decreasing priority (ties: the larger X, then where the job ran the round
+// before, so that it keeps its workers, then the earlier job); a pair is
 // placed when the job is not placed yet and the type has as many free
 // workers as the job needs. A job that did not run gains priority, one that
 // ran loses it, so over rounds each job's time tends to X.
@@ -23,7 +24,8 @@ class RoundMechanism {
   // Each job's type for the next round (-1: it waits). A capped allocation
   // gets, per type, the workers Σ_m X·scale asks for, the fractions carried
   // from round to round.
-  std::vector<int> place(const Problem& problem, const Allocation& allocation);
+  // `previous`: each job's type in the round before (-1: none), or empty.
+  std::vector<int> place(const Problem& problem, const Allocation& allocation, const std::vector<int>& previous = {});
   // Job `job` ran `seconds` on `type`.
   void record(int job, int type, Seconds seconds);
 

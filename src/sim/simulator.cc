@@ -91,7 +91,9 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
       ++r.allocations;
       changed = false;
     }
-    const std::vector<int> placed = mechanism.place(problem, allocation);
+    std::vector<int> previous;
+    for (size_t m : active) previous.push_back(lastType[m]);
+    const std::vector<int> placed = mechanism.place(problem, allocation, previous);
     std::vector<size_t> still;
     for (size_t k = 0; k < active.size(); ++k) {
       const size_t m = active[k];

@@ -79,12 +79,15 @@ TEST(Simulator, PreemptionsCostTheirTime) {
   auto alone = simulate({job("R", 10000)}, {{"v100", 1}}, throughputs(), **policy, o);
   ASSERT_TRUE(alone.ok()) << alone.status().message();
   EXPECT_DOUBLE_EQ(alone->jobs[0].finish, 300);  // 250 s of work, 50 s restoring
-  // 4,000 steps each, 50 s of work a round: 2 rounds each, alternating: the
-  // first ends with round 2 (at 300 s), the second with round 3 (400 s).
+  // 4,000 steps each (100 s of work), 50 s of work in a round after a
+  // restore. Round 1: the first job; round 2: the second (not run yet); round
+  // 3: equal priorities, and the second keeps its worker (no restore: Gavel's
+  // preference for where a job ran), ending 50 s in (250 s); round 4: the
+  // first again, restored, ends at 400 s.
   auto turns = simulate({job("R", 4000), job("R", 4000)}, {{"v100", 1}}, throughputs(), **policy, o);
   ASSERT_TRUE(turns.ok()) << turns.status().message();
-  EXPECT_DOUBLE_EQ(turns->jobs[0].finish, 300);
-  EXPECT_DOUBLE_EQ(turns->jobs[1].finish, 400);
+  EXPECT_DOUBLE_EQ(turns->jobs[0].finish, 400);
+  EXPECT_DOUBLE_EQ(turns->jobs[1].finish, 250);
   o.preemption = 100;
   EXPECT_FALSE(simulate({job("R", 1)}, {{"v100", 1}}, throughputs(), **policy, o).ok());
 }
@@ -113,6 +116,23 @@ TEST(Simulator, RoundsRealiseTheAllocationsProportions) {
   }
   EXPECT_EQ(rounds[0], 10);
   EXPECT_EQ(rounds[1], 30);
+}
+
+// Gavel's mechanism prefers keeping a job where it ran: of pairs with the
+// same priority and share, the one on the job's previous type is placed.
+TEST(RoundMechanism, TiesKeepAJobWhereItRan) {
+  sched::Problem p;
+  p.types = {{"v100", 1}, {"k80", 1}};
+  sched::JobDemand d;
+  d.type = "R";
+  d.throughput = {40, 10};
+  p.jobs.push_back(d);
+  const sched::Allocation a{{{0.5, 0.5}}, 0};
+  sched::RoundMechanism mech;
+  mech.reset(1, 2);
+  EXPECT_EQ(mech.place(p, a), std::vector<int>{0});  // no history: the first type
+  EXPECT_EQ(mech.place(p, a, {1}), std::vector<int>{1});
+  EXPECT_EQ(mech.place(p, a, {0}), std::vector<int>{0});
 }
 
 TEST(Simulator, HeterogeneityAwarePoliciesBeatTheirAgnosticForms) {

@@ -208,6 +208,10 @@ Result<std::string> Worker::fetchCheckpoint() {
 }
 
 void Worker::checkpoint(std::int64_t globalStep) {
+  // A stop at an epoch's start that the epoch's own checkpoint already saved
+  // (every replica skips alike: synchronizeBuffers() is collective).
+  if (globalStep == savedStep_) return;
+  savedStep_ = globalStep;
   synchronizeBuffers();
   if (role_.replica != 0) return;  // replicas hold identical parameters and optimizer state
   auto dir = checkpointDir(globalStep);

@@ -225,6 +225,7 @@ class Worker {
   std::atomic<std::int64_t> stopAt_{-1};        // stop before this global step (all workers alike)
   std::atomic<std::int64_t> continueAt_{-1};    // go on past the epoch end at this global step
   std::atomic<bool> stopCheckpoint_{false};     // and checkpoint there first
+  std::int64_t savedStep_ = -1;                 // the last step checkpoint() saved (compute thread)
   bool stopRequested_ = false;
 };
 

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Issue 13 §5: the scheduler service on this machine's pool and the simulator
+# on the same small trace agree on the jobs' completion times.
+#
+#  1. Each job type's steps/s alone on each worker type (hydrozoa train
+#     --max-steps on that type's containers) -> throughputs.json in Gavel's
+#     format; and what a resume costs (a run's wall time past its steps).
+#  2. The trace run for real: `hydrozoa cluster serve` on the pool, each job
+#     submitted at its arrival time, until every one has completed; each
+#     job's JCT = completion - submission (state.json).
+#  3. The same trace in `hydrozoa simulate` with the measured throughputs, the
+#     same policy and round, the measured resume cost as --preemption-cost.
+#
+# The pool's CPU quotas add up to 1.5 cores, so that jobs running at once on
+# this 2-core machine do not slow each other (the simulator assumes they do
+# not). Needs containers (root, iproute2, cgroups); about 10 minutes.
+#
+#   bench/cluster_vs_sim_bench.sh [ROUND_SECONDS=10] [POLICY=max_min_fairness]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+hz=$(pwd)/build/hydrozoa
+round=${1:-10}
+policy=${2:-max_min_fairness}
+work=$(mktemp -d /tmp/hz-cluster-vs-sim.XXXXXX)
+server=""
+cleanup() {
+  [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cd "$work"
+
+# The pool: two container sizes.
+cat > cluster.yaml <<EOF
+name: bench-pool
+policy: $policy
+round: ${round}s
+worker_types:
+  - {name: fast, count: 2, launcher: container, cpu_limit: 0.5, price: 0.4}
+  - {name: slow, count: 2, launcher: container, cpu_limit: 0.25, price: 0.1}
+EOF
+declare -A flags=([fast]="--launcher container --cpu-limit 0.5" [slow]="--launcher container --cpu-limit 0.25")
+
+# Two job types of 2 workers (2 replicas), synthetic data, no evaluation.
+spec() {  # type steps seed
+  local model
+  case $1 in
+    mlp) model="{name: mlp, options: {hidden: 256, depth: 4}}" ;;
+    cnn) model="{name: cnn, options: {width: 0.25}}" ;;
+  esac
+  cat <<EOF
+name: $1-$3
+model: $model
+data: {dataset: synthetic, synthetic_train: $(($2 * 32)), synthetic_test: 32}
+training: {epochs: 1, global_batch: 32, seed: $3, eval: false, optimizer: {name: sgd, lr: 0.01}}
+cluster: {workers: 2}
+plan: {data_parallel: 2, stages: 1}
+EOF
+}
+steps_per_s() {  # run dir -> steps/s of its steps (evaluations and checkpoints excluded)
+  python3 -c "import json; s = json.load(open('$1/summary.json')); print(s['throughput_samples_per_s'] / 32)"
+}
+
+echo "1. each job type alone on each worker type (200 steps)"
+echo '{}' > throughputs.json
+restart=0
+for type in mlp cnn; do
+  spec $type 400 1 > measure-$type.yaml
+  for wt in fast slow; do
+    # shellcheck disable=SC2086
+    $hz train measure-$type.yaml --out m-$type-$wt --max-steps 200 --no-progress ${flags[$wt]} > /dev/null 2>&1
+    rate=$(steps_per_s m-$type-$wt)
+    python3 - "$wt" "$type" "$rate" <<'EOF'
+import json, sys
+t = json.load(open("throughputs.json"))
+t.setdefault(sys.argv[1], {})[f"('{sys.argv[2]}', 2)"] = {"null": float(sys.argv[3])}
+json.dump(t, open("throughputs.json", "w"), indent=1)
+EOF
+    printf '   %-4s on %-4s %7.1f steps/s\n' "$type" "$wt" "$rate"
+  done
+  # What a resume costs: the wall time of 100 more steps past the steps' own time.
+  t0=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  $hz train --resume m-$type-fast --max-steps 300 --no-progress ${flags[fast]} > /dev/null 2>&1
+  t1=$(date +%s.%N)
+  cost=$(python3 -c "print(max(0.0, $t1 - $t0 - 100 / $(steps_per_s m-$type-fast)))")
+  restart=$(python3 -c "print(max($restart, $cost))")
+done
+printf '   a resume costs %.1f s (the slower type of job, on fast)\n' "$restart"
+
+# The trace: six jobs, about a minute each alone on fast, arriving over 80 s.
+# type steps arrival
+trace_jobs=("mlp 0 0" "cnn 0 5" "mlp 0 15" "cnn 0 30" "mlp 0 50" "cnn 0 80")
+: > trace.txt
+i=0
+for j in "${trace_jobs[@]}"; do
+  read -r type _ arrival <<< "$j"
+  rate=$(python3 -c "import json; print(json.load(open('throughputs.json'))['fast'][\"('$type', 2)\"]['null'])")
+  steps=$(python3 -c "print(int(60 * $rate))")
+  i=$((i + 1))
+  spec $type "$steps" $i > job-$i.yaml
+  printf '%s\t-\t-\t-\tFalse\t%s\t2\t1\t-1\t%s\n' "$type" "$steps" "$arrival" >> trace.txt
+done
+
+echo "2. the trace on the pool ($policy, rounds of ${round} s)"
+$hz cluster serve --config cluster.yaml --state state > serve.log 2>&1 &
+server=$!
+for _ in $(seq 100); do [ -f state/service.json ] && break; sleep 0.1; done
+start=$(date +%s.%N)
+i=0
+for j in "${trace_jobs[@]}"; do
+  read -r type _ arrival <<< "$j"
+  i=$((i + 1))
+  sleep "$(python3 -c "print(max(0.0, $start + $arrival - $(date +%s.%N)))")"
+  $hz submit job-$i.yaml --cluster state > /dev/null
+done
+until python3 -c "
+import json, sys
+s = json.load(open('state/state.json'))
+sys.exit(0 if len(s['jobs']) == 6 and all(j['status'] in ('completed', 'failed') for j in s['jobs']) else 1)"; do
+  sleep 2
+done
+kill "$server"; wait "$server" 2>/dev/null || true; server=""
+
+echo "3. the same trace in the simulator"
+$hz simulate --trace trace.txt --throughputs throughputs.json --cluster fast=2,slow=2 --policy "$policy" \
+  --round "${round}s" --preemption-cost "${restart}s" --json > sim.json
+python3 - <<'EOF'
+import json
+state = json.load(open("state/state.json"))
+sim = json.load(open("sim.json"))
+real = {j["id"]: j for j in state["jobs"]}
+failed = [j["id"] for j in state["jobs"] if j["status"] != "completed"]
+if failed:
+    raise SystemExit(f"jobs {failed} did not complete: see their logs")
+print(f"{'job':>4} {'type':>5} {'JCT real':>9} {'JCT sim':>9} {'starts':>7} {'preempted':>10}")
+rj, sj = [], []
+for i, s in enumerate(sim["jobs"]):
+    r = real[i + 1]
+    rj.append(r["finished"] - r["submitted"])
+    sj.append(s["finish"] - s["arrival"])
+    print(f"{i + 1:>4} {r['name'].split('-')[0]:>5} {rj[-1]:8.1f}s {sj[-1]:8.1f}s {r['starts']:>7} {r['preemptions']:>10}")
+a, b = sum(rj) / len(rj), sum(sj) / len(sj)
+print(f"average JCT: real {a:.1f} s, simulated {b:.1f} s: the simulator is {100 * (b / a - 1):+.1f}% off")
+EOF

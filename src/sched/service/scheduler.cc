@@ -1,0 +1,624 @@
+#include "sched/service/scheduler.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "cluster/job_spec.h"
+#include "sched/problem.h"
+
+namespace hydrozoa::sched {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool holdsWorkers(const std::string& status) {
+  return status == "starting" || status == "running" || status == "preempting";
+}
+
+bool ended(const std::string& status) {
+  return status == "completed" || status == "failed" || status == "cancelled" || status == "stopped";
+}
+
+Json jobToJson(const ServiceJob& j) {
+  return {{"id", j.id},
+          {"name", j.name},
+          {"weight", j.weight},
+          {"slo_hours", j.slo_hours},
+          {"budget", j.budget},
+          {"status", j.status},
+          {"reason", j.reason},
+          {"scale", j.scale},
+          {"submitted", j.submitted},
+          {"finished", j.finished},
+          {"type", j.type},
+          {"target", j.target},
+          {"cancel", j.cancel},
+          {"over_budget", j.over_budget},
+          {"steps", j.steps},
+          {"total_steps", j.total_steps},
+          {"accuracy", j.accuracy},
+          {"rounds", j.rounds},
+          {"starts", j.starts},
+          {"preemptions", j.preemptions},
+          {"lease_extensions", j.lease_extensions},
+          {"cost", j.cost},
+          {"held_seconds", j.held_seconds},
+          {"measured", j.measured},
+          {"pid", j.pid},
+          {"events_offset", j.events_offset},
+          {"outcome", j.outcome}};
+}
+
+Result<ServiceJob> jobFromJson(const Json& j, size_t types, const std::string& where) {
+  ServiceJob s;
+  ObjectReader r(j, where);
+  s.id = static_cast<int>(r.integer("id", 1, 1 << 30));
+  s.name = r.string("name");
+  s.weight = r.number("weight");
+  s.slo_hours = r.number("slo_hours");
+  s.budget = r.number("budget");
+  s.status = r.string("status");
+  s.reason = r.string("reason");
+  s.scale = static_cast<int>(r.integer("scale", 1, 65536));
+  s.submitted = r.number("submitted");
+  s.finished = r.number("finished");
+  s.type = static_cast<int>(r.integer("type", -1, static_cast<std::int64_t>(types) - 1));
+  s.target = static_cast<int>(r.integer("target", -1, static_cast<std::int64_t>(types) - 1));
+  s.cancel = r.boolean("cancel");
+  s.over_budget = r.boolean("over_budget");
+  s.steps = r.integer("steps", 0);
+  s.total_steps = r.integer("total_steps", 0);
+  s.accuracy = r.number("accuracy");
+  s.rounds = static_cast<int>(r.integer("rounds", 0, INT32_MAX));
+  s.starts = static_cast<int>(r.integer("starts", 0, INT32_MAX));
+  s.preemptions = static_cast<int>(r.integer("preemptions", 0, INT32_MAX));
+  s.lease_extensions = static_cast<int>(r.integer("lease_extensions", 0, INT32_MAX));
+  s.cost = r.nonNegative("cost");
+  s.held_seconds = r.nonNegative("held_seconds");
+  const Json& measured = r.array("measured");
+  for (const Json& m : measured) s.measured.push_back(m.is_number() ? m.get<double>() : 0.0);
+  s.measured.resize(types, 0.0);  // a type added to the pool since: not measured
+  s.pid = static_cast<pid_t>(r.integer("pid", -1, INT32_MAX));
+  s.events_offset = r.integer("events_offset", 0);
+  s.outcome = r.string("outcome");
+  r.rejectUnknownKeys();
+  HZ_RETURN_IF_ERROR(r.status());
+  return s;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Scheduler>> Scheduler::open(ClusterConfig config, std::string binary, double now) {
+  std::unique_ptr<Scheduler> s(new Scheduler());
+  if (config.state_dir.empty()) config.state_dir = defaultStateDir();
+  config.state_dir = fs::absolute(config.state_dir).lexically_normal().string();
+  std::error_code ec;
+  fs::create_directories(config.state_dir + "/jobs", ec);
+  if (ec) return ioError(fmt::format("{}: cannot create the scheduler's state directory: {}", config.state_dir, ec.message()));
+  ::chmod(config.state_dir.c_str(), 0700);
+  s->config_ = std::move(config);
+  s->binary_ = std::move(binary);
+  HZ_ASSIGN_OR_RETURN(s->policy_, makePolicy(s->config_.policy));
+  HZ_ASSIGN_OR_RETURN(s->fallback_, makePolicy("max_min_fairness"));
+  HZ_RETURN_IF_ERROR(s->load(now));
+  s->roundEnd_ = now;  // a round at the first tick
+  return s;
+}
+
+std::string Scheduler::jobDir(int id) const { return fmt::format("{}/jobs/{}", config_.state_dir, id); }
+
+ServiceJob* Scheduler::find(int id) {
+  for (auto& j : jobs_) {
+    if (j.id == id) return &j;
+  }
+  return nullptr;
+}
+
+bool Scheduler::active(const ServiceJob& j) const { return !ended(j.status) && !j.cancel && !j.over_budget; }
+
+Result<int> Scheduler::submit(const Json& spec, double weight, double sloHours, double budget, double now) {
+  if (!(weight > 0 && weight <= 1e6)) {
+    return invalidArgument(fmt::format("--weight: {} is not in (0, 1e6]", weight));
+  }
+  if (sloHours != -1 && !(sloHours > 0 && sloHours <= 1e5)) {
+    return invalidArgument(fmt::format("--slo: {} hours is not in (0, 100000]", sloHours));
+  }
+  if (budget != -1 && !(budget > 0 && budget <= 1e9)) {
+    return invalidArgument(fmt::format("--budget: {} USD is not in (0, 1e9]", budget));
+  }
+  HZ_ASSIGN_OR_RETURN(cluster::JobSpec js, cluster::parseJobSpec(spec, "the submitted job"));
+  HZ_RETURN_IF_ERROR(cluster::validateJobSpec(js, "the submitted job"));
+  ServiceJob j;
+  j.id = nextId_;
+  j.name = js.name;
+  j.weight = weight;
+  j.slo_hours = sloHours;
+  j.budget = budget;
+  j.submitted = now;
+  j.scale = js.data_parallel && js.stages ? *js.data_parallel * *js.stages : js.workers;
+  j.measured.assign(config_.types.size(), 0.0);
+  int largest = 0;
+  for (const PoolType& t : config_.types) largest = std::max(largest, t.count);
+  if (j.scale > largest) {
+    return invalidArgument(fmt::format("the job needs {} workers at once but the largest worker type of {} has {}; "
+                                       "lower cluster.workers (or plan.data_parallel × plan.stages)",
+                                       j.scale, config_.name, largest));
+  }
+  const std::string dir = jobDir(j.id);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return ioError(fmt::format("{}: cannot create it: {}", dir, ec.message()));
+  HZ_RETURN_IF_ERROR(writeFileAtomically(dir + "/job.yaml", toYaml(cluster::jobSpecToJson(js))));
+  ++nextId_;
+  jobs_.push_back(std::move(j));
+  changed_ = reallocate_ = dirty_ = true;
+  HZ_RETURN_IF_ERROR(save());
+  spdlog::info("job {} ({}) submitted: {} workers, weight {}", jobs_.back().id, jobs_.back().name, jobs_.back().scale,
+               weight);
+  return jobs_.back().id;
+}
+
+Status Scheduler::cancel(int id, double now) {
+  ServiceJob* j = find(id);
+  if (!j) return notFound(fmt::format("no job {} (hydrozoa jobs lists them)", id));
+  if (ended(j->status)) {
+    return invalidArgument(fmt::format("job {} has ended already ({})", id, j->status));
+  }
+  j->cancel = true;
+  auto p = processes_.find(id);
+  if (p != processes_.end() && p->second.running()) {
+    p->second.signal(SIGINT);  // a clean stop: checkpointed, its workers removed
+  } else {
+    j->status = "cancelled";
+    j->finished = now;
+  }
+  changed_ = reallocate_ = dirty_ = true;
+  return save();
+}
+
+// NOTE [Throughput estimates]
+// A policy needs each job's steps/s on each worker type (Gavel §5.6). The
+// service measures them: over each run of a job on a type, the steps since
+// its first step event over the time they took (the events' training
+// clock), the latest run's figure replacing the one before. A type the job
+// has not run on yet is estimated from a type it has: the measured figure
+// scaled by the types' speed hints (their CPU quotas); a job not measured
+// anywhere gets the hints themselves, the same for every new job. The
+// allocation is solved again whenever a job gets its first figure on a
+// type, so a new job is explored on the types it has not run on, as Gavel
+// does for job types it has no measurement of.
+double Scheduler::estimate(const ServiceJob& j, size_t type) const {
+  if (j.measured[type] > 0) return j.measured[type];
+  double best = 0, scaled = 0;
+  for (size_t t = 0; t < config_.types.size(); ++t) {
+    if (j.measured[t] > best) {
+      best = j.measured[t];
+      scaled = j.measured[t] * config_.types[type].speedHint() / config_.types[t].speedHint();
+    }
+  }
+  return best > 0 ? scaled : config_.types[type].speedHint();
+}
+
+void Scheduler::onEvent(ServiceJob& j, const Json& e) {
+  const std::string kind = e.value("event", "");
+  if (kind == "running") {
+    if (j.status == "starting") j.status = "running";
+    j.scale = e.value("workers", j.scale);
+    j.total_steps = e.value("total_steps", j.total_steps);
+    j.steps = e.value("step", j.steps);
+    j.first_t = -1;
+  } else if (kind == "step") {
+    j.steps = std::max(j.steps, e.value("step", std::int64_t{0}));
+    const double t = e.value("t", 0.0);
+    if (j.first_t < 0) {
+      j.first_t = t;
+      j.first_step = j.steps;
+    } else if (j.type >= 0 && j.steps - j.first_step >= 3 && t > j.first_t) {
+      const bool first = j.measured[static_cast<size_t>(j.type)] <= 0;
+      j.measured[static_cast<size_t>(j.type)] = static_cast<double>(j.steps - j.first_step) / (t - j.first_t);
+      if (first) reallocate_ = true;
+    }
+  } else if (kind == "epoch") {
+    j.accuracy = e.value("test_accuracy", -1.0);
+  } else if (kind == "finished") {
+    j.outcome = e.value("status", "");
+    j.reason = e.value("reason", "");
+    j.steps = e.value("step", j.steps);
+    j.total_steps = e.value("total_steps", j.total_steps);
+  }
+}
+
+void Scheduler::onExit(ServiceJob& j, double now) {
+  const std::string outcome = j.outcome;
+  j.outcome.clear();
+  processes_.erase(j.id);
+  j.pid = -1;
+  j.type = -1;
+  j.first_t = -1;
+  changed_ = dirty_ = true;
+  if (outcome == "preempted" || outcome == "interrupted") {
+    if (j.cancel) {
+      j.status = "cancelled";
+    } else if (j.over_budget) {
+      j.status = "stopped";
+      j.reason = fmt::format("its budget of ${:.2f} is spent", j.budget);
+    } else {
+      j.status = "paused";
+      j.reason.clear();
+      ++j.preemptions;
+      return;
+    }
+  } else if (outcome == "completed" || outcome == "stopped") {
+    j.status = "completed";
+    j.reason.clear();
+  } else if (j.cancel) {
+    j.status = "cancelled";
+  } else {
+    j.status = "failed";
+    if (outcome.empty()) {
+      j.reason = fmt::format("its hydrozoa train ended without saying how; see {}/log", jobDir(j.id));
+    }
+  }
+  j.finished = now;
+  reallocate_ = true;
+  spdlog::info("job {} ({}) {}{}", j.id, j.name, j.status, j.reason.empty() ? "" : ": " + j.reason);
+}
+
+void Scheduler::readEvents(ServiceJob& j, double dt, double now) {
+  auto p = processes_.find(j.id);
+  if (p == processes_.end()) return;
+  for (const Json& e : p->second.newEvents()) onEvent(j, e);
+  j.events_offset = p->second.offset();
+  if (j.type >= 0) {
+    const double seconds = dt * j.scale;
+    j.cost += seconds / 3600 * config_.types[static_cast<size_t>(j.type)].price;
+    cost_ += seconds / 3600 * config_.types[static_cast<size_t>(j.type)].price;
+    j.held_seconds += dt;
+    if (j.round_type == j.type) j.round_seconds += dt;
+  }
+  if (j.budget > 0 && j.cost >= j.budget && !j.over_budget && !j.cancel) {
+    j.over_budget = true;
+    p->second.signal(SIGINT);
+    spdlog::info("job {} ({}) has spent its budget of ${:.2f}: stopping it", j.id, j.name, j.budget);
+  }
+  if (!p->second.running()) {
+    for (const Json& e : p->second.newEvents()) onEvent(j, e);  // what it wrote last
+    j.events_offset = p->second.offset();
+    onExit(j, now);
+  }
+  dirty_ = true;
+}
+
+int Scheduler::freeWorkers(size_t type) const {
+  int used = 0;
+  for (const auto& j : jobs_) {
+    if (j.type == static_cast<int>(type)) used += j.scale;
+  }
+  return config_.types[type].count - used;
+}
+
+bool Scheduler::waitingJobFits() const {
+  for (const auto& j : jobs_) {
+    if (!active(j) || holdsWorkers(j.status)) continue;
+    for (size_t t = 0; t < config_.types.size(); ++t) {
+      if (freeWorkers(t) >= j.scale) return true;
+    }
+  }
+  return false;
+}
+
+void Scheduler::tick(double now) {
+  const double dt = lastTick_ > 0 ? std::max(0.0, now - lastTick_) : 0;
+  lastTick_ = now;
+  for (auto& j : jobs_) readEvents(j, dt, now);
+  if (now >= roundEnd_ || (changed_ && waitingJobFits())) beginRound(now);
+  startPlaced(now);
+  if (dirty_ && now - lastSave_ >= 1) {
+    if (Status s = save(); !s.ok()) spdlog::error("{}", s.message());
+  }
+}
+
+void Scheduler::beginRound(double now) {
+  std::vector<int> ids;
+  for (const auto& j : jobs_) {
+    if (active(j)) ids.push_back(j.id);
+  }
+  // The round that ends: what each job ran, for the mechanism's shares.
+  if (ids == allocated_ && !reallocate_) {
+    for (size_t m = 0; m < allocated_.size(); ++m) {
+      ServiceJob& j = *find(allocated_[m]);
+      if (j.round_type >= 0 && j.round_seconds > 0) mechanism_.record(static_cast<int>(m), j.round_type, j.round_seconds);
+    }
+  }
+  for (auto& j : jobs_) {
+    j.round_seconds = 0;
+    j.round_type = j.type;
+  }
+  changed_ = false;
+  roundStart_ = now;
+  roundEnd_ = now + config_.round;
+  ++round_;
+  if (ids.empty()) {
+    allocated_.clear();
+    x_.clear();
+    return;
+  }
+  Problem problem;
+  for (const PoolType& t : config_.types) problem.types.push_back({t.name, t.count});
+  if (std::all_of(config_.types.begin(), config_.types.end(), [](const PoolType& t) { return t.price > 0; })) {
+    for (const PoolType& t : config_.types) problem.price.push_back(t.price);
+  }
+  problem.budget = config_.budget < 0 ? -1 : std::max(0.0, config_.budget - cost_);
+  std::int64_t longest = 0;
+  for (const auto& j : jobs_) longest = std::max(longest, j.total_steps - j.steps);
+  for (int id : ids) {
+    const ServiceJob& j = *find(id);
+    JobDemand d;
+    d.type = fmt::format("job {}", id);
+    d.scale_factor = j.scale;
+    d.weight = j.weight;
+    // Until its first start says, a job's length is unknown: as long as the longest known.
+    d.steps_remaining = static_cast<double>(j.total_steps > 0 ? j.total_steps - j.steps : std::max<std::int64_t>(longest, 1000));
+    d.steps_remaining = std::max(1.0, d.steps_remaining);
+    d.elapsed = now - j.submitted;
+    d.slo_left = j.slo_hours > 0 && j.submitted + j.slo_hours * 3600 > now ? j.submitted + j.slo_hours * 3600 - now : -1;
+    for (size_t t = 0; t < config_.types.size(); ++t) {
+      d.throughput.push_back(j.scale <= config_.types[t].count ? estimate(j, t) : 0.0);
+    }
+    problem.jobs.push_back(std::move(d));
+  }
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const double iso = isolatedThroughput(problem, static_cast<int>(k));
+    problem.jobs[k].isolated_elapsed = iso > 0 ? static_cast<double>(find(ids[k])->steps) / iso : 0;
+  }
+  Allocation allocation;
+  if (ids != allocated_ || reallocate_ || x_.empty()) {
+    auto a = policy_->allocate(problem);
+    if (a.ok()) {
+      error_.clear();
+    } else {
+      // One clear line, and the pool goes on: fairness until the policy can decide.
+      const std::string why = fmt::format("{}: {}; allocating by max_min_fairness meanwhile", config_.policy,
+                                          a.status().message());
+      if (why != error_) spdlog::error("{}", why);
+      error_ = why;
+      a = fallback_->allocate(problem);
+    }
+    if (!a.ok()) {
+      error_ = a.status().message();
+      spdlog::error("{}", error_);
+      return;
+    }
+    allocation = std::move(*a);
+    x_ = allocation.x;
+    allocated_ = ids;
+    reallocate_ = false;
+    mechanism_.reset(ids.size(), config_.types.size());
+  } else {
+    allocation.x = x_;
+  }
+  std::vector<int> previous;
+  for (int id : ids) previous.push_back(find(id)->type);
+  const std::vector<int> placed = mechanism_.place(problem, allocation, previous);
+  Json round = {{"round", round_}, {"start", now}, {"placed", Json::object()}, {"preempted", Json::array()}};
+  for (size_t k = 0; k < ids.size(); ++k) {
+    ServiceJob& j = *find(ids[k]);
+    const int t = placed[k];
+    j.target = t;
+    if (t >= 0) {
+      ++j.rounds;
+      round["placed"][std::to_string(j.id)] = config_.types[static_cast<size_t>(t)].name;
+    }
+    auto p = processes_.find(j.id);
+    const bool running = p != processes_.end() && p->second.running();
+    if (running && j.type == t) {
+      ++j.lease_extensions;  // it keeps its workers: no preemption
+    } else if (running && j.status != "preempting") {
+      p->second.signal(SIGUSR2);
+      j.status = "preempting";
+      round["preempted"].push_back(j.id);
+    }
+  }
+  timeline_.push_back(std::move(round));
+  if (timeline_.size() > 500) timeline_.erase(timeline_.begin());
+  dirty_ = true;
+}
+
+void Scheduler::startPlaced(double now) {
+  for (auto& j : jobs_) {
+    if (!active(j) || j.target < 0 || holdsWorkers(j.status)) continue;
+    const auto t = static_cast<size_t>(j.target);
+    if (freeWorkers(t) < j.scale) continue;  // the jobs it replaces are still stopping
+    const std::string dir = jobDir(j.id);
+    std::vector<std::string> argv = {binary_, "train"};
+    if (fs::exists(dir + "/run/plan.json")) {
+      argv.insert(argv.end(), {"--resume", dir + "/run"});
+    } else {
+      std::error_code ec;
+      fs::remove_all(dir + "/run", ec);  // a start that ended before it trained
+      argv.insert(argv.end(), {dir + "/job.yaml", "--out", dir + "/run"});
+    }
+    argv.insert(argv.end(), {"--no-progress", "--events", dir + "/events.jsonl"});
+    const auto flags = config_.types[t].trainFlags();
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    auto p = JobProcess::spawn(argv, dir, dir + "/log", dir + "/events.jsonl");
+    if (!p.ok()) {
+      j.status = "failed";
+      j.reason = p.status().message();
+      j.finished = now;
+      continue;
+    }
+    j.pid = p->pid();
+    j.events_offset = p->offset();
+    processes_[j.id] = std::move(*p);
+    j.type = j.target;
+    j.round_type = j.type;
+    j.status = "starting";
+    j.outcome.clear();
+    ++j.starts;
+    dirty_ = true;
+    spdlog::info("job {} ({}) {} on {} ({} workers)", j.id, j.name, j.starts == 1 ? "starts" : "resumes",
+                 config_.types[t].name, j.scale);
+  }
+}
+
+void Scheduler::shutdown(double grace) {
+  for (auto& j : jobs_) {
+    auto p = processes_.find(j.id);
+    if (p != processes_.end() && p->second.running() && j.status != "preempting") {
+      p->second.signal(SIGUSR2);
+      j.status = "preempting";
+    }
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace);
+  while (!processes_.empty() && std::chrono::steady_clock::now() < until) {
+    const double now = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch()).count()) / 1000;
+    for (auto& j : jobs_) readEvents(j, 0, now);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (auto& j : jobs_) j.target = -1;
+  dirty_ = true;
+  if (Status s = save(); !s.ok()) spdlog::error("{}", s.message());
+}
+
+Status Scheduler::save() {
+  Json jobs = Json::array();
+  for (const auto& j : jobs_) jobs.push_back(jobToJson(j));
+  Json types = Json::array();
+  for (const auto& t : config_.types) types.push_back(t.name);
+  const Json state = {{"version", 1}, {"next_id", nextId_}, {"round", round_}, {"cost_usd", cost_},
+                      {"types", types},  {"jobs", jobs},       {"timeline", timeline_}};
+  HZ_RETURN_IF_ERROR(writeFileAtomically(config_.state_dir + "/state.json", state.dump(1) + "\n"));
+  dirty_ = false;
+  lastSave_ = lastTick_;
+  return Status();
+}
+
+Status Scheduler::load(double now) {
+  const std::string path = config_.state_dir + "/state.json";
+  if (!fs::exists(path)) return Status();
+  HZ_ASSIGN_OR_RETURN(const Json state, readJsonFile(path));
+  ObjectReader r(state, path);
+  r.integer("version", 1, 1);
+  nextId_ = static_cast<int>(r.integer("next_id", 1, 1 << 30));
+  round_ = static_cast<int>(r.integer("round", 0, INT32_MAX));
+  cost_ = r.nonNegative("cost_usd");
+  const Json& types = r.array("types");
+  const Json& jobs = r.array("jobs");
+  timeline_ = r.array("timeline");
+  r.rejectUnknownKeys();
+  HZ_RETURN_IF_ERROR(r.status());
+  // Jobs keep their type by name: a type the pool no longer has is none.
+  std::vector<int> typeOf;
+  for (const Json& t : types) {
+    int found = -1;
+    for (size_t k = 0; k < config_.types.size(); ++k) {
+      if (t.is_string() && config_.types[k].name == t.get<std::string>()) found = static_cast<int>(k);
+    }
+    typeOf.push_back(found);
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Json jj = jobs[i];
+    const auto remap = [&](const char* key) {
+      const std::int64_t v = jj.value(key, std::int64_t{-1});
+      jj[key] = v >= 0 && v < static_cast<std::int64_t>(typeOf.size()) ? typeOf[static_cast<size_t>(v)] : -1;
+    };
+    remap("type");
+    remap("target");
+    if (jj.contains("measured") && jj["measured"].is_array()) {
+      Json m = Json::array();
+      for (size_t k = 0; k < config_.types.size(); ++k) {
+        double v = 0;
+        for (size_t o = 0; o < typeOf.size() && o < jj["measured"].size(); ++o) {
+          if (typeOf[o] == static_cast<int>(k) && jj["measured"][o].is_number()) v = jj["measured"][o].get<double>();
+        }
+        m.push_back(v);
+      }
+      jj["measured"] = m;
+    }
+    HZ_ASSIGN_OR_RETURN(ServiceJob j, jobFromJson(jj, config_.types.size(), fmt::format("{}: jobs[{}]", path, i)));
+    if (holdsWorkers(j.status)) {
+      // A job process the scheduler before this one started: still running
+      // (re-attached), or ended while none watched (its events say how).
+      JobProcess p = JobProcess::attach(j.pid, jobDir(j.id) + "/", jobDir(j.id) + "/events.jsonl", j.events_offset);
+      const bool running = p.running();
+      processes_[j.id] = std::move(p);
+      if (running) {
+        spdlog::info("job {} ({}) still runs (pid {}): re-attached", j.id, j.name, j.pid);
+      } else {
+        for (const Json& e : processes_[j.id].newEvents()) onEvent(j, e);
+        j.events_offset = processes_[j.id].offset();
+        const bool said = !j.outcome.empty();
+        onExit(j, now);
+        if (!said && !j.cancel && j.status == "failed") {
+          // Gone without a word (killed with the scheduler's machine, say):
+          // its checkpoint resumes it.
+          j.status = "paused";
+          j.reason.clear();
+          j.finished = -1;
+        }
+      }
+    }
+    j.first_t = -1;
+    jobs_.push_back(std::move(j));
+  }
+  changed_ = reallocate_ = dirty_ = true;
+  return Status();
+}
+
+Json Scheduler::toJson(double now) const {
+  Json types = Json::array();
+  for (size_t t = 0; t < config_.types.size(); ++t) {
+    const PoolType& p = config_.types[t];
+    types.push_back({{"name", p.name},
+                     {"count", p.count},
+                     {"free", freeWorkers(t)},
+                     {"launcher", p.launcher},
+                     {"cpu_limit", p.cpu_limit ? Json(*p.cpu_limit) : Json(nullptr)},
+                     {"price", p.price}});
+  }
+  Json jobs = Json::array();
+  for (const auto& j : jobs_) {
+    Json o = jobToJson(j);
+    o["type_name"] = j.type >= 0 ? config_.types[static_cast<size_t>(j.type)].name : "";
+    Json alloc = Json::object();
+    double rate = 0;
+    for (size_t m = 0; m < allocated_.size(); ++m) {
+      if (allocated_[m] != j.id) continue;
+      for (size_t t = 0; t < config_.types.size(); ++t) {
+        alloc[config_.types[t].name] = x_[m][t];
+        rate += x_[m][t] * estimate(j, t);
+      }
+    }
+    o["allocation"] = alloc;
+    o["estimated"] = Json::array();
+    for (size_t t = 0; t < config_.types.size(); ++t) o["estimated"].push_back(estimate(j, t));
+    const std::int64_t left = j.total_steps - j.steps;
+    o["eta_seconds"] = active(j) && j.total_steps > 0 && rate > 0 ? Json(static_cast<double>(left) / rate) : Json(nullptr);
+    o["age_seconds"] = (j.finished >= 0 ? j.finished : now) - j.submitted;
+    jobs.push_back(std::move(o));
+  }
+  return {{"cluster", config_.name},
+          {"policy", config_.policy},
+          {"round_seconds", config_.round},
+          {"round", round_},
+          {"round_ends_in", std::max(0.0, roundEnd_ - now)},
+          {"types", types},
+          {"jobs", jobs},
+          {"rounds", timeline_},
+          {"cost_usd", cost_},
+          {"error", error_},
+          {"state_dir", config_.state_dir}};
+}
+
+}  // namespace hydrozoa::sched

@@ -1,0 +1,127 @@
+// The scheduler service's core (`hydrozoa cluster serve`; Gavel, seed 003
+// §5.5; docs/cluster.md): the jobs users submitted, the policy's
+// allocation over the pool's worker types, and the round-based mechanism
+// that makes it real by starting, keeping (a lease extended), preempting and
+// resuming each job's `hydrozoa train` process (job_process.h) on the
+// workers of a type. Its state lives in the state directory
+// (state.json, jobs/<id>/{job.yaml, run/, events.jsonl, log}) and is saved
+// as it changes, so a scheduler restarted after any end — kill -9
+// included — re-attaches to the job processes still running and resumes
+// the others from their checkpoints.
+//
+// Thread-safety: none; the service (server.h) holds a mutex around it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/files.h"
+#include "core/status.h"
+#include "sched/policy.h"
+#include "sched/rounds.h"
+#include "sched/service/config.h"
+#include "sched/service/job_process.h"
+
+namespace hydrozoa::sched {
+
+struct ServiceJob {
+  int id = 0;
+  std::string name;
+  double weight = 1;
+  double slo_hours = -1;   // < 0: none
+  double budget = -1;      // USD; < 0: none
+  // queued (never ran), starting, running, preempting, paused (preempted,
+  // resumable), completed, failed, cancelled, stopped (its budget spent).
+  std::string status = "queued";
+  std::string reason;
+  int scale = 1;                 // workers it needs at once
+  double submitted = 0, finished = -1;  // seconds since the epoch
+  int type = -1;                 // the worker type its process runs on; -1: none
+  int target = -1;               // the type this round placed it on; -1: it waits
+  bool cancel = false;           // cancelling: ends as "cancelled"
+  bool over_budget = false;      // stopping: its budget is spent
+  std::int64_t steps = 0, total_steps = 0;
+  double accuracy = -1;          // the last evaluation's
+  int rounds = 0, starts = 0, preemptions = 0, lease_extensions = 0;
+  double cost = 0;               // USD: its workers at their type's price while its process ran
+  double held_seconds = 0;       // its workers held
+  std::vector<double> measured;  // steps/s on each type (0: not measured)
+  pid_t pid = -1;                // its `hydrozoa train`, while one runs
+  std::int64_t events_offset = 0;
+  std::string outcome;           // its process's "finished" status, until the process is gone
+  // The measurement under way: the first step event of this start.
+  double first_t = -1;
+  std::int64_t first_step = 0;
+  double round_seconds = 0;      // on `type` in this round (the mechanism's record)
+  int round_type = -1;
+};
+
+class Scheduler {
+ public:
+  // Opens the state in config.state_dir (made when new, private) and
+  // re-attaches to the job processes an earlier scheduler left running.
+  // `binary`: the hydrozoa executable that trains the jobs.
+  static Result<std::unique_ptr<Scheduler>> open(ClusterConfig config, std::string binary, double now);
+
+  // A job: its spec (JSON of a job YAML, checked here), weight, SLO in hours
+  // and budget in USD (< 0: none). Returns its id.
+  Result<int> submit(const Json& spec, double weight, double sloHours, double budget, double now);
+  // Stops the job (a clean stop when it runs); it ends "cancelled".
+  Status cancel(int id, double now);
+  // Reads the jobs' events, bills their workers, begins a round when one
+  // is due (or when jobs came or went and workers are idle), starts the
+  // jobs placed on free workers, and saves the state.
+  void tick(double now);
+  // Every running job preempted (checkpointed), waiting up to `grace`
+  // seconds for them to end: a restart resumes them.
+  void shutdown(double grace);
+
+  // {"cluster", "policy", "round_seconds", "types", "jobs", "allocation",
+  //  "rounds" (the timeline), "cost_usd", "error"} for `hydrozoa jobs` and the page.
+  Json toJson(double now) const;
+  const ClusterConfig& config() const { return config_; }
+  const std::string& stateDir() const { return config_.state_dir; }
+
+ private:
+  Scheduler() = default;
+  std::string jobDir(int id) const;
+  ServiceJob* find(int id);
+  bool active(const ServiceJob& j) const;
+  void onEvent(ServiceJob& j, const Json& e);
+  void onExit(ServiceJob& j, double now);
+  void readEvents(ServiceJob& j, double dt, double now);
+  // NOTE [Throughput estimates]
+  double estimate(const ServiceJob& j, size_t type) const;
+  void beginRound(double now);
+  void startPlaced(double now);
+  int freeWorkers(size_t type) const;
+  bool waitingJobFits() const;
+  Status save();
+  Status load(double now);
+
+  ClusterConfig config_;
+  std::string binary_;
+  std::unique_ptr<Policy> policy_, fallback_;
+  RoundMechanism mechanism_;
+  std::vector<ServiceJob> jobs_;
+  std::map<int, JobProcess> processes_;
+  int nextId_ = 1;
+  int round_ = 0;
+  double roundStart_ = 0, roundEnd_ = 0, lastTick_ = 0, lastSave_ = 0;
+  bool changed_ = false;     // jobs came or went since the last round
+  bool reallocate_ = true;   // the allocation must be solved again
+  bool dirty_ = true;        // the state to save
+  std::vector<int> allocated_;                 // the jobs (ids) of the allocation, in its order
+  std::vector<std::vector<double>> x_;         // their allocation [job][type]
+  std::string error_;                          // the policy's last failure, shown until it succeeds
+  Json timeline_ = Json::array();              // the recent rounds
+  double cost_ = 0;                            // USD, every job's
+};
+
+}  // namespace hydrozoa::sched

@@ -1,0 +1,181 @@
+// The scheduler service's pure parts: the pool's config, submitting,
+// cancelling, the state kept across restarts, a policy's allocation of
+// submitted jobs, and a job whose process cannot start. Real jobs:
+// tests/integration/cluster_service_test.cc.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "sched/service/config.h"
+#include "sched/service/scheduler.h"
+
+namespace hydrozoa::sched {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  TempDir() {
+    path = (fs::temp_directory_path() /
+            ("hzsvc." + std::to_string(::getpid()) + "." +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+               .string();
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string path;
+};
+
+Result<ClusterConfig> config(const std::string& yaml) {
+  HZ_ASSIGN_OR_RETURN(const Json j, parseYaml(yaml, "cluster.yaml"));
+  return parseClusterConfig(j, "cluster.yaml");
+}
+
+std::string error(const std::string& yaml) {
+  auto c = config(yaml);
+  return c.ok() ? "" : c.status().message();
+}
+
+TEST(ClusterConfig, TheExampleParses) {
+  auto c = loadClusterConfig(std::string(HYDROZOA_SOURCE_DIR) + "/examples/cluster.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->types.size(), 2u);
+  EXPECT_EQ(c->types[0].name, "fast");
+  EXPECT_EQ(c->types[1].cpu_limit, 0.5);
+  EXPECT_EQ(c->round, 60);
+  EXPECT_EQ(c->policy, "max_min_fairness");
+  EXPECT_EQ(c->types[1].trainFlags(),
+            (std::vector<std::string>{"--launcher", "container", "--cpu-limit", "0.5", "--memory-limit", "2000000000"}));
+}
+
+TEST(ClusterConfig, EveryMistakeIsNamed) {
+  const std::string one = "worker_types: [{name: a, count: 1}]\n";
+  EXPECT_NE(error("policy: fastest\n" + one).find("fastest"), std::string::npos);
+  EXPECT_NE(error("worker_types: [{name: a, count: 0}]\n").find("worker_types[0].count"), std::string::npos);
+  EXPECT_NE(error("worker_types: [{name: a, count: 1e30}]\n").find("count"), std::string::npos);
+  EXPECT_NE(error("worker_types: []\n").find("worker_types"), std::string::npos);
+  EXPECT_NE(error("worker_types: [{name: a, count: 1}, {name: a, count: 1}]\n").find("given twice"), std::string::npos);
+  EXPECT_NE(error("worker_types: [{name: a, count: 1, launcher: cloud}]\n").find("cloud"), std::string::npos);
+  EXPECT_NE(error("worker_types: [{name: a, count: 1, cpu_limit: -1}]\n").find("cpu_limit"), std::string::npos);
+  EXPECT_NE(error("worker_types: [{name: a, count: 1, memory_limit: 1KB}]\n").find("16MB"), std::string::npos);
+  EXPECT_NE(error("worker_types: [{name: a, count: 1, gpus: 2}]\n").find("gpus"), std::string::npos);
+  EXPECT_NE(error("round: 0.1s\n" + one).find("round"), std::string::npos);
+  EXPECT_NE(error("port: 70000\n" + one).find("port"), std::string::npos);
+  EXPECT_NE(error("policy: min_cost\n" + one).find("price"), std::string::npos);
+  EXPECT_NE(error("policy: min_makespan_budget\nworker_types: [{name: a, count: 1, price: 1}]\n").find("budget"),
+            std::string::npos);
+  EXPECT_NE(error("policy: hierarchical\n" + one).find("entities"), std::string::npos);
+  EXPECT_EQ(error("policy: min_cost\nworker_types: [{name: a, count: 1, price: 1}]\n"), "");
+}
+
+Json spec(int workers = 4) {
+  return {{"name", "small"},
+          {"model", {{"name", "mlp"}}},
+          {"data", {{"dataset", "synthetic"}}},
+          {"training", {{"epochs", 1}, {"global_batch", 24}}},
+          {"cluster", {{"workers", workers}}}};
+}
+
+std::unique_ptr<Scheduler> open(const std::string& dir, const std::string& binary = "/nonexistent/hydrozoa") {
+  auto c = config("round: 1s\nworker_types: [{name: big, count: 4, launcher: local}, "
+                  "{name: small, count: 2, launcher: local}]\nstate_dir: " + dir + "\n");
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  auto s = Scheduler::open(*c, binary, 1000);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+TEST(Scheduler, SubmittedJobsAreCheckedKeptAcrossRestartsAndCancelled) {
+  TempDir dir;
+  {
+    auto s = open(dir.path);
+    ASSERT_TRUE(s);
+    auto id = s->submit(spec(), 2, -1, -1, 1000);
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    EXPECT_EQ(*id, 1);
+    EXPECT_TRUE(fs::exists(dir.path + "/jobs/1/job.yaml"));
+    EXPECT_EQ(*s->submit(spec(2), 1, 5, 3.5, 1001), 2);
+    // Refused, with what to fix.
+    auto bad = s->submit(spec(8), 1, -1, -1, 1002);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("needs 8 workers"), std::string::npos) << bad.status().message();
+    Json noModel = spec();
+    noModel.erase("model");
+    EXPECT_NE(s->submit(noModel, 1, -1, -1, 1002).status().message().find("model"), std::string::npos);
+    EXPECT_NE(s->submit(spec(), 0, -1, -1, 1002).status().message().find("--weight"), std::string::npos);
+    EXPECT_NE(s->submit(spec(), 1, std::nan(""), -1, 1002).status().message().find("--slo"), std::string::npos);
+    EXPECT_NE(s->submit(spec(), 1, -1, -5, 1002).status().message().find("--budget"), std::string::npos);
+    ASSERT_TRUE(s->cancel(2, 1003).ok());
+    EXPECT_EQ(s->cancel(2, 1003).message(), "job 2 has ended already (cancelled)");
+    EXPECT_EQ(s->cancel(7, 1003).code(), ErrorCode::kNotFound);
+  }
+  // A new scheduler on the same state has the same jobs, and the next id.
+  auto s = open(dir.path);
+  ASSERT_TRUE(s);
+  const Json st = s->toJson(1010);
+  ASSERT_EQ(st["jobs"].size(), 2u);
+  EXPECT_EQ(st["jobs"][0]["status"], "queued");
+  EXPECT_EQ(st["jobs"][0]["weight"], 2);
+  EXPECT_EQ(st["jobs"][1]["status"], "cancelled");
+  EXPECT_EQ(st["jobs"][1]["slo_hours"], 5);
+  EXPECT_EQ(*s->submit(spec(), 1, -1, -1, 1011), 3);
+}
+
+TEST(Scheduler, AJobWhoseProcessCannotStartFailsWithItsReasonAndThePoolGoesOn) {
+  TempDir dir;
+  auto s = open(dir.path);  // a hydrozoa binary that does not exist
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->submit(spec(), 1, -1, -1, 1000).ok());
+  ASSERT_TRUE(s->submit(spec(2), 1, -1, -1, 1000).ok());
+  s->tick(1000.5);  // a round: the policy's allocation, jobs placed and started
+  Json st = s->toJson(1000.5);
+  EXPECT_EQ(st["round"], 1);
+  // Job 1 needs all 4 workers of big; job 2 fits on either type.
+  EXPECT_EQ(st["jobs"][0]["allocation"]["small"].get<double>(), 0);
+  EXPECT_GT(st["jobs"][0]["allocation"]["big"].get<double>(), 0.2);
+  EXPECT_GT(st["jobs"][1]["allocation"]["big"].get<double>() + st["jobs"][1]["allocation"]["small"].get<double>(),
+            0.2);
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    s->tick(1001 + i * 0.02);
+  }
+  st = s->toJson(1002);
+  for (const Json& j : st["jobs"]) {
+    EXPECT_EQ(j["status"], "failed") << j;
+    EXPECT_NE(j["reason"].get<std::string>().find("ended without saying how"), std::string::npos) << j;
+  }
+  for (const Json& t : st["types"]) EXPECT_EQ(t["free"], t["count"]);
+}
+
+TEST(Scheduler, APolicyThatCannotDecideIsNamedAndThePoolGoesOnByFairness) {
+  TempDir dir;
+  auto c = config("policy: min_cost_slo\nround: 1s\nworker_types: [{name: a, count: 4, launcher: local, price: 1}]\n"
+                  "state_dir: " + dir.path + "\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto s = Scheduler::open(*c, "/nonexistent/hydrozoa", 1000);
+  ASSERT_TRUE(s.ok());
+  // An SLO of 0.36 s for a job of unknown length: no allocation meets it.
+  ASSERT_TRUE((*s)->submit(spec(), 1, 0.0001, -1, 1000).ok());
+  (*s)->tick(1000.1);
+  const Json st = (*s)->toJson(1000.1);
+  EXPECT_NE(st["error"].get<std::string>().find("min_cost_slo"), std::string::npos) << st["error"];
+  EXPECT_NE(st["error"].get<std::string>().find("max_min_fairness meanwhile"), std::string::npos) << st["error"];
+  EXPECT_GT(st["jobs"][0]["allocation"]["a"].get<double>(), 0.5);
+}
+
+TEST(Scheduler, ACorruptStateIsRefusedByName) {
+  TempDir dir;
+  std::ofstream(dir.path + "/state.json") << "{\"version\": 1, \"jobs\": [";
+  auto c = config("worker_types: [{name: a, count: 1}]\nstate_dir: " + dir.path + "\n");
+  ASSERT_TRUE(c.ok());
+  auto s = Scheduler::open(*c, "hydrozoa", 0);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("state.json"), std::string::npos) << s.status().message();
+}
+
+}  // namespace
+}  // namespace hydrozoa::sched
