@@ -4,28 +4,32 @@
 #
 #  1. Each job type's steps/s alone on each worker type (hydrozoa train
 #     --max-steps on that type's containers) -> throughputs.json in Gavel's
-#     format; and what a resume costs (a run's wall time past its steps).
+#     format.
 #  2. The trace run for real: `hydrozoa cluster serve` on the pool, each job
 #     submitted at its arrival time, until every one has completed; each
-#     job's JCT = completion - submission (state.json).
+#     job's JCT = completion - submission (state.json), and what its starts
+#     cost (from the start of the round it was placed in to its first step
+#     there: stopping the job it replaces, starting its processes and
+#     containers, restoring its checkpoint).
 #  3. The same trace in `hydrozoa simulate` with the measured throughputs, the
-#     same policy and round, the measured resume cost as --preemption-cost.
+#     same policy and round, the measured mean start cost as --preemption-cost.
 #
 # The pool's CPU quotas add up to 1.5 cores, so that jobs running at once on
 # this 2-core machine do not slow each other (the simulator assumes they do
 # not). Needs containers (root, iproute2, cgroups); about 10 minutes.
 #
-#   bench/cluster_vs_sim_bench.sh [ROUND_SECONDS=10] [POLICY=max_min_fairness]
+#   bench/cluster_vs_sim_bench.sh [ROUND_SECONDS=20] [POLICY=max_min_fairness]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hz=$(pwd)/build/hydrozoa
-round=${1:-10}
+round=${1:-20}
 policy=${2:-max_min_fairness}
 work=$(mktemp -d /tmp/hz-cluster-vs-sim.XXXXXX)
 server=""
 cleanup() {
+  local rc=$?
   [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null || true
-  rm -rf "$work"
+  echo "cluster_vs_sim_bench: its files are in $work" >&2
 }
 trap cleanup EXIT
 cd "$work"
@@ -63,7 +67,6 @@ steps_per_s() {  # run dir -> steps/s of its steps (evaluations and checkpoints 
 
 echo "1. each job type alone on each worker type (200 steps)"
 echo '{}' > throughputs.json
-restart=0
 for type in mlp cnn; do
   spec $type 400 1 > measure-$type.yaml
   for wt in fast slow; do
@@ -78,15 +81,7 @@ json.dump(t, open("throughputs.json", "w"), indent=1)
 EOF
     printf '   %-4s on %-4s %7.1f steps/s\n' "$type" "$wt" "$rate"
   done
-  # What a resume costs: the wall time of 100 more steps past the steps' own time.
-  t0=$(date +%s.%N)
-  # shellcheck disable=SC2086
-  $hz train --resume m-$type-fast --max-steps 300 --no-progress ${flags[fast]} > /dev/null 2>&1
-  t1=$(date +%s.%N)
-  cost=$(python3 -c "print(max(0.0, $t1 - $t0 - 100 / $(steps_per_s m-$type-fast)))")
-  restart=$(python3 -c "print(max($restart, $cost))")
 done
-printf '   a resume costs %.1f s (the slower type of job, on fast)\n' "$restart"
 
 # The trace: six jobs, about a minute each alone on fast, arriving over 80 s.
 # type steps arrival
@@ -121,6 +116,13 @@ sys.exit(0 if len(s['jobs']) == 6 and all(j['status'] in ('completed', 'failed')
   sleep 2
 done
 kill "$server"; wait "$server" 2>/dev/null || true; server=""
+
+restart=$(python3 -c "
+import json
+jobs = json.load(open('state/state.json'))['jobs']
+print(sum(j['start_seconds'] for j in jobs) / max(1, sum(j['starts_measured'] for j in jobs)))")
+printf '   a start costs %.1f s on average (%s starts)\n' "$restart" \
+  "$(python3 -c "import json; print(sum(j['starts_measured'] for j in json.load(open('state/state.json'))['jobs']))")"
 
 echo "3. the same trace in the simulator"
 $hz simulate --trace trace.txt --throughputs throughputs.json --cluster fast=2,slow=2 --policy "$policy" \

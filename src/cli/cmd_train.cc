@@ -2,6 +2,7 @@
 // the process the coordinator starts for each (replica, stage).
 #include <fmt/format.h>
 
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 
@@ -187,6 +188,14 @@ Status runTrain(const TrainArgs& a) {
   std::signal(SIGPIPE, onBrokenPipe);
   std::signal(SIGUSR1, onCheckpoint);
   std::signal(SIGUSR2, onPreempt);
+  {
+    // A scheduler starts this process with its stops blocked until now
+    // (sched/service/job_process.cc); one sent meanwhile is handled here.
+    sigset_t stops;
+    sigemptyset(&stops);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&stops, sig);
+    ::pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
+  }
   // The job runs on its handle's thread; this one passes the signals on
   // and writes the events (--events: one JSON object a line, flushed).
   auto job = cluster::JobHandle::start(std::move(o));

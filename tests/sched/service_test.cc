@@ -3,6 +3,7 @@
 // submitted jobs, and a job whose process cannot start. Real jobs:
 // tests/integration/cluster_service_test.cc.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -165,6 +166,31 @@ TEST(Scheduler, APolicyThatCannotDecideIsNamedAndThePoolGoesOnByFairness) {
   EXPECT_NE(st["error"].get<std::string>().find("min_cost_slo"), std::string::npos) << st["error"];
   EXPECT_NE(st["error"].get<std::string>().find("max_min_fairness meanwhile"), std::string::npos) << st["error"];
   EXPECT_GT(st["jobs"][0]["allocation"]["a"].get<double>(), 0.5);
+}
+
+// A stop sent while a job's process starts waits (blocked) until `hydrozoa
+// train` has its handlers: here `sleep`, which never unblocks it, lives on.
+TEST(JobProcess, AStopSentWhileItStartsIsHeldUntilItsHandlersAreThere) {
+  TempDir dir;
+  auto p = JobProcess::spawn({"/bin/sleep", "30"}, dir.path, dir.path + "/log", dir.path + "/events.jsonl");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  p->signal(SIGUSR2);
+  p->signal(SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(p->running());
+  p->signal(SIGKILL);
+  for (int i = 0; i < 100 && p->running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_FALSE(p->running());
+  // Events: whole lines only, from where it began.
+  std::ofstream(dir.path + "/events.jsonl") << "{\"event\": \"running\"}\n{\"event\": \"st";
+  auto q = JobProcess::attach(-1, "x", dir.path + "/events.jsonl", 0);
+  auto events = q.newEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["event"], "running");
+  std::ofstream(dir.path + "/events.jsonl", std::ios::app) << "ep\"}\n";
+  events = q.newEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["event"], "step");
 }
 
 TEST(Scheduler, ACorruptStateIsRefusedByName) {

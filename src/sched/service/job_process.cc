@@ -1,6 +1,7 @@
 #include "sched/service/job_process.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -45,7 +46,17 @@ Result<JobProcess> JobProcess::spawn(const std::vector<std::string>& argv, const
   std::vector<char*> cargv;
   for (auto& a : args) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  // The scheduler's stops (SIGINT, SIGUSR2) are held, blocked, from the
+  // fork until `hydrozoa train` has its handlers (it unblocks them then):
+  // sent while it starts, they would end it at once, without a checkpoint
+  // or a word.
+  sigset_t held, before;
+  sigemptyset(&held);
+  sigaddset(&held, SIGINT);
+  sigaddset(&held, SIGUSR2);
+  ::pthread_sigmask(SIG_BLOCK, &held, &before);
   const pid_t pid = ::fork();
+  if (pid != 0) ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
   if (pid < 0) return ioError(fmt::format("cannot start {}: {}", argv[0], std::strerror(errno)));
   if (pid == 0) {
     ::setsid();  // its own session: it outlives a killed scheduler, a terminal's Ctrl-C does not reach it
@@ -55,10 +66,11 @@ Result<JobProcess> JobProcess::spawn(const std::vector<std::string>& argv, const
     ::dup2(in, 0);
     ::dup2(out, 1);
     ::dup2(out, 2);
+    // Nothing else of the scheduler's: its listening socket, kept open by
+    // a job that outlives it, would hold its port.
+    ::close_range(3, ~0U, 0);
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::sigprocmask(SIG_SETMASK, &held, nullptr);  // only the stops held
     ::execv(cargv[0], cargv.data());
     ::_exit(127);
   }

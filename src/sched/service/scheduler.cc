@@ -43,6 +43,7 @@ Json jobToJson(const ServiceJob& j) {
           {"target", j.target},
           {"cancel", j.cancel},
           {"over_budget", j.over_budget},
+          {"stop_sent", j.stop_sent},
           {"steps", j.steps},
           {"total_steps", j.total_steps},
           {"accuracy", j.accuracy},
@@ -52,6 +53,8 @@ Json jobToJson(const ServiceJob& j) {
           {"lease_extensions", j.lease_extensions},
           {"cost", j.cost},
           {"held_seconds", j.held_seconds},
+          {"start_seconds", j.start_seconds},
+          {"starts_measured", j.starts_measured},
           {"measured", j.measured},
           {"pid", j.pid},
           {"events_offset", j.events_offset},
@@ -75,6 +78,7 @@ Result<ServiceJob> jobFromJson(const Json& j, size_t types, const std::string& w
   s.target = static_cast<int>(r.integer("target", -1, static_cast<std::int64_t>(types) - 1));
   s.cancel = r.boolean("cancel");
   s.over_budget = r.boolean("over_budget");
+  s.stop_sent = r.boolean("stop_sent");
   s.steps = r.integer("steps", 0);
   s.total_steps = r.integer("total_steps", 0);
   s.accuracy = r.number("accuracy");
@@ -84,6 +88,8 @@ Result<ServiceJob> jobFromJson(const Json& j, size_t types, const std::string& w
   s.lease_extensions = static_cast<int>(r.integer("lease_extensions", 0, INT32_MAX));
   s.cost = r.nonNegative("cost");
   s.held_seconds = r.nonNegative("held_seconds");
+  s.start_seconds = r.nonNegative("start_seconds");
+  s.starts_measured = static_cast<int>(r.integer("starts_measured", 0, INT32_MAX));
   const Json& measured = r.array("measured");
   for (const Json& m : measured) s.measured.push_back(m.is_number() ? m.get<double>() : 0.0);
   s.measured.resize(types, 0.0);  // a type added to the pool since: not measured
@@ -177,6 +183,7 @@ Status Scheduler::cancel(int id, double now) {
   auto p = processes_.find(id);
   if (p != processes_.end() && p->second.running()) {
     p->second.signal(SIGINT);  // a clean stop: checkpointed, its workers removed
+    j->stop_sent = true;
   } else {
     j->status = "cancelled";
     j->finished = now;
@@ -217,6 +224,11 @@ void Scheduler::onEvent(ServiceJob& j, const Json& e) {
     j.steps = e.value("step", j.steps);
     j.first_t = -1;
   } else if (kind == "step") {
+    if (j.placed_at >= 0) {
+      j.start_seconds += lastTick_ - j.placed_at;
+      ++j.starts_measured;
+      j.placed_at = -1;
+    }
     j.steps = std::max(j.steps, e.value("step", std::int64_t{0}));
     const double t = e.value("t", 0.0);
     if (j.first_t < 0) {
@@ -238,8 +250,16 @@ void Scheduler::onEvent(ServiceJob& j, const Json& e) {
 }
 
 void Scheduler::onExit(ServiceJob& j, double now) {
-  const std::string outcome = j.outcome;
+  // Told to stop and gone without its "finished" (killed by the signal
+  // before it could say): stopped as asked; its checkpoint resumes it.
+  const std::string outcome = j.outcome.empty() && j.stop_sent ? "preempted" : j.outcome;
   j.outcome.clear();
+  j.stop_sent = false;
+  if (j.placed_at >= 0) {  // a start that never reached a step: all of it lost
+    j.start_seconds += now - j.placed_at;
+    ++j.starts_measured;
+    j.placed_at = -1;
+  }
   processes_.erase(j.id);
   j.pid = -1;
   j.type = -1;
@@ -287,6 +307,7 @@ void Scheduler::readEvents(ServiceJob& j, double dt, double now) {
   }
   if (j.budget > 0 && j.cost >= j.budget && !j.over_budget && !j.cancel) {
     j.over_budget = true;
+    j.stop_sent = true;
     p->second.signal(SIGINT);
     spdlog::info("job {} ({}) has spent its budget of ${:.2f}: stopping it", j.id, j.name, j.budget);
   }
@@ -306,6 +327,10 @@ int Scheduler::freeWorkers(size_t type) const {
   return config_.types[type].count - used;
 }
 
+bool Scheduler::idle() const {
+  return std::none_of(jobs_.begin(), jobs_.end(), [](const ServiceJob& j) { return holdsWorkers(j.status); });
+}
+
 bool Scheduler::waitingJobFits() const {
   for (const auto& j : jobs_) {
     if (!active(j) || holdsWorkers(j.status)) continue;
@@ -320,7 +345,10 @@ void Scheduler::tick(double now) {
   const double dt = lastTick_ > 0 ? std::max(0.0, now - lastTick_) : 0;
   lastTick_ = now;
   for (auto& j : jobs_) readEvents(j, dt, now);
-  if (now >= roundEnd_ || (changed_ && waitingJobFits())) beginRound(now);
+  // Rounds at their boundaries (Gavel's mechanism: a job that arrives waits
+  // for the next, one that ends leaves its workers idle until then), but at
+  // once when jobs come to a pool where none runs.
+  if (now >= roundEnd_ || (changed_ && idle() && waitingJobFits())) beginRound(now);
   startPlaced(now);
   if (dirty_ && now - lastSave_ >= 1) {
     if (Status s = save(); !s.ok()) spdlog::error("{}", s.message());
@@ -425,6 +453,7 @@ void Scheduler::beginRound(double now) {
     } else if (running && j.status != "preempting") {
       p->second.signal(SIGUSR2);
       j.status = "preempting";
+      j.stop_sent = true;
       round["preempted"].push_back(j.id);
     }
   }
@@ -462,6 +491,7 @@ void Scheduler::startPlaced(double now) {
     processes_[j.id] = std::move(*p);
     j.type = j.target;
     j.round_type = j.type;
+    j.placed_at = roundStart_;
     j.status = "starting";
     j.outcome.clear();
     ++j.starts;
@@ -477,6 +507,7 @@ void Scheduler::shutdown(double grace) {
     if (p != processes_.end() && p->second.running() && j.status != "preempting") {
       p->second.signal(SIGUSR2);
       j.status = "preempting";
+      j.stop_sent = true;
     }
   }
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace);

@@ -46,6 +46,7 @@ struct ServiceJob {
   int target = -1;               // the type this round placed it on; -1: it waits
   bool cancel = false;           // cancelling: ends as "cancelled"
   bool over_budget = false;      // stopping: its budget is spent
+  bool stop_sent = false;        // its running process was told to stop (preempted, cancelled, over budget)
   std::int64_t steps = 0, total_steps = 0;
   double accuracy = -1;          // the last evaluation's
   int rounds = 0, starts = 0, preemptions = 0, lease_extensions = 0;
@@ -59,6 +60,12 @@ struct ServiceJob {
   double first_t = -1;
   std::int64_t first_step = 0;
   double round_seconds = 0;      // on `type` in this round (the mechanism's record)
+  // What its starts cost: from the start of the round it was placed in to
+  // its first step there, summed over its starts (the simulator's
+  // --preemption-cost, measured; bench/cluster_vs_sim_bench.sh).
+  double start_seconds = 0;
+  int starts_measured = 0;
+  double placed_at = -1;         // the start of the round of its current start; -1: measured
   int round_type = -1;
 };
 
@@ -75,7 +82,7 @@ class Scheduler {
   // Stops the job (a clean stop when it runs); it ends "cancelled".
   Status cancel(int id, double now);
   // Reads the jobs' events, bills their workers, begins a round when one
-  // is due (or when jobs came or went and workers are idle), starts the
+  // is due (or at once when jobs come to an idle pool), starts the
   // jobs placed on free workers, and saves the state.
   void tick(double now);
   // Every running job preempted (checkpointed), waiting up to `grace`
@@ -102,6 +109,7 @@ class Scheduler {
   void startPlaced(double now);
   int freeWorkers(size_t type) const;
   bool waitingJobFits() const;
+  bool idle() const;  // no job holds workers
   Status save();
   Status load(double now);
 

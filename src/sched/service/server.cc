@@ -15,10 +15,13 @@
 #include <random>
 #include <thread>
 
+#include "report/svg_chart.h"  // escapeHtml
 #include "sched/service/scheduler.h"
 
 namespace hydrozoa::sched {
 namespace {
+
+using report::escapeHtml;
 
 double wallNow() {
   return static_cast<double>(
@@ -51,20 +54,6 @@ bool sameToken(const std::string& given, const std::string& token) {
   return diff == 0;
 }
 
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string duration(double s) {
   if (s < 120) return fmt::format("{:.0f} s", s);
   if (s < 7200) return fmt::format("{:.1f} min", s / 60);
@@ -89,22 +78,22 @@ std::string statusPage(const Json& s) {
       "td.n{{text-align:right}}.tl td{{width:14px;height:16px;padding:0;border:1px solid #eee}}"
       ".err{{color:#b00}}</style></head><body><h1>hydrozoa cluster {0}</h1>"
       "<p>Policy <b>{1}</b>, rounds of {2}; round {3}, the next in {4}. Cost so far <b>${5:.4f}</b>.</p>",
-      escape(s["cluster"]), escape(s["policy"]), duration(s["round_seconds"]), s["round"].get<int>(),
+      escapeHtml(s["cluster"]), escapeHtml(s["policy"]), duration(s["round_seconds"]), s["round"].get<int>(),
       duration(s["round_ends_in"]), s["cost_usd"].get<double>());
-  if (!s["error"].get<std::string>().empty()) html += "<p class=err>" + escape(s["error"]) + "</p>";
+  if (!s["error"].get<std::string>().empty()) html += "<p class=err>" + escapeHtml(s["error"]) + "</p>";
   html += "<h2>Worker types</h2><table><tr><th>type<th>workers<th>free<th>launcher<th>vCPUs each<th>$/worker-hour";
   for (const Json& t : s["types"]) {
     html += fmt::format("<tr><td style='color:{}'>&#9632; {}<td class=n>{}<td class=n>{}<td>{}<td class=n>{}<td class=n>{}",
-                        colour[t["name"]], escape(t["name"]), t["count"].get<int>(), t["free"].get<int>(),
-                        escape(t["launcher"]), t["cpu_limit"].is_null() ? "-" : fmt::format("{}", t["cpu_limit"].get<double>()),
+                        colour[t["name"]], escapeHtml(t["name"]), t["count"].get<int>(), t["free"].get<int>(),
+                        escapeHtml(t["launcher"]), t["cpu_limit"].is_null() ? "-" : fmt::format("{}", t["cpu_limit"].get<double>()),
                         t["price"].get<double>());
   }
   html += "</table><h2>Jobs and the allocation</h2><table><tr><th>id<th>name<th>status<th>on<th>workers";
-  for (const Json& t : s["types"]) html += "<th>X " + escape(t["name"]);
+  for (const Json& t : s["types"]) html += "<th>X " + escapeHtml(t["name"]);
   html += "<th>rounds<th>preempted<th>progress<th>cost<th>ETA";
   for (const Json& j : s["jobs"]) {
-    html += fmt::format("<tr><td class=n>{}<td>{}<td title='{}'>{}<td>{}<td class=n>{}", j["id"].get<int>(), escape(j["name"]),
-                        escape(j["reason"]), escape(j["status"]), escape(j["type_name"]), j["scale"].get<int>());
+    html += fmt::format("<tr><td class=n>{}<td>{}<td title='{}'>{}<td>{}<td class=n>{}", j["id"].get<int>(), escapeHtml(j["name"]),
+                        escapeHtml(j["reason"]), escapeHtml(j["status"]), escapeHtml(j["type_name"]), j["scale"].get<int>());
     for (const Json& t : s["types"]) {
       const Json& a = j["allocation"];
       html += a.contains(t["name"].get<std::string>())
@@ -127,7 +116,7 @@ std::string statusPage(const Json& s) {
     for (size_t r = first; r < rounds.size(); ++r) {
       const Json& placed = rounds[r]["placed"];
       html += placed.contains(id) ? fmt::format("<td style='background:{}' title='{}'>", colour[placed[id]],
-                                                escape(placed[id]))
+                                                escapeHtml(placed[id]))
                                   : std::string("<td>");
     }
   }
