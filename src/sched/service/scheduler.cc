@@ -621,6 +621,7 @@ Json Scheduler::toJson(double now) const {
   Json jobs = Json::array();
   for (const auto& j : jobs_) {
     Json o = jobToJson(j);
+    if (holdsWorkers(j.status) && (j.cancel || j.over_budget)) o["status"] = j.cancel ? "cancelling" : "stopping";
     o["type_name"] = j.type >= 0 ? config_.types[static_cast<size_t>(j.type)].name : "";
     Json alloc = Json::object();
     double rate = 0;
