@@ -18,90 +18,12 @@
 namespace hydrozoa::sched {
 namespace fs = std::filesystem;
 
-namespace {
-
-bool holdsWorkers(const std::string& status) {
-  return status == "starting" || status == "running" || status == "preempting";
+double wallSeconds() {
+  return static_cast<double>(
+             std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+                 .count()) /
+         1e6;
 }
-
-bool ended(const std::string& status) {
-  return status == "completed" || status == "failed" || status == "cancelled" || status == "stopped";
-}
-
-Json jobToJson(const ServiceJob& j) {
-  return {{"id", j.id},
-          {"name", j.name},
-          {"weight", j.weight},
-          {"slo_hours", j.slo_hours},
-          {"budget", j.budget},
-          {"status", j.status},
-          {"reason", j.reason},
-          {"scale", j.scale},
-          {"submitted", j.submitted},
-          {"finished", j.finished},
-          {"type", j.type},
-          {"target", j.target},
-          {"cancel", j.cancel},
-          {"over_budget", j.over_budget},
-          {"stop_sent", j.stop_sent},
-          {"steps", j.steps},
-          {"total_steps", j.total_steps},
-          {"accuracy", j.accuracy},
-          {"rounds", j.rounds},
-          {"starts", j.starts},
-          {"preemptions", j.preemptions},
-          {"lease_extensions", j.lease_extensions},
-          {"cost", j.cost},
-          {"held_seconds", j.held_seconds},
-          {"start_seconds", j.start_seconds},
-          {"starts_measured", j.starts_measured},
-          {"measured", j.measured},
-          {"pid", j.pid},
-          {"events_offset", j.events_offset},
-          {"outcome", j.outcome}};
-}
-
-Result<ServiceJob> jobFromJson(const Json& j, size_t types, const std::string& where) {
-  ServiceJob s;
-  ObjectReader r(j, where);
-  s.id = static_cast<int>(r.integer("id", 1, 1 << 30));
-  s.name = r.string("name");
-  s.weight = r.number("weight");
-  s.slo_hours = r.number("slo_hours");
-  s.budget = r.number("budget");
-  s.status = r.string("status");
-  s.reason = r.string("reason");
-  s.scale = static_cast<int>(r.integer("scale", 1, 65536));
-  s.submitted = r.number("submitted");
-  s.finished = r.number("finished");
-  s.type = static_cast<int>(r.integer("type", -1, static_cast<std::int64_t>(types) - 1));
-  s.target = static_cast<int>(r.integer("target", -1, static_cast<std::int64_t>(types) - 1));
-  s.cancel = r.boolean("cancel");
-  s.over_budget = r.boolean("over_budget");
-  s.stop_sent = r.boolean("stop_sent");
-  s.steps = r.integer("steps", 0);
-  s.total_steps = r.integer("total_steps", 0);
-  s.accuracy = r.number("accuracy");
-  s.rounds = static_cast<int>(r.integer("rounds", 0, INT32_MAX));
-  s.starts = static_cast<int>(r.integer("starts", 0, INT32_MAX));
-  s.preemptions = static_cast<int>(r.integer("preemptions", 0, INT32_MAX));
-  s.lease_extensions = static_cast<int>(r.integer("lease_extensions", 0, INT32_MAX));
-  s.cost = r.nonNegative("cost");
-  s.held_seconds = r.nonNegative("held_seconds");
-  s.start_seconds = r.nonNegative("start_seconds");
-  s.starts_measured = static_cast<int>(r.integer("starts_measured", 0, INT32_MAX));
-  const Json& measured = r.array("measured");
-  for (const Json& m : measured) s.measured.push_back(m.is_number() ? m.get<double>() : 0.0);
-  s.measured.resize(types, 0.0);  // a type added to the pool since: not measured
-  s.pid = static_cast<pid_t>(r.integer("pid", -1, INT32_MAX));
-  s.events_offset = r.integer("events_offset", 0);
-  s.outcome = r.string("outcome");
-  r.rejectUnknownKeys();
-  HZ_RETURN_IF_ERROR(r.status());
-  return s;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<Scheduler>> Scheduler::open(ClusterConfig config, std::string binary, double now) {
   std::unique_ptr<Scheduler> s(new Scheduler());
@@ -129,7 +51,7 @@ ServiceJob* Scheduler::find(int id) {
   return nullptr;
 }
 
-bool Scheduler::active(const ServiceJob& j) const { return !ended(j.status) && !j.cancel && !j.over_budget; }
+bool Scheduler::active(const ServiceJob& j) const { return !j.ended() && !j.cancel && !j.over_budget; }
 
 Result<int> Scheduler::submit(const Json& spec, double weight, double sloHours, double budget, double now) {
   if (!(weight > 0 && weight <= 1e6)) {
@@ -176,7 +98,7 @@ Result<int> Scheduler::submit(const Json& spec, double weight, double sloHours, 
 Status Scheduler::cancel(int id, double now) {
   ServiceJob* j = find(id);
   if (!j) return notFound(fmt::format("no job {} (hydrozoa jobs lists them)", id));
-  if (ended(j->status)) {
+  if (j->ended()) {
     return invalidArgument(fmt::format("job {} has ended already ({})", id, j->status));
   }
   j->cancel = true;
@@ -293,15 +215,19 @@ void Scheduler::onExit(ServiceJob& j, double now) {
   spdlog::info("job {} ({}) {}{}", j.id, j.name, j.status, j.reason.empty() ? "" : ": " + j.reason);
 }
 
+void Scheduler::drainEvents(ServiceJob& j, JobProcess& p) {
+  for (const Json& e : p.newEvents()) onEvent(j, e);
+  j.events_offset = p.offset();
+}
+
 void Scheduler::readEvents(ServiceJob& j, double dt, double now) {
   auto p = processes_.find(j.id);
   if (p == processes_.end()) return;
-  for (const Json& e : p->second.newEvents()) onEvent(j, e);
-  j.events_offset = p->second.offset();
+  drainEvents(j, p->second);
   if (j.type >= 0) {
-    const double seconds = dt * j.scale;
-    j.cost += seconds / 3600 * config_.types[static_cast<size_t>(j.type)].price;
-    cost_ += seconds / 3600 * config_.types[static_cast<size_t>(j.type)].price;
+    const double usd = dt * j.scale / 3600 * config_.types[static_cast<size_t>(j.type)].price;
+    j.cost += usd;
+    cost_ += usd;
     j.held_seconds += dt;
     if (j.round_type == j.type) j.round_seconds += dt;
   }
@@ -312,8 +238,7 @@ void Scheduler::readEvents(ServiceJob& j, double dt, double now) {
     spdlog::info("job {} ({}) has spent its budget of ${:.2f}: stopping it", j.id, j.name, j.budget);
   }
   if (!p->second.running()) {
-    for (const Json& e : p->second.newEvents()) onEvent(j, e);  // what it wrote last
-    j.events_offset = p->second.offset();
+    drainEvents(j, p->second);  // what it wrote last
     onExit(j, now);
   }
   dirty_ = true;
@@ -328,12 +253,12 @@ int Scheduler::freeWorkers(size_t type) const {
 }
 
 bool Scheduler::idle() const {
-  return std::none_of(jobs_.begin(), jobs_.end(), [](const ServiceJob& j) { return holdsWorkers(j.status); });
+  return std::none_of(jobs_.begin(), jobs_.end(), [](const ServiceJob& j) { return j.holdsWorkers(); });
 }
 
 bool Scheduler::waitingJobFits() const {
   for (const auto& j : jobs_) {
-    if (!active(j) || holdsWorkers(j.status)) continue;
+    if (!active(j) || j.holdsWorkers()) continue;
     for (size_t t = 0; t < config_.types.size(); ++t) {
       if (freeWorkers(t) >= j.scale) return true;
     }
@@ -464,7 +389,7 @@ void Scheduler::beginRound(double now) {
 
 void Scheduler::startPlaced(double now) {
   for (auto& j : jobs_) {
-    if (!active(j) || j.target < 0 || holdsWorkers(j.status)) continue;
+    if (!active(j) || j.target < 0 || j.holdsWorkers()) continue;
     const auto t = static_cast<size_t>(j.target);
     if (freeWorkers(t) < j.scale) continue;  // the jobs it replaces are still stopping
     const std::string dir = jobDir(j.id);
@@ -512,99 +437,12 @@ void Scheduler::shutdown(double grace) {
   }
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace);
   while (!processes_.empty() && std::chrono::steady_clock::now() < until) {
-    const double now = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch()).count()) / 1000;
-    for (auto& j : jobs_) readEvents(j, 0, now);
+    for (auto& j : jobs_) readEvents(j, 0, wallSeconds());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   for (auto& j : jobs_) j.target = -1;
   dirty_ = true;
   if (Status s = save(); !s.ok()) spdlog::error("{}", s.message());
-}
-
-Status Scheduler::save() {
-  Json jobs = Json::array();
-  for (const auto& j : jobs_) jobs.push_back(jobToJson(j));
-  Json types = Json::array();
-  for (const auto& t : config_.types) types.push_back(t.name);
-  const Json state = {{"version", 1}, {"next_id", nextId_}, {"round", round_}, {"cost_usd", cost_},
-                      {"types", types},  {"jobs", jobs},       {"timeline", timeline_}};
-  HZ_RETURN_IF_ERROR(writeFileAtomically(config_.state_dir + "/state.json", state.dump(1) + "\n"));
-  dirty_ = false;
-  lastSave_ = lastTick_;
-  return Status();
-}
-
-Status Scheduler::load(double now) {
-  const std::string path = config_.state_dir + "/state.json";
-  if (!fs::exists(path)) return Status();
-  HZ_ASSIGN_OR_RETURN(const Json state, readJsonFile(path));
-  ObjectReader r(state, path);
-  r.integer("version", 1, 1);
-  nextId_ = static_cast<int>(r.integer("next_id", 1, 1 << 30));
-  round_ = static_cast<int>(r.integer("round", 0, INT32_MAX));
-  cost_ = r.nonNegative("cost_usd");
-  const Json& types = r.array("types");
-  const Json& jobs = r.array("jobs");
-  timeline_ = r.array("timeline");
-  r.rejectUnknownKeys();
-  HZ_RETURN_IF_ERROR(r.status());
-  // Jobs keep their type by name: a type the pool no longer has is none.
-  std::vector<int> typeOf;
-  for (const Json& t : types) {
-    int found = -1;
-    for (size_t k = 0; k < config_.types.size(); ++k) {
-      if (t.is_string() && config_.types[k].name == t.get<std::string>()) found = static_cast<int>(k);
-    }
-    typeOf.push_back(found);
-  }
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    Json jj = jobs[i];
-    const auto remap = [&](const char* key) {
-      const std::int64_t v = jj.value(key, std::int64_t{-1});
-      jj[key] = v >= 0 && v < static_cast<std::int64_t>(typeOf.size()) ? typeOf[static_cast<size_t>(v)] : -1;
-    };
-    remap("type");
-    remap("target");
-    if (jj.contains("measured") && jj["measured"].is_array()) {
-      Json m = Json::array();
-      for (size_t k = 0; k < config_.types.size(); ++k) {
-        double v = 0;
-        for (size_t o = 0; o < typeOf.size() && o < jj["measured"].size(); ++o) {
-          if (typeOf[o] == static_cast<int>(k) && jj["measured"][o].is_number()) v = jj["measured"][o].get<double>();
-        }
-        m.push_back(v);
-      }
-      jj["measured"] = m;
-    }
-    HZ_ASSIGN_OR_RETURN(ServiceJob j, jobFromJson(jj, config_.types.size(), fmt::format("{}: jobs[{}]", path, i)));
-    if (holdsWorkers(j.status)) {
-      // A job process the scheduler before this one started: still running
-      // (re-attached), or ended while none watched (its events say how).
-      JobProcess p = JobProcess::attach(j.pid, jobDir(j.id) + "/", jobDir(j.id) + "/events.jsonl", j.events_offset);
-      const bool running = p.running();
-      processes_[j.id] = std::move(p);
-      if (running) {
-        spdlog::info("job {} ({}) still runs (pid {}): re-attached", j.id, j.name, j.pid);
-      } else {
-        for (const Json& e : processes_[j.id].newEvents()) onEvent(j, e);
-        j.events_offset = processes_[j.id].offset();
-        const bool said = !j.outcome.empty();
-        onExit(j, now);
-        if (!said && !j.cancel && j.status == "failed") {
-          // Gone without a word (killed with the scheduler's machine, say):
-          // its checkpoint resumes it.
-          j.status = "paused";
-          j.reason.clear();
-          j.finished = -1;
-        }
-      }
-    }
-    j.first_t = -1;
-    jobs_.push_back(std::move(j));
-  }
-  changed_ = reallocate_ = dirty_ = true;
-  return Status();
 }
 
 Json Scheduler::toJson(double now) const {
@@ -621,7 +459,7 @@ Json Scheduler::toJson(double now) const {
   Json jobs = Json::array();
   for (const auto& j : jobs_) {
     Json o = jobToJson(j);
-    if (holdsWorkers(j.status) && (j.cancel || j.over_budget)) o["status"] = j.cancel ? "cancelling" : "stopping";
+    if (j.holdsWorkers() && (j.cancel || j.over_budget)) o["status"] = j.cancel ? "cancelling" : "stopping";
     o["type_name"] = j.type >= 0 ? config_.types[static_cast<size_t>(j.type)].name : "";
     Json alloc = Json::object();
     double rate = 0;

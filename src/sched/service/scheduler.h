@@ -67,7 +67,18 @@ struct ServiceJob {
   int starts_measured = 0;
   double placed_at = -1;         // the start of the round of its current start; -1: measured
   int round_type = -1;
+
+  bool holdsWorkers() const { return status == "starting" || status == "running" || status == "preempting"; }
+  bool ended() const {
+    return status == "completed" || status == "failed" || status == "cancelled" || status == "stopped";
+  }
 };
+
+// Seconds since the epoch (the clock of the scheduler's times).
+double wallSeconds();
+
+// A job as state.json and the API hold it (scheduler_state.cc).
+Json jobToJson(const ServiceJob& j);
 
 class Scheduler {
  public:
@@ -103,6 +114,8 @@ class Scheduler {
   void onEvent(ServiceJob& j, const Json& e);
   void onExit(ServiceJob& j, double now);
   void readEvents(ServiceJob& j, double dt, double now);
+  // onEvent() for each event `p` wrote since the last call.
+  void drainEvents(ServiceJob& j, JobProcess& p);
   // NOTE [Throughput estimates]
   double estimate(const ServiceJob& j, size_t type) const;
   void beginRound(double now);
@@ -110,6 +123,7 @@ class Scheduler {
   int freeWorkers(size_t type) const;
   bool waitingJobFits() const;
   bool idle() const;  // no job holds workers
+  // scheduler_state.cc
   Status save();
   Status load(double now);
 

@@ -23,13 +23,6 @@ namespace {
 
 using report::escapeHtml;
 
-double wallNow() {
-  return static_cast<double>(
-             std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-                 .count()) /
-         1e6;
-}
-
 // The service's token: made once (128 random bits), private to its owner.
 Result<std::string> serviceToken(const std::string& stateDir) {
   const std::string path = stateDir + "/token";
@@ -126,7 +119,7 @@ std::string statusPage(const Json& s) {
 }
 
 Status serve(ClusterConfig config, const std::string& binary, const std::atomic<int>* stop) {
-  HZ_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> scheduler, Scheduler::open(std::move(config), binary, wallNow()));
+  HZ_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> scheduler, Scheduler::open(std::move(config), binary, wallSeconds()));
   const std::string dir = scheduler->stateDir();
   const int lock = ::open((dir + "/serve.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock < 0 || ::flock(lock, LOCK_EX | LOCK_NB) != 0) {
@@ -152,12 +145,12 @@ Status serve(ClusterConfig config, const std::string& binary, const std::atomic<
   http.Get("/", [&](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req, res)) return;
     std::lock_guard<std::mutex> g(mu);
-    res.set_content(statusPage(scheduler->toJson(wallNow())), "text/html; charset=utf-8");
+    res.set_content(statusPage(scheduler->toJson(wallSeconds())), "text/html; charset=utf-8");
   });
   http.Get("/api/state", [&](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req, res)) return;
     std::lock_guard<std::mutex> g(mu);
-    reply(res, 200, scheduler->toJson(wallNow()));
+    reply(res, 200, scheduler->toJson(wallSeconds()));
   });
   http.Post("/api/jobs", [&](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req, res)) return;
@@ -169,14 +162,14 @@ Status serve(ClusterConfig config, const std::string& binary, const std::atomic<
     };
     std::lock_guard<std::mutex> g(mu);
     auto id = scheduler->submit(body["spec"], body.contains("weight") ? number("weight") : 1.0, number("slo_hours"),
-                                number("budget"), wallNow());
+                                number("budget"), wallSeconds());
     if (!id.ok()) return reply(res, 400, {{"error", id.status().message()}});
     reply(res, 200, {{"id", *id}});
   });
   http.Post(R"(/api/jobs/(\d{1,9})/cancel)", [&](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req, res)) return;
     std::lock_guard<std::mutex> g(mu);
-    const Status s = scheduler->cancel(std::stoi(req.matches[1].str()), wallNow());
+    const Status s = scheduler->cancel(std::stoi(req.matches[1].str()), wallSeconds());
     if (!s.ok()) return reply(res, s.code() == ErrorCode::kNotFound ? 404 : 400, {{"error", s.message()}});
     reply(res, 200, {{"ok", true}});
   });
@@ -198,7 +191,7 @@ Status serve(ClusterConfig config, const std::string& binary, const std::atomic<
   while (!stop->load()) {
     {
       std::lock_guard<std::mutex> g(mu);
-      scheduler->tick(wallNow());
+      scheduler->tick(wallSeconds());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
