@@ -9,7 +9,11 @@
 #  2. the makespan policy against its agnostic form on Gavel's static
 #     minimize_makespan trace;
 #  3. the policies' solve time for 2,048 jobs present at once, and the
-#     simulator's wall time for 1,000 jobs.
+#     simulator's wall time for 1,000 jobs;
+#  4. spot workers (issue 13 §6): Gavel's max_min_fairness trace on 12
+#     on-demand workers against 12 spot ones at GCP's prices (gcp-vm), each
+#     spot worker reclaimed after 4 h on average and another to be had 30 min
+#     later, a minute lost to each restart; SEEDS draws of the market.
 #
 #   bench/simulate_bench.sh [SEEDS=2]
 set -euo pipefail
@@ -56,3 +60,29 @@ s=$(date +%s.%N)
 $hz simulate --generate 1000 --rate 2 --seed 1 --throughputs "$t" --cluster $cluster --policy max_min_fairness \
   >/dev/null
 python3 -c "print(f'1,000 jobs simulated (max_min_fairness, rate 2/h): {$(date +%s.%N) - $s:.2f} s')"
+echo
+echo "4. Gavel's max_min_fairness trace (96 jobs) on v100=4,p100=4,k80=4, on demand against spot (gcp-vm prices,"
+echo "   spot workers up 4 h / away 30 min on average, 1 min per restart), mean of $seeds draws"
+spot_run() {  # cluster policy [seed] -> "jct_hours cost reclaimed"
+  extra=()
+  [ $# -ge 3 ] && extra=(--spot-uptime 4h --spot-downtime 30min --seed "$3")
+  $hz simulate --trace "$gavel/max_min_fairness.trace" --throughputs "$t" --cluster "$1" --policy "$2" \
+    --prices gcp-vm --preemption-cost 1min "${extra[@]}" --json |
+    python3 -c 'import json,sys; d = json.load(sys.stdin); print(d["average_jct_seconds"] / 3600, d["makespan_seconds"] / 3600, d["cost_usd"], d["reclaimed"])'
+}
+printf '%-18s %-10s %10s %10s %10s %10s\n' policy workers "avg JCT" makespan cost reclaimed
+for p in max_min_fairness min_cost; do
+  read -r oj om oc _ <<<"$(spot_run v100=4,p100=4,k80=4 $p)"
+  sj=0; sm=0; sc=0; sr=0
+  for seed in $(seq 1 "$seeds"); do
+    read -r j m c n <<<"$(spot_run v100:spot=4,p100:spot=4,k80:spot=4 $p "$seed")"
+    sj=$(python3 -c "print($sj + $j)"); sm=$(python3 -c "print($sm + $m)"); sc=$(python3 -c "print($sc + $c)")
+    sr=$(python3 -c "print($sr + $n)")
+  done
+  python3 -c "
+oj, om, oc = $oj, $om, $oc
+sj, sm, sc, sr = $sj / $seeds, $sm / $seeds, $sc / $seeds, $sr / $seeds
+print(f'{\"$p\":<18} {\"on demand\":<10} {oj:8.2f} h {om:8.2f} h \${oc:8.2f} {0:10}')
+print(f'{\"\":<18} {\"spot\":<10} {sj:8.2f} h {sm:8.2f} h \${sc:8.2f} {sr:10.0f}')
+print(f'{\"\":<18} {\"ratio\":<10} {sj / oj:8.2f}x  {sm / om:8.2f}x  {oc / sc:8.2f}x cheaper')"
+done

@@ -9,6 +9,7 @@
 #include "core/table.h"
 #include "sched/gavel_formats.h"
 #include "sched/policy.h"
+#include "sim/market.h"
 
 namespace hydrozoa::cli {
 namespace {
@@ -26,7 +27,7 @@ Status runAllocate(const AllocateArgs& a) {
   HZ_ASSIGN_OR_RETURN(const std::vector<sched::TraceJob> jobs, sched::loadTrace(a.jobs));
   HZ_ASSIGN_OR_RETURN(sched::Problem problem, sched::problemOf(jobs, types, throughputs));
   if (!a.prices.empty()) {
-    HZ_ASSIGN_OR_RETURN(problem.price, sched::parsePrices(a.prices, types, "--prices"));
+    HZ_ASSIGN_OR_RETURN(problem.price, sim::clusterPrices(a.prices, types, "--prices"));
   }
   problem.budget = a.budget;
   if (!a.entities.empty()) {
@@ -84,7 +85,9 @@ void addAllocateCommand(CLI::App& app, Status* status) {
   std::string names;
   for (const auto& p : sched::policyList()) names += (names.empty() ? "" : ", ") + p.name;
   cmd->add_option("--policy", args->policy, "One of " + names)->capture_default_str();
-  cmd->add_option("--prices", args->prices, "USD per worker-hour of each type, for the cost policies: v100=3.06,k80=0.9");
+  cmd->add_option("--prices", args->prices,
+                  "USD per worker-hour of each type, for the cost policies: v100=3.06,k80=0.9, or a VM catalog "
+                  "(gcp-vm, a path) whose on-demand and spot prices (TYPE:spot) are used");
   cmd->add_option("--budget", args->budget, "USD for the jobs' steps (min_makespan_budget)");
   cmd->add_option("--entities", args->entities,
                   "hierarchical: NAME=WEIGHT:fairness|fifo:FIRST-LAST,... (jobs by trace index, LAST not included)");

@@ -12,6 +12,7 @@
 #include "cli/common.h"
 #include "core/files.h"
 #include "sim/generate.h"
+#include "sim/market.h"
 #include "sim/simulator.h"
 
 namespace hydrozoa::cli {
@@ -19,13 +20,35 @@ namespace {
 
 struct SimulateArgs {
   std::string trace, throughputs, cluster, policy = "max_min_fairness", round = "6min", measure, write_trace, prices,
-      entities, preemption = "0s";
+      entities, preemption = "0s", spot_trace, spot_uptime, spot_downtime, write_spot_trace;
   double budget = -1;
   int generate = 0;
   double rate = 0;
   bool multiple = false, json = false;
   std::uint64_t seed = 0;
 };
+
+// The simulation on a spot market drawn from `spot`, over a horizon that
+// covers it: drawn again twice as long while the simulation outlasts it (a
+// longer draw begins with the same events). Leaves the draw in o->spot.
+Result<sim::SimResult> simulateOnDrawnSpot(const std::vector<sched::TraceJob>& trace,
+                                           const std::vector<sched::WorkerType>& types,
+                                           const sched::Throughputs& throughputs, const sched::Policy& policy,
+                                           sim::SimOptions* o, sim::SpotTraceOptions* spot) {
+  Seconds last = 0;
+  for (const auto& j : trace) last = std::max(last, j.arrival);
+  if (!(spot->horizon > 0)) spot->horizon = last + 30 * 86400.0;
+  for (;;) {
+    HZ_ASSIGN_OR_RETURN(o->spot, sim::generateSpotTrace(types, *spot));
+    auto r = sim::simulate(trace, types, throughputs, policy, *o);
+    Seconds end = 0;
+    if (r.ok()) {
+      for (const auto& j : r->jobs) end = std::max(end, j.finish);
+    }
+    if ((r.ok() && end <= spot->horizon) || spot->horizon * 2 > o->max_time) return r;
+    spot->horizon *= 2;
+  }
+}
 
 Status runSimulate(const SimulateArgs& a) {
   HZ_ASSIGN_OR_RETURN(const std::vector<sched::WorkerType> types, sched::parseCluster(a.cluster, "--cluster"));
@@ -37,7 +60,24 @@ Status runSimulate(const SimulateArgs& a) {
     return invalidArgument("--preemption-cost must be from 0 s to less than a round (--round)");
   }
   if (!a.prices.empty()) {
-    HZ_ASSIGN_OR_RETURN(o.price, sched::parsePrices(a.prices, types, "--prices"));
+    HZ_ASSIGN_OR_RETURN(o.price, sim::clusterPrices(a.prices, types, "--prices"));
+  }
+  const bool generateSpot = !a.spot_uptime.empty() || !a.spot_downtime.empty();
+  if (generateSpot && !a.spot_trace.empty()) {
+    return invalidArgument(
+        "give the spot market as --spot-trace FILE or --spot-uptime/--spot-downtime, one of the two");
+  }
+  sim::SpotTraceOptions spot;
+  if (generateSpot) {
+    HZ_ASSIGN_OR_RETURN(spot.uptime, parseSeconds(a.spot_uptime.empty() ? "4h" : a.spot_uptime, "--spot-uptime"));
+    HZ_ASSIGN_OR_RETURN(spot.downtime,
+                        parseSeconds(a.spot_downtime.empty() ? "30min" : a.spot_downtime, "--spot-downtime"));
+    spot.seed = a.seed;
+  } else if (!a.spot_trace.empty()) {
+    HZ_ASSIGN_OR_RETURN(o.spot, sim::loadSpotTrace(a.spot_trace, types));
+  }
+  if (!a.write_spot_trace.empty() && !generateSpot) {
+    return invalidArgument("--write-spot-trace writes the spot trace --spot-uptime/--spot-downtime draws");
   }
   o.budget = a.budget;
   std::vector<std::string> names;
@@ -95,6 +135,11 @@ Status runSimulate(const SimulateArgs& a) {
     header.push_back("cost");
     right.push_back(true);
   }
+  const bool spotMarket = generateSpot || !o.spot.empty();
+  if (spotMarket) {
+    header.push_back("reclaimed");
+    right.push_back(true);
+  }
   bool slos = false;
   for (const auto& j : trace) slos |= j.slo > 0;
   if (slos) {
@@ -106,7 +151,8 @@ Status runSimulate(const SimulateArgs& a) {
   std::string failures;
   for (const std::string& name : names) {
     HZ_ASSIGN_OR_RETURN(const std::unique_ptr<sched::Policy> policy, sched::makePolicy(name));
-    auto r = sim::simulate(trace, types, throughputs, *policy, o);
+    auto r = generateSpot ? simulateOnDrawnSpot(trace, types, throughputs, *policy, &o, &spot)
+                          : sim::simulate(trace, types, throughputs, *policy, o);
     if (!r.ok() && names.size() == 1) return Status(r.status().code(), fmt::format("{}: {}", name, r.status().message()));
     if (!r.ok()) {  // side by side: the others still run
       out.push_back({{"policy", name}, {"error", r.status().message()}});
@@ -129,14 +175,19 @@ Status runSimulate(const SimulateArgs& a) {
                    {"cost_usd", r->cost},
                    {"slo_jobs", r->slo_jobs},
                    {"slo_missed", r->slo_missed},
+                   {"reclaimed", r->reclaimed},
                    {"jobs", jobs}});
     std::vector<std::string> row = {name, fmt::format("{:.2f} h", r->average_jct / 3600),
                                     fmt::format("{:.2f} h", r->makespan / 3600), fmt::format("{:.1f}%", 100 * r->utilisation),
                                     std::to_string(r->rounds), std::to_string(r->allocations),
                                     formatSeconds(r->solve_seconds)};
     if (!o.price.empty()) row.push_back(fmt::format("${:.2f}", r->cost));
+    if (spotMarket) row.push_back(std::to_string(r->reclaimed));
     if (slos) row.push_back(fmt::format("{} of {}", r->slo_missed, r->slo_jobs));
     table.addRow(row);
+  }
+  if (!a.write_spot_trace.empty()) {
+    HZ_RETURN_IF_ERROR(writeFileAtomically(a.write_spot_trace, sim::formatSpotTrace(o.spot, types)));
   }
   if (a.json) {
     std::cout << (names.size() == 1 ? out[0] : out).dump(2) << "\n";
@@ -171,9 +222,19 @@ void addSimulateCommand(CLI::App& app, Status* status) {
       ->capture_default_str();
   cmd->add_option("--round", args->round, "Length of a scheduling round")->capture_default_str();
   cmd->add_option("--preemption-cost", args->preemption,
-                  "Time a job loses of a round it resumes in on another type (restoring its checkpoint)")
+                  "Time a job loses of a round it resumes in on another type, or after waiting or a spot reclaim "
+                  "(restoring its checkpoint)")
       ->capture_default_str();
-  cmd->add_option("--prices", args->prices, "USD per worker-hour of each type (cost policies, and the cost column)");
+  cmd->add_option("--prices", args->prices,
+                  "USD per worker-hour of each type (cost policies, and the cost column): TYPE=USD,... or a VM "
+                  "catalog (gcp-vm, a path) whose on-demand and spot prices (TYPE:spot) are used");
+  cmd->add_option("--spot-trace", args->spot_trace,
+                  "Spot prices and workers to be had over time: lines SECONDS TYPE price USD | SECONDS TYPE available N");
+  cmd->add_option("--spot-uptime", args->spot_uptime,
+                  "Instead of --spot-trace: each TYPE:spot worker is reclaimed after this long on average (default 4h)");
+  cmd->add_option("--spot-downtime", args->spot_downtime,
+                  "... and another is to be had this long after (on average; default 30min)");
+  cmd->add_option("--write-spot-trace", args->write_spot_trace, "Also write the spot trace drawn (the last policy's)");
   cmd->add_option("--budget", args->budget, "USD for the whole trace (min_makespan_budget)");
   cmd->add_option("--entities", args->entities,
                   "hierarchical: NAME=WEIGHT:fairness|fifo:FIRST-LAST,... (jobs by trace index, LAST not included)");

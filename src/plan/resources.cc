@@ -99,8 +99,8 @@ Result<Catalog> loadCatalog(const std::string& nameOrPath) {
   auto text = readTextFile(path);
   if (!text.ok()) {
     if (text.status().code() == ErrorCode::kNotFound && path != nameOrPath) {
-      return notFound(fmt::format("unknown platform \"{}\": no {} (built in: aci, lambda, azure-vm, aws-vm; or give a "
-                                  "catalog file path)",
+      return notFound(fmt::format("unknown platform \"{}\": no {} (built in: aci, lambda, alibaba-fc, azure-vm, "
+                                  "aws-vm, gcp-vm; or give a catalog file path)",
                                   nameOrPath, path));
     }
     return text.status();
@@ -188,6 +188,7 @@ Result<Catalog> catalogFromYaml(const std::string& text, const std::string& orig
       vm.vcpus = numberIn(v, "vcpus", profile::kVcpusRange);
       vm.memory = sizeIn(v, "memory", 1);
       vm.per_hour = numberIn(v, "per_hour", kInstancePriceRange);
+      if (v.has("spot_per_hour")) vm.spot_per_hour = numberIn(v, "spot_per_hour", kInstancePriceRange);
       v.rejectUnknownKeys();
       HZ_RETURN_IF_ERROR(v.status());
       c.instances.push_back(vm);

@@ -36,6 +36,7 @@ struct VmInstance {
   double vcpus = 0;
   Bytes memory = 0;
   UsdPerHour per_hour = 0;
+  UsdPerHour spot_per_hour = 0;  // on the spot market (Gavel ch. 6); 0: not sold there
 };
 
 struct Catalog {

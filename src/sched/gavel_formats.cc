@@ -131,10 +131,10 @@ Result<Problem> problemOf(const std::vector<TraceJob>& jobs, const std::vector<W
   Problem p;
   p.types = types;
   for (const WorkerType& t : types) {
-    if (!throughputs.hasWorkerType(t.name)) {
+    if (!throughputs.hasWorkerType(baseType(t.name))) {
       std::string known;
       for (const auto& name : throughputs.workerTypes()) known += (known.empty() ? "" : ", ") + name;
-      return invalidArgument(fmt::format("worker type {} has no throughputs (the file has {})", t.name, known));
+      return invalidArgument(fmt::format("worker type {} has no throughputs (the file has {})", baseType(t.name), known));
     }
   }
   for (size_t m = 0; m < jobs.size(); ++m) {
@@ -144,7 +144,7 @@ Result<Problem> problemOf(const std::vector<TraceJob>& jobs, const std::vector<W
     d.weight = jobs[m].weight;
     d.steps_remaining = jobs[m].total_steps;
     for (const WorkerType& t : types) {
-      d.throughput.push_back(throughputs.isolated(t.name, d.type, d.scale_factor).value_or(0));
+      d.throughput.push_back(throughputs.isolated(baseType(t.name), d.type, d.scale_factor).value_or(0));
     }
     // The SLO: that many times the job's duration on its fastest type.
     const double fastest = fastestThroughput(d);

@@ -10,6 +10,16 @@
 
 namespace hydrozoa::sched {
 
+namespace {
+constexpr const char* kSpot = ":spot";
+}  // namespace
+
+std::string baseType(const std::string& name) { return isSpot(name) ? name.substr(0, name.size() - 5) : name; }
+
+bool isSpot(const std::string& name) {
+  return name.size() > 5 && name.compare(name.size() - 5, 5, kSpot) == 0;
+}
+
 Result<std::vector<WorkerType>> parseCluster(const std::string& text, const std::string& what) {
   std::vector<WorkerType> types;
   std::set<std::string> seen;
@@ -25,6 +35,10 @@ Result<std::vector<WorkerType>> parseCluster(const std::string& text, const std:
       return invalidArgument(fmt::format("{}: \"{}\" is not TYPE=COUNT with a count from 1 to 100000 (write e.g. "
                                          "v100=4,p100=4,k80=4)",
                                          what, item));
+    }
+    if (baseType(t.name).find(':') != std::string::npos) {
+      return invalidArgument(fmt::format("{}: worker type \"{}\" is not TYPE or TYPE:spot (e.g. v100:spot)", what,
+                                         t.name));
     }
     if (!seen.insert(t.name).second) return invalidArgument(fmt::format("{}: {} is given twice", what, t.name));
     types.push_back(std::move(t));
@@ -119,7 +133,7 @@ double fastestThroughput(const JobDemand& job) {
 Status checkProblem(const Problem& p) {
   if (p.types.empty()) return invalidArgument("no worker types");
   for (const WorkerType& t : p.types) {
-    if (t.count < 1) return invalidArgument(fmt::format("worker type {} has {} workers", t.name, t.count));
+    if (t.count < 0) return invalidArgument(fmt::format("worker type {} has {} workers", t.name, t.count));
   }
   for (size_t m = 0; m < p.jobs.size(); ++m) {
     const JobDemand& job = p.jobs[m];

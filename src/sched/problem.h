@@ -11,10 +11,17 @@
 
 namespace hydrozoa::sched {
 
+// A type named BASE:spot is BASE's workers bought on the spot market (Gavel
+// ch. 6): BASE's throughputs, a price and an availability of its own (in the
+// simulator, replayed from a spot trace: sim/market.h).
 struct WorkerType {
   std::string name;
-  int count = 0;
+  int count = 0;  // workers now (0: none to be had at the moment)
 };
+
+// "v100:spot" -> "v100"; "v100" -> "v100".
+std::string baseType(const std::string& name);
+bool isSpot(const std::string& name);
 
 struct JobDemand {
   std::string type;                 // a job type of the throughputs
@@ -55,7 +62,8 @@ struct Allocation {
   bool capped = false;
 };
 
-// "v100=4,p100=4,k80=4" (counts 1 to 100,000; names as in the throughputs).
+// "v100=4,p100=4,k80=4" (counts 1 to 100,000; names as in the throughputs,
+// each may end in ":spot").
 Result<std::vector<WorkerType>> parseCluster(const std::string& text, const std::string& what);
 
 // "product=2:fairness:0-10,research=1:fifo:10-20": entities, each with its
@@ -70,8 +78,8 @@ double effectiveThroughput(const JobDemand& job, const std::vector<double>& x);
 // Steps/s on its fastest type (0 with no throughputs).
 double fastestThroughput(const JobDemand& job);
 
-// Every job has a throughput per type, no job needs more workers than a
-// type it can run on has, some type can run it; counts positive.
+// Every job has a throughput per type and some type with the workers it
+// needs can run it; counts not negative.
 Status checkProblem(const Problem& problem);
 
 }  // namespace hydrozoa::sched

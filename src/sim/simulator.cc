@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <set>
 
 #include "sched/rounds.h"
 
@@ -37,15 +38,26 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
     if (all.jobs[m].slo_left >= 0) r.jobs[m].deadline = trace[m].arrival + all.jobs[m].slo_left;
   }
   if (!o.price.empty() && o.price.size() != types.size()) return invalidArgument("a price for every worker type");
+  for (const SpotEvent& e : o.spot) {
+    if (e.type < 0 || static_cast<size_t>(e.type) >= types.size()) return internalError("a spot event of no type");
+    if (e.kind == SpotEvent::kPrice && o.price.empty()) {
+      return invalidArgument("the spot trace changes prices: give every type's price too (--prices)");
+    }
+  }
   double workers = 0;
   for (const auto& t : types) workers += t.count;
+  const PriceTrack bill(o.price, o.spot);
 
   std::vector<size_t> active;  // trace indices, in arrival order
   size_t next = 0;             // into order
+  size_t event = 0;            // into o.spot: the first not yet in force
   Seconds now = trace.empty() ? 0 : trace[order[0]].arrival;
   const Seconds start = now;
   double busy = 0;
+  std::vector<sched::WorkerType> market = types;  // the workers to be had now
+  std::vector<double> priceNow = o.price;
   sched::Problem problem;
+  std::vector<size_t> placeable;  // problem.jobs' trace indices: active jobs with a type that has their workers
   sched::Allocation allocation;
   sched::RoundMechanism mechanism;
   bool changed = true;
@@ -58,68 +70,121 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
       active.push_back(order[next++]);
       changed = true;
     }
+    for (; event < o.spot.size() && o.spot[event].time <= now; ++event) {
+      const SpotEvent& e = o.spot[event];
+      if (e.kind == SpotEvent::kPrice) priceNow[static_cast<size_t>(e.type)] = e.value;
+      if (e.kind == SpotEvent::kAvailable) market[static_cast<size_t>(e.type)].count = static_cast<int>(e.value);
+      changed = true;
+    }
     if (active.empty()) {  // idle until the next arrival
       now = trace[order[next]].arrival;
       continue;
     }
     if (changed) {
-      problem.types = types;
-      problem.price = o.price;
+      problem.types = market;
+      problem.price = priceNow;
       problem.entities = o.entities;
       problem.budget = o.budget < 0 ? -1 : o.budget - r.cost;
       problem.jobs.clear();
+      placeable.clear();
       for (size_t m : active) {
         sched::JobDemand d = all.jobs[m];
+        bool runs = false;  // on some type with its workers now (spot workers come and go)
+        for (size_t j = 0; j < market.size(); ++j) runs |= d.throughput[j] > 0 && d.scale_factor <= market[j].count;
+        if (!runs) continue;
         d.steps_remaining = trace[m].total_steps - done[m];
         d.elapsed = now - trace[m].arrival;
         // A deadline already missed constrains nothing more.
         d.slo_left = r.jobs[m].deadline > now ? r.jobs[m].deadline - now : -1;
         d.entity = m < o.entity_of.size() ? o.entity_of[m] : -1;
         problem.jobs.push_back(d);
+        placeable.push_back(m);
       }
-      for (size_t k = 0; k < active.size(); ++k) {
+      if (placeable.empty() && event == o.spot.size()) {
+        return unavailable(fmt::format("at {:.0f} s: {} jobs wait for workers that the spot trace never brings back",
+                                       now - start, active.size()));
+      }
+      for (size_t k = 0; k < placeable.size(); ++k) {
         // What finish-time fairness compares with: the time its steps so far
         // would have taken on 1/n of the cluster.
-        problem.jobs[k].isolated_elapsed = done[active[k]] / sched::isolatedThroughput(problem, static_cast<int>(k));
+        problem.jobs[k].isolated_elapsed =
+            done[placeable[k]] / sched::isolatedThroughput(problem, static_cast<int>(k));
       }
-      const auto t0 = std::chrono::steady_clock::now();
-      auto a = policy.allocate(problem);
-      r.solve_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (!a.ok()) return Status(a.status().code(), fmt::format("at {:.0f} s: {}", now - start, a.status().message()));
-      allocation = std::move(*a);
-      mechanism.reset(active.size(), types.size());
-      ++r.allocations;
+      allocation = {};
+      if (!placeable.empty()) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto a = policy.allocate(problem);
+        r.solve_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!a.ok()) {
+          return Status(a.status().code(), fmt::format("at {:.0f} s: {}", now - start, a.status().message()));
+        }
+        allocation = std::move(*a);
+        ++r.allocations;
+      }
+      mechanism.reset(placeable.size(), types.size());
       changed = false;
     }
     std::vector<int> previous;
-    for (size_t m : active) previous.push_back(lastType[m]);
-    const std::vector<int> placed = mechanism.place(problem, allocation, previous);
-    std::vector<size_t> still;
-    for (size_t k = 0; k < active.size(); ++k) {
-      const size_t m = active[k];
+    for (size_t m : placeable) previous.push_back(lastType[m]);
+    const std::vector<int> placed =
+        placeable.empty() ? std::vector<int>{} : mechanism.place(problem, allocation, previous);
+    // Each placed job's end in the round: the round's, its last step's, or
+    // that of a worker of its type reclaimed (the job placed last first).
+    std::vector<Seconds> end(placeable.size(), now + o.round), lost(placeable.size(), 0);
+    for (size_t k = 0; k < placeable.size(); ++k) {
       const int j = placed[k];
-      if (j < 0) {
-        lastType[m] = -1;
-        still.push_back(m);
-        continue;
+      if (j < 0) continue;
+      lost[k] = j == lastType[placeable[k]] ? 0 : o.preemption;
+      const double left = trace[placeable[k]].total_steps - done[placeable[k]];
+      end[k] = std::min(end[k], now + lost[k] + left / problem.jobs[k].throughput[static_cast<size_t>(j)]);
+    }
+    std::vector<bool> reclaimed(placeable.size(), false);
+    std::vector<int> cap;
+    for (const auto& t : market) cap.push_back(t.count);
+    for (size_t e = event; e < o.spot.size() && o.spot[e].time < now + o.round; ++e) {
+      if (o.spot[e].kind != SpotEvent::kAvailable) continue;
+      const Seconds at = o.spot[e].time;
+      const int j = o.spot[e].type;
+      cap[static_cast<size_t>(j)] = static_cast<int>(o.spot[e].value);
+      int used = 0;
+      for (size_t k = 0; k < placeable.size(); ++k) {
+        if (placed[k] == j && end[k] > at) used += problem.jobs[k].scale_factor;
       }
+      for (size_t k = placeable.size(); k-- > 0 && used > cap[static_cast<size_t>(j)];) {
+        if (placed[k] != j || !(end[k] > at)) continue;
+        end[k] = at;
+        reclaimed[k] = true;
+        used -= problem.jobs[k].scale_factor;
+      }
+    }
+    for (size_t m : active) lastType[m] = -1;  // unless it runs on in this round
+    std::set<size_t> ended;
+    for (size_t k = 0; k < placeable.size(); ++k) {
+      const size_t m = placeable[k];
+      const int j = placed[k];
+      if (j < 0) continue;
       const double rate = problem.jobs[k].throughput[static_cast<size_t>(j)];
       const double left = trace[m].total_steps - done[m];
-      const Seconds lost = j == lastType[m] ? 0 : o.preemption;
-      lastType[m] = j;
-      const Seconds ran = std::min(o.round - lost, left / rate);
+      const Seconds span = end[k] - now, paid = std::min(lost[k], span);
+      const bool finishes = !reclaimed[k] && paid + left / rate <= o.round;
+      const Seconds ran = finishes ? left / rate : span - paid;
       done[m] += rate * ran;
-      busy += (lost + ran) * trace[m].scale_factor;
-      if (!o.price.empty()) r.cost += (lost + ran) * trace[m].scale_factor * o.price[static_cast<size_t>(j)] / 3600;
+      busy += (paid + ran) * trace[m].scale_factor;
+      if (!o.price.empty()) r.cost += trace[m].scale_factor * bill.dollars(j, now, now + paid + ran);
       r.jobs[m].rounds += 1;
-      mechanism.record(static_cast<int>(k), j, lost + ran);
+      mechanism.record(static_cast<int>(k), j, paid + ran);
       problem.jobs[k].steps_remaining = trace[m].total_steps - done[m];
-      if (lost + ran < o.round || done[m] >= trace[m].total_steps * (1 - 1e-12)) {
-        r.jobs[m].finish = now + lost + ran;
+      lastType[m] = reclaimed[k] ? -1 : j;
+      r.reclaimed += reclaimed[k];
+      if (finishes || done[m] >= trace[m].total_steps * (1 - 1e-12)) {
+        r.jobs[m].finish = now + paid + ran;
+        ended.insert(m);
         changed = true;
-      } else {
-        still.push_back(m);
       }
+    }
+    std::vector<size_t> still;
+    for (size_t m : active) {
+      if (ended.count(m) == 0) still.push_back(m);
     }
     active = std::move(still);
     now += o.round;
@@ -142,7 +207,21 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
     r.slo_missed += j.finish > j.deadline * (1 + 1e-12);
   }
   r.makespan = last - start;
-  r.utilisation = r.makespan > 0 ? busy / (workers * r.makespan) : 0;
+  // Over the workers there were: spot workers away count for nothing.
+  double offered = 0, count = workers;
+  Seconds at = start;
+  std::vector<int> counts;
+  for (const auto& t : types) counts.push_back(t.count);
+  for (const SpotEvent& e : o.spot) {
+    if (e.kind != SpotEvent::kAvailable) continue;
+    const Seconds t = std::clamp(e.time, start, last);
+    offered += count * (t - at);
+    at = t;
+    count += e.value - counts[static_cast<size_t>(e.type)];
+    counts[static_cast<size_t>(e.type)] = static_cast<int>(e.value);
+  }
+  offered += count * (last - at);
+  r.utilisation = offered > 0 ? busy / offered : 0;
   return r;
 }
 

@@ -4,7 +4,12 @@
 // when the set of jobs changed; a placed job advances at its throughput on
 // its type for the round (and finishes inside it when it has fewer steps
 // left). Reports each job's completion time and the average, the
-// makespan, and how busy the workers were.
+// makespan, and how busy the workers were. With a spot trace (sim/market.h)
+// the types' prices and worker counts change as it says: the allocation is
+// decided again at the first round boundary after a change, and a job whose
+// worker is reclaimed in the middle of a round stops there, keeping its
+// steps (the reclaim notice, two minutes on the clouds Gavel measured, is
+// enough for a checkpoint) and paying the preemption cost when it resumes.
 #pragma once
 
 #include <string>
@@ -14,6 +19,7 @@
 #include "core/units.h"
 #include "sched/gavel_formats.h"
 #include "sched/policy.h"
+#include "sim/market.h"
 
 namespace hydrozoa::sim {
 
@@ -30,6 +36,7 @@ struct SimOptions {
   // to 5000 of a longer trace).
   int measure_first = 0, measure_last = -1;
   std::vector<double> price;      // USD per worker-hour of each type (cost policies; the bill); empty: none
+  std::vector<SpotEvent> spot;    // the market's changes (sim/market.h), in time order
   double budget = -1;             // USD for the whole trace (min_makespan_budget); < 0: none
   std::vector<sched::Problem::Entity> entities;  // hierarchical
   std::vector<int> entity_of;     // each trace job's entity (sched::parseEntities)
@@ -45,10 +52,11 @@ struct SimResult {
   std::vector<SimJob> jobs;       // in trace order
   Seconds average_jct = 0;        // over the measured jobs
   Seconds makespan = 0;           // last finish − first arrival
-  double utilisation = 0;         // busy worker-seconds / (workers · makespan)
+  double utilisation = 0;         // busy worker-seconds / worker-seconds there were (workers · makespan without spot)
   int rounds = 0, allocations = 0;
   double cost = 0;                // USD, the busy workers at their prices
   int slo_jobs = 0, slo_missed = 0;
+  int reclaimed = 0;              // jobs stopped mid-round by a spot worker reclaimed
   Seconds solve_seconds = 0;      // wall time in the policy
 };
 

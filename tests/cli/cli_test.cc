@@ -391,6 +391,54 @@ TEST_F(Cli, SimulateAsWritten) {
               "none.trace");
 }
 
+// Spot workers (issue 13 §6): prices from a VM catalog, spot workers drawn
+// coming and going and the draw kept; replaying it gives the same run.
+TEST_F(Cli, SimulateOnTheSpotMarket) {
+  const std::string ex = std::string(HYDROZOA_SOURCE_DIR) + "/examples/cluster/";
+  const std::vector<std::string> base = {"simulate", "--trace", ex + "jobs.trace", "--throughputs",
+                                         ex + "throughputs.json", "--cluster", "v100=1,k80:spot=2", "--round", "1min",
+                                         "--preemption-cost", "10s"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  Outcome r = run(with({"--prices", "gcp-vm", "--spot-uptime", "5min", "--spot-downtime", "2min", "--seed", "4",
+                        "--write-spot-trace", "spot.trace"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("reclaimed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("$"), std::string::npos) << r.out;
+  r = run(with({"--prices", "gcp-vm", "--spot-uptime", "5min", "--spot-downtime", "2min", "--seed", "4", "--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json drawn = Json::parse(r.out);
+  EXPECT_GT(drawn["reclaimed"].get<int>(), 0) << r.out;
+  r = run(with({"--prices", "gcp-vm", "--spot-trace", path("spot.trace"), "--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json replayed = Json::parse(r.out);
+  EXPECT_EQ(replayed["reclaimed"], drawn["reclaimed"]);
+  EXPECT_NEAR(replayed["average_jct_seconds"].get<double>(), drawn["average_jct_seconds"].get<double>(), 1.0);
+  EXPECT_NEAR(replayed["cost_usd"].get<double>(), drawn["cost_usd"].get<double>(), 0.01);
+  // Prices given by hand, a spot trace of one's own.
+  {
+    std::ofstream out(path("mine.trace"));
+    out << "0 k80:spot price 0.2\n300 k80:spot available 0\n900 k80:spot available 2\n";
+  }
+  r = run(with({"--prices", "v100=2.67,k80:spot=0.175", "--spot-trace", path("mine.trace"), "--policy", "min_cost"}));
+  EXPECT_EQ(r.code, 0) << r.err;
+  expectError(with({"--prices", "aws-vm"}), "--prices aws-vm: catalog aws-vm sells no k80 spot instance");
+  expectError(with({"--spot-trace", path("mine.trace"), "--spot-uptime", "1h"}), "one of the two");
+  expectError(with({"--write-spot-trace", "x.trace"}), "--write-spot-trace writes the spot trace");
+  {
+    std::ofstream out(path("bad.trace"));
+    out << "0 k80:spot available 3\n";
+  }
+  expectError(with({"--spot-trace", path("bad.trace")}),
+              "bad.trace:1: available \"3\" is not a count of workers from 0 to k80:spot's 2");
+  expectError({"simulate", "--trace", ex + "jobs.trace", "--throughputs", ex + "throughputs.json", "--cluster",
+               "v100=1", "--spot-uptime", "1h"},
+              "no spot worker types in the cluster");
+}
+
 // The issue's command (FuncPipe's co-optimiser on Lambda): the frontier,
 // fastest first, its recommendation marked, --json; bad input named.
 TEST_F(Cli, FuncPipePlannerAsWritten) {

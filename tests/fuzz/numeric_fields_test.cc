@@ -164,6 +164,7 @@ const std::vector<Field> kFields = {
     {"data/pricing/aws-vm.yaml", "/instances/0/vcpus", kNone},
     {"data/pricing/aws-vm.yaml", "/instances/0/memory", kPositive},
     {"data/pricing/aws-vm.yaml", "/instances/0/per_hour", kNone},
+    {"data/pricing/gcp-vm.yaml", "/instances/0/spot_per_hour", kNone},
     // device specs
     {"data/devices/k80.yaml", "/peak_flops", kPositive},
     {"data/devices/k80.yaml", "/memory_bandwidth", kPositive},

@@ -17,7 +17,7 @@ Catalog load(const std::string& name) {
 }
 
 TEST(Catalogs, BuiltInsLoad) {
-  for (const char* name : {"aci", "lambda", "alibaba-fc", "azure-vm", "aws-vm"}) {
+  for (const char* name : {"aci", "lambda", "alibaba-fc", "azure-vm", "aws-vm", "gcp-vm"}) {
     const Catalog c = load(name);
     EXPECT_EQ(c.name, name);
     EXPECT_GT(c.network_bandwidth, 0);

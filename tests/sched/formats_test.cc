@@ -43,6 +43,15 @@ TEST(GavelFormats, ThroughputsAndTraceMakeAProblem) {
   EXPECT_EQ(p->jobs[2].throughput, (std::vector<double>{100, 50}));
   auto a = (*makePolicy("max_min_fairness"))->allocate(*p);
   ASSERT_TRUE(a.ok()) << a.status().message();
+  // A spot type runs at its base type's throughputs.
+  types = parseCluster("v100:spot=2,k80=2", "--cluster");
+  ASSERT_TRUE(types.ok()) << types.status().message();
+  EXPECT_TRUE(isSpot((*types)[0].name));
+  EXPECT_EQ(baseType((*types)[0].name), "v100");
+  EXPECT_EQ(baseType("k80"), "k80");
+  p = problemOf(*jobs, *types, *t);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->jobs[2].throughput, (std::vector<double>{100, 50}));
 }
 
 TEST(GavelFormats, MistakesAreNamedByLineAndKey) {
@@ -80,7 +89,7 @@ TEST(GavelFormats, MistakesAreNamedByLineAndKey) {
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("job 2 (LM (batch size 80), 2 workers) has no throughput"), std::string::npos)
       << p.status().message();
-  for (const std::string bad : {"v100", "v100=0", "v100=2,v100=1", "=3", "v100=1e3", ""}) {
+  for (const std::string bad : {"v100", "v100=0", "v100=2,v100=1", "=3", "v100=1e3", "", "v100:ondemand=1", ":spot=1"}) {
     EXPECT_FALSE(parseCluster(bad, "--cluster").ok()) << bad;
   }
 }
