@@ -13,7 +13,10 @@
 #  4. spot workers (issue 13 §6): Gavel's max_min_fairness trace on 12
 #     on-demand workers against 12 spot ones at GCP's prices (gcp-vm), each
 #     spot worker reclaimed after 4 h on average and another to be had 30 min
-#     later, a minute lost to each restart; SEEDS draws of the market.
+#     later, a minute lost to each restart; SEEDS draws of the market;
+#  5. space sharing (issue 13 §3): heterogeneity-aware max-min fairness with
+#     and without pairs of jobs sharing a GPU at the throughputs file's pair
+#     rates, and the agnostic form, on the traces of 1 at 1-3 jobs/hour.
 #
 #   bench/simulate_bench.sh [SEEDS=2]
 set -euo pipefail
@@ -27,7 +30,7 @@ cluster=v100=12,p100=12,k80=12
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 jct() {  # rate seed policy -> hours
-  $hz simulate --generate 600 --rate "$1" --seed "$2" --throughputs "$t" --cluster $cluster --policy "$3" \
+  $hz simulate --generate 600 --rate "$1" --seed "$2" --throughputs "$t" --cluster $cluster --policy $3 \
     --measure 200-400 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["average_jct_seconds"] / 3600)'
 }
 echo "1. average JCT (hours) of jobs 200-400, continuous-single, $cluster, mean of $seeds seeds"
@@ -85,4 +88,16 @@ sj, sm, sc, sr = $sj / $seeds, $sm / $seeds, $sc / $seeds, $sr / $seeds
 print(f'{\"$p\":<18} {\"on demand\":<10} {oj:8.2f} h {om:8.2f} h \${oc:8.2f} {0:10}')
 print(f'{\"\":<18} {\"spot\":<10} {sj:8.2f} h {sm:8.2f} h \${sc:8.2f} {sr:10.0f}')
 print(f'{\"\":<18} {\"ratio\":<10} {sj / oj:8.2f}x  {sm / om:8.2f}x  {oc / sc:8.2f}x cheaper')"
+done
+echo
+echo "5. space sharing: average JCT (hours) of jobs 200-400, continuous-single, $cluster, mean of $seeds seeds"
+printf '%10s %10s %10s %10s %12s %12s\n' "jobs/hour" "agnostic" "aware" "aware+SS" "SS vs aware" "vs agnostic"
+for rate in 1 2 3; do
+  a=0; b=0; c=0
+  for seed in $(seq 1 "$seeds"); do
+    a=$(python3 -c "print($a + $(jct $rate $seed max_min_fairness_agnostic))")
+    b=$(python3 -c "print($b + $(jct $rate $seed max_min_fairness))")
+    c=$(python3 -c "print($c + $(jct $rate $seed 'max_min_fairness --space-sharing'))")
+  done
+  python3 -c "a, b, c = $a / $seeds, $b / $seeds, $c / $seeds; print(f'{$rate:>10} {a:10.2f} {b:10.2f} {c:10.2f} {b / c:11.2f}x {a / c:11.2f}x')"
 done

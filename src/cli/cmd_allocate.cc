@@ -3,6 +3,7 @@
 // trace gets on each worker type of a cluster.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -17,7 +18,7 @@ namespace {
 struct AllocateArgs {
   std::string throughputs, jobs, cluster, policy = "max_min_fairness", prices, entities;
   double budget = -1;
-  bool json = false;
+  bool json = false, space_sharing = false;
 };
 
 Status runAllocate(const AllocateArgs& a) {
@@ -35,13 +36,25 @@ Status runAllocate(const AllocateArgs& a) {
                         sched::parseEntities(a.entities, problem.jobs.size(), &problem.entities, "--entities"));
     for (size_t m = 0; m < of.size(); ++m) problem.jobs[m].entity = of[m];
   }
+  if (a.space_sharing) sched::addSpaceSharing(&problem, throughputs);
   HZ_ASSIGN_OR_RETURN(const sched::Allocation x, policy->allocate(problem));
+  // The pairs that share some type, named "(a, b)".
+  std::vector<size_t> shared;
+  for (size_t c = 0; c < x.pairs.size(); ++c) {
+    if (*std::max_element(x.pairs[c].begin(), x.pairs[c].end()) > 0) shared.push_back(c);
+  }
+  const auto pairName = [&](size_t c) { return fmt::format("({}, {})", problem.pairs[c].a, problem.pairs[c].b); };
   if (a.json) {
     Json allocation = Json::object();
     for (size_t m = 0; m < x.x.size(); ++m) {
       Json row = Json::object();
       for (size_t j = 0; j < types.size(); ++j) row[types[j].name] = x.x[m][j];
       allocation[std::to_string(m)] = row;
+    }
+    for (size_t c : shared) {
+      Json row = Json::object();
+      for (size_t j = 0; j < types.size(); ++j) row[types[j].name] = x.pairs[c][j];
+      allocation[pairName(c)] = row;
     }
     std::cout << Json({{"policy", a.policy}, {"allocation", allocation}, {"objective", x.objective}}).dump(2) << "\n";
     return Status();
@@ -58,7 +71,14 @@ Status runAllocate(const AllocateArgs& a) {
   for (size_t m = 0; m < x.x.size(); ++m) {
     std::vector<std::string> row = {std::to_string(m), problem.jobs[m].type, std::to_string(problem.jobs[m].scale_factor)};
     for (double share : x.x[m]) row.push_back(fmt::format("{:.3f}", share));
-    row.push_back(fmt::format("{:.3g}", sched::effectiveThroughput(problem.jobs[m], x.x[m])));
+    row.push_back(fmt::format("{:.3g}", sched::effectiveThroughput(problem, x, static_cast<int>(m))));
+    table.addRow(row);
+  }
+  for (size_t c : shared) {  // pairs sharing workers: their time together
+    std::vector<std::string> row = {pairName(c), "shared",
+                                    std::to_string(problem.jobs[static_cast<size_t>(problem.pairs[c].a)].scale_factor)};
+    for (double share : x.pairs[c]) row.push_back(fmt::format("{:.3f}", share));
+    row.push_back("");
     table.addRow(row);
   }
   std::string objective;
@@ -89,6 +109,8 @@ void addAllocateCommand(CLI::App& app, Status* status) {
                   "USD per worker-hour of each type, for the cost policies: v100=3.06,k80=0.9, or a VM catalog "
                   "(gcp-vm, a path) whose on-demand and spot prices (TYPE:spot) are used");
   cmd->add_option("--budget", args->budget, "USD for the jobs' steps (min_makespan_budget)");
+  cmd->add_flag("--space-sharing", args->space_sharing,
+                "Let pairs of jobs share workers at the throughputs file's pair rates (rows \"(a, b)\")");
   cmd->add_option("--entities", args->entities,
                   "hierarchical: NAME=WEIGHT:fairness|fifo:FIRST-LAST,... (jobs by trace index, LAST not included)");
   cmd->add_flag("--json", args->json,

@@ -24,7 +24,7 @@ struct SimulateArgs {
   double budget = -1;
   int generate = 0;
   double rate = 0;
-  bool multiple = false, json = false;
+  bool multiple = false, json = false, space_sharing = false;
   std::uint64_t seed = 0;
 };
 
@@ -80,12 +80,13 @@ Status runSimulate(const SimulateArgs& a) {
     return invalidArgument("--write-spot-trace writes the spot trace --spot-uptime/--spot-downtime draws");
   }
   o.budget = a.budget;
+  o.space_sharing = a.space_sharing;
   std::vector<std::string> names;
   if (a.policy == "all") {
     // Those the inputs allow, and not the slow ones.
     for (const auto& p : sched::policyList()) {
       if ((p.prices && o.price.empty()) || (p.budget && !(o.budget > 0)) || (p.entities && a.entities.empty()) ||
-          p.slow) {
+          (a.space_sharing && !p.pairs) || p.slow) {
         continue;
       }
       names.push_back(p.name);
@@ -238,6 +239,8 @@ void addSimulateCommand(CLI::App& app, Status* status) {
   cmd->add_option("--budget", args->budget, "USD for the whole trace (min_makespan_budget)");
   cmd->add_option("--entities", args->entities,
                   "hierarchical: NAME=WEIGHT:fairness|fifo:FIRST-LAST,... (jobs by trace index, LAST not included)");
+  cmd->add_flag("--space-sharing", args->space_sharing,
+                "Let pairs of jobs share workers at the throughputs file's pair rates (policies that weigh them)");
   cmd->add_flag("--json", args->json, "Print the results (and each job's arrival and finish) as JSON");
   cmd->callback([status, args] { *status = runSimulate(*args); });
 }

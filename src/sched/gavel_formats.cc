@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -42,6 +43,21 @@ Result<Throughputs> Throughputs::fromJson(const Json& j, const std::string& what
                                       key));
       }
       into[*job] = alone->get<double>();
+      for (const auto& [otherKey, both] : entry.items()) {
+        if (otherKey == "null") continue;
+        auto other = parseJobKey(otherKey);
+        if (!other.ok()) return parseError(fmt::format("{}: {} {}: {}", what, worker, key, other.status().message()));
+        const auto rate = [&](size_t i) {
+          return both.is_array() && both.size() == 2 && both[i].is_number() && both[i].get<double>() >= 0 &&
+                 std::isfinite(both[i].get<double>());
+        };
+        if (!rate(0) || !rate(1) || other->second != job->second) {
+          return parseError(fmt::format("{}: {} {} with {}: expected [steps/s of this job, of the other], each at "
+                                        "least 0, for two jobs of one scale factor",
+                                        what, worker, key, otherKey));
+        }
+        t.shared_[worker][{job->first, other->first, job->second}] = {both[0].get<double>(), both[1].get<double>()};
+      }
     }
   }
   return t;
@@ -59,6 +75,18 @@ std::optional<double> Throughputs::isolated(const std::string& workerType, const
   auto it = w->second.find({jobType, scale});
   if (it == w->second.end()) return std::nullopt;
   return it->second;
+}
+
+std::optional<std::pair<double, double>> Throughputs::shared(const std::string& workerType,
+                                                             const std::string& jobType,
+                                                             const std::string& otherType, int scale) const {
+  auto w = shared_.find(workerType);
+  if (w == shared_.end()) return std::nullopt;
+  auto it = w->second.find({jobType, otherType, scale});
+  if (it != w->second.end()) return it->second;
+  it = w->second.find({otherType, jobType, scale});  // measured the other way round
+  if (it == w->second.end()) return std::nullopt;
+  return std::make_pair(it->second.second, it->second.first);
 }
 
 std::vector<std::string> Throughputs::workerTypes() const {
@@ -153,6 +181,44 @@ Result<Problem> problemOf(const std::vector<TraceJob>& jobs, const std::vector<W
   }
   HZ_RETURN_IF_ERROR(checkProblem(p));
   return p;
+}
+
+}  // namespace hydrozoa::sched
+
+namespace hydrozoa::sched {
+
+void addSpaceSharing(Problem* p, const Throughputs& t, size_t limit) {
+  struct Candidate {
+    double gain;
+    JobPair pair;
+  };
+  std::vector<Candidate> found;
+  for (size_t a = 0; a < p->jobs.size(); ++a) {
+    for (size_t b = a + 1; b < p->jobs.size(); ++b) {
+      const JobDemand& x = p->jobs[a];
+      const JobDemand& y = p->jobs[b];
+      if (x.scale_factor != y.scale_factor) continue;
+      JobPair pair;
+      pair.a = static_cast<int>(a);
+      pair.b = static_cast<int>(b);
+      double gain = 0;
+      for (size_t j = 0; j < p->types.size(); ++j) {
+        const auto both = t.shared(baseType(p->types[j].name), x.type, y.type, x.scale_factor);
+        const bool runs = both && x.throughput[j] > 0 && y.throughput[j] > 0;
+        pair.throughput_a.push_back(runs ? both->first : 0.0);
+        pair.throughput_b.push_back(runs ? both->second : 0.0);
+        if (runs) gain = std::max(gain, both->first / x.throughput[j] + both->second / y.throughput[j] - 1);
+      }
+      if (gain > 1e-9) found.push_back({gain, std::move(pair)});
+    }
+  }
+  std::stable_sort(found.begin(), found.end(), [](const Candidate& l, const Candidate& r) { return l.gain > r.gain; });
+  if (found.size() > limit) found.resize(limit);
+  std::stable_sort(found.begin(), found.end(), [](const Candidate& l, const Candidate& r) {
+    return std::tie(l.pair.a, l.pair.b) < std::tie(r.pair.a, r.pair.b);
+  });
+  p->pairs.clear();
+  for (Candidate& c : found) p->pairs.push_back(std::move(c.pair));
 }
 
 }  // namespace hydrozoa::sched

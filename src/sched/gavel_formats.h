@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -15,8 +16,9 @@
 
 namespace hydrozoa::sched {
 
-// {worker_type: {"('JOB TYPE', SCALE)": {"null": steps/s alone, ...}}}; the
-// space-shared pairs are not read yet.
+// {worker_type: {"('JOB TYPE', SCALE)": {"null": steps/s alone,
+// "('OTHER TYPE', SCALE)": [steps/s of this job, of the other] when the two
+// share the workers (space sharing)}}}.
 class Throughputs {
  public:
   static Result<Throughputs> load(const std::string& path);
@@ -24,6 +26,10 @@ class Throughputs {
   // Steps/s of `jobType` on `workerType` with `scale` workers; nothing when
   // not measured.
   std::optional<double> isolated(const std::string& workerType, const std::string& jobType, int scale) const;
+  // Steps/s of `jobType` and of `otherType` when they share `workerType`'s
+  // workers (both with `scale`); nothing when not measured.
+  std::optional<std::pair<double, double>> shared(const std::string& workerType, const std::string& jobType,
+                                                  const std::string& otherType, int scale) const;
   bool hasWorkerType(const std::string& workerType) const { return isolated_.count(workerType) > 0; }
   std::vector<std::string> workerTypes() const;
   // The job types measured on `workerType` (at any scale factor), sorted.
@@ -31,6 +37,8 @@ class Throughputs {
 
  private:
   std::map<std::string, std::map<std::pair<std::string, int>, double>> isolated_;
+  // worker type -> (job type, other job type, scale) -> (this, other)
+  std::map<std::string, std::map<std::tuple<std::string, std::string, int>, std::pair<double, double>>> shared_;
 };
 
 // "('ResNet-18 (batch size 32)', 1)" -> {"ResNet-18 (batch size 32)", 1}.
@@ -56,5 +64,11 @@ Result<std::vector<TraceJob>> parseTrace(const std::string& text, const std::str
 // A job's SLO factor s > 0 gives it s × its duration on its fastest type.
 Result<Problem> problemOf(const std::vector<TraceJob>& jobs, const std::vector<WorkerType>& types,
                           const Throughputs& throughputs);
+
+// Space sharing (Gavel §5.3.1): adds to `problem` every pair of its jobs
+// with the same scale factor whose shared throughputs are measured and beat
+// taking turns on some type (the two shares of their throughputs alone sum
+// past 1), at most `limit` pairs (the best gains first).
+void addSpaceSharing(Problem* problem, const Throughputs& throughputs, size_t limit = 50000);
 
 }  // namespace hydrozoa::sched

@@ -32,6 +32,9 @@ struct PolicyInfo {
   // slow: left out of `simulate --policy all` (water filling without
   // entities: an LP per job per iteration, long simulations take minutes).
   bool prices = false, budget = false, entities = false, slow = false;
+  // It takes a problem with Problem::pairs (space sharing): weighs them, or
+  // for the agnostic forms drops them; the others refuse them.
+  bool pairs = false;
 };
 
 // Every policy's name, what its objective value is and what it needs,

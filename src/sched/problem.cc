@@ -126,6 +126,17 @@ double effectiveThroughput(const JobDemand& job, const std::vector<double>& x) {
   return sum;
 }
 
+double effectiveThroughput(const Problem& p, const Allocation& a, int m) {
+  double sum = effectiveThroughput(p.jobs[static_cast<size_t>(m)], a.x[static_cast<size_t>(m)]);
+  for (size_t c = 0; c < a.pairs.size() && c < p.pairs.size(); ++c) {
+    const JobPair& pair = p.pairs[c];
+    if (pair.a != m && pair.b != m) continue;
+    const std::vector<double>& rate = pair.a == m ? pair.throughput_a : pair.throughput_b;
+    for (size_t j = 0; j < rate.size() && j < a.pairs[c].size(); ++j) sum += rate[j] * a.pairs[c][j];
+  }
+  return sum;
+}
+
 double fastestThroughput(const JobDemand& job) {
   return job.throughput.empty() ? 0 : *std::max_element(job.throughput.begin(), job.throughput.end());
 }
@@ -158,6 +169,21 @@ Status checkProblem(const Problem& p) {
       return invalidArgument(fmt::format("job {} ({}, {} worker{}) has no throughput on any worker type with that many "
                                          "workers: measure it there or give the cluster more",
                                          m, job.type, job.scale_factor, job.scale_factor == 1 ? "" : "s"));
+    }
+  }
+  for (size_t c = 0; c < p.pairs.size(); ++c) {
+    const JobPair& pair = p.pairs[c];
+    const bool ok = pair.a >= 0 && pair.a < pair.b && static_cast<size_t>(pair.b) < p.jobs.size() &&
+                    pair.throughput_a.size() == p.types.size() && pair.throughput_b.size() == p.types.size() &&
+                    p.jobs[static_cast<size_t>(pair.a)].scale_factor == p.jobs[static_cast<size_t>(pair.b)].scale_factor;
+    if (!ok) return internalError(fmt::format("pair {} ({} and {}) is not two jobs of one scale factor", c, pair.a, pair.b));
+    for (size_t j = 0; j < p.types.size(); ++j) {
+      for (double t : {pair.throughput_a[j], pair.throughput_b[j]}) {
+        if (!(t >= 0) || !std::isfinite(t)) {
+          return invalidArgument(fmt::format("jobs {} and {} sharing {}: throughput {} is not a rate", pair.a, pair.b,
+                                             p.types[j].name, t));
+        }
+      }
     }
   }
   return Status();

@@ -35,9 +35,18 @@ struct JobDemand {
   std::vector<double> throughput;   // steps/s per worker type; 0: it cannot run there
 };
 
+// Two jobs of one scale factor sharing the same workers at once (space
+// sharing, Gavel §5.3.1), each at its own rate when they do.
+struct JobPair {
+  int a = 0, b = 0;                   // indices into Problem::jobs, a < b
+  std::vector<double> throughput_a;   // steps/s of a on each type while sharing with b; 0: they cannot share there
+  std::vector<double> throughput_b;   // … and of b
+};
+
 struct Problem {
   std::vector<WorkerType> types;
   std::vector<JobDemand> jobs;      // in arrival order (FIFO)
+  std::vector<JobPair> pairs;       // space sharing: the pairs a policy may place together; empty: none
   std::vector<double> price;        // USD per hour of one worker of each type; empty: none given
   double budget = -1;               // USD for the jobs' remaining steps (min_makespan_budget); < 0: none
   // hierarchical: the entities sharing the cluster by weight, each sharing
@@ -60,6 +69,7 @@ struct Allocation {
   // The workers of each type it leaves idle are meant to be idle (a budget):
   // the mechanism then uses, over rounds, no more of a type than X does.
   bool capped = false;
+  std::vector<std::vector<double>> pairs{};  // [pair][type]: the time Problem::pairs[c] shares a type; empty: none
 };
 
 // "v100=4,p100=4,k80=4" (counts 1 to 100,000; names as in the throughputs,
@@ -75,6 +85,8 @@ Result<std::vector<int>> parseEntities(const std::string& text, size_t jobs, std
 
 // Σ_type throughput·X: steps per second averaged over the allocation's time.
 double effectiveThroughput(const JobDemand& job, const std::vector<double>& x);
+// Σ_type throughput·X of job m, its time in pairs included.
+double effectiveThroughput(const Problem& problem, const Allocation& allocation, int m);
 // Steps/s on its fastest type (0 with no throughputs).
 double fastestThroughput(const JobDemand& job);
 

@@ -100,6 +100,8 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
         problem.jobs.push_back(d);
         placeable.push_back(m);
       }
+      problem.pairs.clear();
+      if (o.space_sharing) sched::addSpaceSharing(&problem, throughputs);
       if (placeable.empty() && event == o.spot.size()) {
         return unavailable(fmt::format("at {:.0f} s: {} jobs wait for workers that the spot trace never brings back",
                                        now - start, active.size()));
@@ -121,24 +123,52 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
         allocation = std::move(*a);
         ++r.allocations;
       }
-      mechanism.reset(placeable.size(), types.size());
+      mechanism.reset(placeable.size(), types.size(), problem.pairs.size());
       changed = false;
     }
     std::vector<int> previous;
     for (size_t m : placeable) previous.push_back(lastType[m]);
     const std::vector<int> placed =
         placeable.empty() ? std::vector<int>{} : mechanism.place(problem, allocation, previous);
-    // Each placed job's end in the round: the round's, its last step's, or
-    // that of a worker of its type reclaimed (the job placed last first).
-    std::vector<Seconds> end(placeable.size(), now + o.round), lost(placeable.size(), 0);
+    // What runs this round: a job alone or a pair sharing workers, each
+    // member at its rate (in a pair, its shared rate until the other is
+    // done, then its own), from the preemption cost it pays on.
+    struct Run {
+      int type = -1, pair = -1;
+      std::vector<size_t> members;    // indices of placeable
+      std::vector<double> rate, alone, left;
+      std::vector<Seconds> finish;    // each member's last step, from when it runs (its steps over its rates)
+      Seconds lost = 0, end = 0;      // its end in the round: the round's, its last step's, or a reclaim's
+      bool reclaimed = false;
+    };
+    std::vector<Run> runs;
     for (size_t k = 0; k < placeable.size(); ++k) {
-      const int j = placed[k];
-      if (j < 0) continue;
-      lost[k] = j == lastType[placeable[k]] ? 0 : o.preemption;
-      const double left = trace[placeable[k]].total_steps - done[placeable[k]];
-      end[k] = std::min(end[k], now + lost[k] + left / problem.jobs[k].throughput[static_cast<size_t>(j)]);
+      const int c = mechanism.pairOf()[k];
+      if (placed[k] < 0 || (c >= 0 && problem.pairs[static_cast<size_t>(c)].a != static_cast<int>(k))) continue;
+      Run run;
+      run.type = placed[k];
+      run.pair = c;
+      const auto j = static_cast<size_t>(run.type);
+      run.members.push_back(k);
+      if (c >= 0) run.members.push_back(static_cast<size_t>(problem.pairs[static_cast<size_t>(c)].b));
+      for (size_t i = 0; i < run.members.size(); ++i) {
+        const size_t q = run.members[i];
+        const sched::JobPair* pair = c >= 0 ? &problem.pairs[static_cast<size_t>(c)] : nullptr;
+        run.alone.push_back(problem.jobs[q].throughput[j]);
+        run.rate.push_back(pair == nullptr ? run.alone.back() : i == 0 ? pair->throughput_a[j] : pair->throughput_b[j]);
+        run.left.push_back(trace[placeable[q]].total_steps - done[placeable[q]]);
+        run.lost = std::max(run.lost, placed[q] == lastType[placeable[q]] ? 0.0 : o.preemption);
+        run.finish.push_back(run.left.back() / run.rate.back());
+      }
+      if (run.members.size() == 2) {  // the one done later runs alone after the other
+        const size_t later = run.finish[0] <= run.finish[1] ? 1 : 0, first = 1 - later;
+        run.finish[later] = run.finish[first] + (run.left[later] - run.rate[later] * run.finish[first]) / run.alone[later];
+      }
+      run.end = std::min(now + o.round, now + run.lost + *std::max_element(run.finish.begin(), run.finish.end()));
+      runs.push_back(std::move(run));
     }
-    std::vector<bool> reclaimed(placeable.size(), false);
+    // Spot workers reclaimed in the round stop what runs on them, what came
+    // last first.
     std::vector<int> cap;
     for (const auto& t : market) cap.push_back(t.count);
     for (size_t e = event; e < o.spot.size() && o.spot[e].time < now + o.round; ++e) {
@@ -147,39 +177,54 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
       const int j = o.spot[e].type;
       cap[static_cast<size_t>(j)] = static_cast<int>(o.spot[e].value);
       int used = 0;
-      for (size_t k = 0; k < placeable.size(); ++k) {
-        if (placed[k] == j && end[k] > at) used += problem.jobs[k].scale_factor;
+      for (const Run& run : runs) {
+        if (run.type == j && run.end > at) used += problem.jobs[run.members[0]].scale_factor;
       }
-      for (size_t k = placeable.size(); k-- > 0 && used > cap[static_cast<size_t>(j)];) {
-        if (placed[k] != j || !(end[k] > at)) continue;
-        end[k] = at;
-        reclaimed[k] = true;
-        used -= problem.jobs[k].scale_factor;
+      for (size_t i = runs.size(); i-- > 0 && used > cap[static_cast<size_t>(j)];) {
+        Run& run = runs[i];
+        if (run.type != j || !(run.end > at)) continue;
+        run.end = at;
+        run.reclaimed = true;
+        used -= problem.jobs[run.members[0]].scale_factor;
       }
     }
     for (size_t m : active) lastType[m] = -1;  // unless it runs on in this round
     std::set<size_t> ended;
-    for (size_t k = 0; k < placeable.size(); ++k) {
-      const size_t m = placeable[k];
-      const int j = placed[k];
-      if (j < 0) continue;
-      const double rate = problem.jobs[k].throughput[static_cast<size_t>(j)];
-      const double left = trace[m].total_steps - done[m];
-      const Seconds span = end[k] - now, paid = std::min(lost[k], span);
-      const bool finishes = !reclaimed[k] && paid + left / rate <= o.round;
-      const Seconds ran = finishes ? left / rate : span - paid;
-      done[m] += rate * ran;
-      busy += (paid + ran) * trace[m].scale_factor;
-      if (!o.price.empty()) r.cost += trace[m].scale_factor * bill.dollars(j, now, now + paid + ran);
-      r.jobs[m].rounds += 1;
-      mechanism.record(static_cast<int>(k), j, paid + ran);
-      problem.jobs[k].steps_remaining = trace[m].total_steps - done[m];
-      lastType[m] = reclaimed[k] ? -1 : j;
-      r.reclaimed += reclaimed[k];
-      if (finishes || done[m] >= trace[m].total_steps * (1 - 1e-12)) {
-        r.jobs[m].finish = now + paid + ran;
-        ended.insert(m);
-        changed = true;
+    for (const Run& run : runs) {
+      const Seconds span = run.end - now, paid = std::min(run.lost, span), window = span - paid;
+      const int scale = problem.jobs[run.members[0]].scale_factor;
+      Seconds busiest = 0;
+      for (size_t i = 0; i < run.members.size(); ++i) {
+        const size_t k = run.members[i], m = placeable[k];
+        // Done when its last step falls in the round (for one alone: exactly
+        // as the round's length allows) and before any reclaim.
+        const bool finishes = run.members.size() == 1 ? !run.reclaimed && paid + run.finish[i] <= o.round
+                                                      : run.finish[i] <= window;
+        Seconds ran = finishes ? run.finish[i] : window;
+        if (finishes) {
+          done[m] = trace[m].total_steps;
+        } else if (run.members.size() == 1 || window <= run.finish[1 - i]) {
+          done[m] += run.rate[i] * window;
+        } else {  // its partner done at finish[1 - i], alone since
+          done[m] += run.rate[i] * run.finish[1 - i] + run.alone[i] * (window - run.finish[1 - i]);
+        }
+        busiest = std::max(busiest, ran);
+        r.jobs[m].rounds += 1;
+        problem.jobs[k].steps_remaining = trace[m].total_steps - done[m];
+        lastType[m] = run.reclaimed ? -1 : run.type;
+        r.reclaimed += run.reclaimed && !finishes;
+        if (finishes || done[m] >= trace[m].total_steps * (1 - 1e-12)) {
+          r.jobs[m].finish = now + paid + ran;
+          ended.insert(m);
+          changed = true;
+        }
+      }
+      busy += (paid + busiest) * scale;
+      if (!o.price.empty()) r.cost += scale * bill.dollars(run.type, now, now + paid + busiest);
+      if (run.pair < 0) {
+        mechanism.record(static_cast<int>(run.members[0]), run.type, paid + busiest);
+      } else {
+        mechanism.recordPair(run.pair, run.type, paid + busiest);
       }
     }
     std::vector<size_t> still;

@@ -37,6 +37,9 @@ struct SimOptions {
   int measure_first = 0, measure_last = -1;
   std::vector<double> price;      // USD per worker-hour of each type (cost policies; the bill); empty: none
   std::vector<SpotEvent> spot;    // the market's changes (sim/market.h), in time order
+  // Space sharing: pairs of jobs may share workers at the throughputs'
+  // measured pair rates (sched::addSpaceSharing), if the policy weighs them.
+  bool space_sharing = false;
   double budget = -1;             // USD for the whole trace (min_makespan_budget); < 0: none
   std::vector<sched::Problem::Entity> entities;  // hierarchical
   std::vector<int> entity_of;     // each trace job's entity (sched::parseEntities)

@@ -391,6 +391,36 @@ TEST_F(Cli, SimulateAsWritten) {
               "none.trace");
 }
 
+// Space sharing (issue 13 §3): pairs from the throughputs file, as rows
+// "(a, b)" of the allocation; policies that do not weigh them say so.
+TEST_F(Cli, SpaceSharingAllocatesAndSimulatesPairs) {
+  const std::string ex = std::string(HYDROZOA_SOURCE_DIR) + "/examples/cluster/";
+  const std::vector<std::string> allocate = {"allocate", "--throughputs", ex + "throughputs.json", "--jobs",
+                                             ex + "jobs.trace", "--cluster", "v100=1,k80=1", "--space-sharing"};
+  auto with = [](std::vector<std::string> args, std::vector<std::string> more) {
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  Outcome r = run(with(allocate, {"--policy", "max_total_throughput", "--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  ASSERT_TRUE(j["allocation"].contains("(0, 1)")) << r.out;  // ResNet-50 and A3C share the V100
+  EXPECT_GT(j["allocation"]["(0, 1)"]["v100"].get<double>(), 0.5) << r.out;
+  r = run(with(allocate, {"--policy", "max_min_fairness"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(0, 1)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("shared"), std::string::npos) << r.out;
+  expectError(with(allocate, {"--policy", "min_cost", "--prices", "v100=3,k80=1"}),
+              "policy min_cost does not space-share; drop --space-sharing");
+  r = run({"simulate", "--trace", ex + "jobs.trace", "--throughputs", ex + "throughputs.json", "--cluster",
+           "v100=1,k80=1", "--prices", "v100=3,k80=1", "--policy", "all", "--space-sharing"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("max_total_throughput"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("  min_cost "), std::string::npos) << r.out;  // left out: it does not space-share
+  EXPECT_NE(r.out.find("min_cost_agnostic"), std::string::npos) << r.out;  // the agnostic forms drop the pairs
+  EXPECT_EQ(r.out.find("failed"), std::string::npos) << r.out;
+}
+
 // Spot workers (issue 13 §6): prices from a VM catalog, spot workers drawn
 // coming and going and the draw kept; replaying it gives the same run.
 TEST_F(Cli, SimulateOnTheSpotMarket) {

@@ -54,6 +54,51 @@ TEST(GavelFormats, ThroughputsAndTraceMakeAProblem) {
   EXPECT_EQ(p->jobs[2].throughput, (std::vector<double>{100, 50}));
 }
 
+// Space sharing's pairs: read both ways round, and kept only where sharing
+// beats taking turns (ResNet-18 at 30 of 40 steps/s and A3C at 5 of 12: 1.17
+// of the work alternating does).
+TEST(GavelFormats, SharedThroughputsMakePairs) {
+  auto t = Throughputs::fromJson(Json::parse(kThroughputs), "t.json");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->shared("v100", "ResNet-18 (batch size 32)", "A3C", 1), std::make_pair(30.0, 5.0));
+  EXPECT_EQ(t->shared("v100", "A3C", "ResNet-18 (batch size 32)", 1), std::make_pair(5.0, 30.0));
+  EXPECT_FALSE(t->shared("k80", "A3C", "ResNet-18 (batch size 32)", 1));
+  EXPECT_FALSE(t->shared("v100", "A3C", "ResNet-18 (batch size 32)", 2));
+  auto jobs = parseTrace(kTrace, "j.trace");
+  ASSERT_TRUE(jobs.ok());
+  auto p = problemOf(*jobs, {{"v100", 2}, {"k80", 2}}, *t);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  addSpaceSharing(&*p, *t);
+  ASSERT_EQ(p->pairs.size(), 1u);
+  EXPECT_EQ(p->pairs[0].a, 0);
+  EXPECT_EQ(p->pairs[0].b, 1);
+  EXPECT_EQ(p->pairs[0].throughput_a, (std::vector<double>{30, 0}));
+  EXPECT_EQ(p->pairs[0].throughput_b, (std::vector<double>{5, 0}));
+  addSpaceSharing(&*p, *t, /*limit=*/0);
+  EXPECT_TRUE(p->pairs.empty());
+  // Sharing that does less than taking turns is no pair.
+  auto worse = Throughputs::fromJson(Json::parse(R"js({"v100": {"('R', 1)": {"null": 40.0, "('A', 1)": [10.0, 3.0]},
+                                                               "('A', 1)": {"null": 12.0}}})js"),
+                                     "w.json");
+  ASSERT_TRUE(worse.ok()) << worse.status().message();
+  TraceJob r, a;
+  r.type = "R";
+  a.type = "A";
+  r.total_steps = a.total_steps = 100;
+  auto q = problemOf({r, a}, {{"v100", 1}}, *worse);
+  ASSERT_TRUE(q.ok());
+  addSpaceSharing(&*q, *worse);
+  EXPECT_TRUE(q->pairs.empty());
+  for (const std::string bad : {R"js({"v100": {"('R', 1)": {"null": 1, "('A', 1)": [1]}}})js",
+                                R"js({"v100": {"('R', 1)": {"null": 1, "('A', 2)": [1, 1]}}})js",
+                                R"js({"v100": {"('R', 1)": {"null": 1, "('A', 1)": [-1, 1]}}})js",
+                                R"js({"v100": {"('R', 1)": {"null": 1, "A": [1, 1]}}})js"}) {
+    auto e = Throughputs::fromJson(Json::parse(bad), "t.json");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.status().message().rfind("t.json: v100 ('R', 1)", 0), 0u) << e.status().message();
+  }
+}
+
 TEST(GavelFormats, MistakesAreNamedByLineAndKey) {
   struct Case {
     std::string trace, message;

@@ -260,3 +260,62 @@ TEST(Policies, UnknownPoliciesAndJobsThatCannotRunAreNamed) {
 
 }  // namespace
 }  // namespace hydrozoa::sched
+
+namespace hydrozoa::sched {
+namespace {
+
+// Space sharing (§5.3.1): two jobs on one V100, 40 and 15 steps/s alone,
+// 30 and 10 when they share it (0.75 + 2/3 of their speeds: more work than
+// taking turns). Max-min fairness shares 12/13 of the time and gives job 1
+// the rest alone: each gets 9/13 of its speed (without sharing, 1/2).
+// Total throughput shares all the time: 3/4 + 2/3 = 17/12.
+TEST(SpaceSharing, TheLpWeighsPairsByTheirMeasuredRates) {
+  Problem p = problem({{"v100", 1}}, {{40}, {15}});
+  const Allocation alone = allocate("max_min_fairness", p);
+  EXPECT_NEAR(alone.objective, 0.5, 1e-9);
+  EXPECT_TRUE(alone.pairs.empty());
+  p.pairs.push_back({0, 1, {30}, {10}});
+  const Allocation fair = allocate("max_min_fairness", p);
+  EXPECT_NEAR(fair.objective, 9.0 / 13, 1e-9);
+  ASSERT_EQ(fair.pairs.size(), 1u);
+  EXPECT_NEAR(fair.pairs[0][0], 12.0 / 13, 1e-9);
+  EXPECT_NEAR(fair.x[0][0], 0, 1e-9);
+  EXPECT_NEAR(fair.x[1][0], 1.0 / 13, 1e-9);
+  EXPECT_NEAR(effectiveThroughput(p, fair, 0) / 40, 9.0 / 13, 1e-9);
+  EXPECT_NEAR(effectiveThroughput(p, fair, 1) / 15, 9.0 / 13, 1e-9);
+  const Allocation total = allocate("max_total_throughput", p);
+  EXPECT_NEAR(total.objective, 17.0 / 12, 1e-9);
+  EXPECT_NEAR(total.pairs[0][0], 1, 1e-9);
+  // Every policy that takes pairs keeps each job's time (alone and shared) within 1.
+  for (const char* name : {"finish_time_fairness", "min_makespan", "fifo", "shortest_job_first"}) {
+    const Allocation a = allocate(name, p);
+    ASSERT_EQ(a.pairs.size(), 1u) << name;
+    for (size_t m = 0; m < 2; ++m) EXPECT_LE(a.x[m][0] + a.pairs[0][0], 1 + 1e-6) << name;
+    EXPECT_LE(a.x[0][0] + a.x[1][0] + a.pairs[0][0], 1 + 1e-6) << name;  // one worker
+  }
+  // FIFO: the pair beats running the first job alone (0.75·2 + 2/3·1 > 1·2).
+  EXPECT_NEAR(allocate("fifo", p).pairs[0][0], 1, 1e-9);
+  // The agnostic forms drop the pairs; the policies that do not weigh them say so.
+  EXPECT_NEAR(allocate("max_min_fairness_agnostic", p).objective, 0.5, 1e-9);
+  p.price = {3};
+  auto cost = (*makePolicy("min_cost"))->allocate(p);
+  ASSERT_FALSE(cost.ok());
+  EXPECT_NE(cost.status().message().find("policy min_cost does not space-share; drop --space-sharing"),
+            std::string::npos)
+      << cost.status().message();
+}
+
+// A pair shares a type only where both run and there are workers enough.
+TEST(SpaceSharing, PairsNeedBothRatesAndTheWorkers) {
+  Problem p = problem({{"v100", 1}, {"k80", 2}}, {{40, 10}, {15, 5}}, {}, {2, 2});
+  p.pairs.push_back({0, 1, {30, 8}, {10, 4}});
+  const Allocation a = allocate("max_total_throughput", p);
+  EXPECT_EQ(a.pairs[0][0], 0);  // one V100: the pair needs 2
+  EXPECT_NEAR(a.pairs[0][1], 1, 1e-9);
+  p.pairs[0].throughput_b[1] = 0;  // not measured together on the K80
+  const Allocation b = allocate("max_total_throughput", p);
+  EXPECT_EQ(b.pairs[0][1], 0);
+}
+
+}  // namespace
+}  // namespace hydrozoa::sched

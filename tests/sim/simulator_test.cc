@@ -275,3 +275,39 @@ TEST(Simulator, MistakesAreNamed) {
 
 }  // namespace
 }  // namespace hydrozoa::sim
+
+namespace hydrozoa::sim {
+namespace {
+
+// Space sharing: R (40 steps/s alone) and A (12 alone) share the V100 at 30
+// and 10 steps/s. Each starts by paying 10 s; R's 3,000 steps take 100 s
+// more (done at 110 s), A has done 1,000 of its 1,500 by then and runs
+// alone at 12/s: 500 / 12 s more (done at 151.67 s). Taking turns instead,
+// one job per round of 200 s: R at 85 s, A at 335 s.
+TEST(SpaceSharingSimulation, APairRunsAtItsSharedRatesThenTheOneLeftAlone) {
+  auto t = sched::Throughputs::fromJson(Json::parse(R"js({"v100": {"('R', 1)": {"null": 40.0, "('A', 1)": [30.0, 10.0]},
+                                                                  "('A', 1)": {"null": 12.0}}})js"),
+                                        "t");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  auto policy = sched::makePolicy("max_total_throughput");
+  ASSERT_TRUE(policy.ok());
+  SimOptions o;
+  o.round = 200;
+  o.preemption = 10;
+  o.space_sharing = true;
+  const std::vector<TraceJob> trace = {job("R", 3000), job("A", 1500)};
+  auto shared = simulate(trace, {{"v100", 1}}, *t, **policy, o);
+  ASSERT_TRUE(shared.ok()) << shared.status().message();
+  EXPECT_DOUBLE_EQ(shared->jobs[0].finish, 110);
+  EXPECT_NEAR(shared->jobs[1].finish, 110 + 500.0 / 12, 1e-9);
+  EXPECT_EQ(shared->rounds, 1);
+  EXPECT_NEAR(shared->utilisation, 1.0, 1e-12);  // busy until the last one ends
+  o.space_sharing = false;
+  auto turns = simulate(trace, {{"v100", 1}}, *t, **policy, o);
+  ASSERT_TRUE(turns.ok()) << turns.status().message();
+  EXPECT_DOUBLE_EQ(std::min(turns->jobs[0].finish, turns->jobs[1].finish), 85);  // R first: 10 + 75
+  EXPECT_DOUBLE_EQ(std::max(turns->jobs[0].finish, turns->jobs[1].finish), 335);  // A: 200 + 10 + 125
+}
+
+}  // namespace
+}  // namespace hydrozoa::sim

@@ -24,12 +24,20 @@ Result<Allocation> Fifo::allocate(const Problem& p) const {
   }
   std::vector<double> rank(p.jobs.size());
   for (size_t r = 0; r < order.size(); ++r) rank[order[r]] = static_cast<double>(r);
-  AllocationLp lp(p, [&](int m, int j) {
-    const size_t k = static_cast<size_t>(m);
-    return -p.jobs[k].throughput[static_cast<size_t>(j)] / fastest(k) * (jobs - rank[k]);
-  });
+  // X's coefficient: the job's throughput there against its fastest, by its rank.
+  const auto value = [&](int m, double throughput) {
+    const auto k = static_cast<size_t>(m);
+    return -throughput / fastest(k) * (jobs - rank[k]);
+  };
+  AllocationLp lp(
+      p, [&](int m, int j) { return value(m, p.jobs[static_cast<size_t>(m)].throughput[static_cast<size_t>(j)]); },
+      [&](int c, int j) {  // both jobs' steps while they share
+        const JobPair& pair = p.pairs[static_cast<size_t>(c)];
+        return value(pair.a, pair.throughput_a[static_cast<size_t>(j)]) +
+               value(pair.b, pair.throughput_b[static_cast<size_t>(j)]);
+      });
   HZ_ASSIGN_OR_RETURN(const plan::Milp::Solution s, lp.lp().solve());
-  return Allocation{lp.allocation(s), -s.objective};
+  return lp.result(s, -s.objective);
 }
 
 }  // namespace hydrozoa::sched

@@ -32,7 +32,7 @@ Result<std::optional<Allocation>> within(const Problem& p, const std::vector<dou
     if (s.status().code() == ErrorCode::kInfeasible) return std::optional<Allocation>();
     return s.status();
   }
-  return std::optional<Allocation>(Allocation{lp.allocation(*s), rho});
+  return std::optional<Allocation>(lp.result(*s, rho));
 }
 
 }  // namespace

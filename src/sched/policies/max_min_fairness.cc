@@ -19,7 +19,7 @@ Result<Allocation> MaxMinFairness::allocate(const Problem& p) const {
     lp.lp().addConstraint(terms, plan::Milp::kAtLeast, 0);
   }
   HZ_ASSIGN_OR_RETURN(const plan::Milp::Solution s, lp.lp().solve());
-  return Allocation{lp.allocation(s), s.values[static_cast<size_t>(t)]};
+  return lp.result(s, s.values[static_cast<size_t>(t)]);
 }
 
 }  // namespace hydrozoa::sched

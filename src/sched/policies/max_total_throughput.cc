@@ -9,12 +9,16 @@ namespace hydrozoa::sched {
 
 Result<Allocation> MaxTotalThroughput::allocate(const Problem& p) const {
   HZ_RETURN_IF_ERROR(checkProblem(p));
-  AllocationLp lp(p, [&](int m, int j) {
-    const JobDemand& job = p.jobs[static_cast<size_t>(m)];
-    return -job.throughput[static_cast<size_t>(j)] / fastestThroughput(job);
-  });
+  const auto fastest = [&](int m) { return fastestThroughput(p.jobs[static_cast<size_t>(m)]); };
+  AllocationLp lp(
+      p, [&](int m, int j) { return -p.jobs[static_cast<size_t>(m)].throughput[static_cast<size_t>(j)] / fastest(m); },
+      [&](int c, int j) {  // both jobs' steps while they share
+        const JobPair& pair = p.pairs[static_cast<size_t>(c)];
+        const auto jj = static_cast<size_t>(j);
+        return -pair.throughput_a[jj] / fastest(pair.a) - pair.throughput_b[jj] / fastest(pair.b);
+      });
   HZ_ASSIGN_OR_RETURN(const plan::Milp::Solution s, lp.lp().solve());
-  return Allocation{lp.allocation(s), -s.objective};
+  return lp.result(s, -s.objective);
 }
 
 }  // namespace hydrozoa::sched

@@ -22,6 +22,7 @@ Status needPrices(const Problem& p, const char* policy) {
 Result<Allocation> MinCost::allocate(const Problem& p) const {
   HZ_RETURN_IF_ERROR(checkProblem(p));
   HZ_RETURN_IF_ERROR(needPrices(p, slo_ ? "min_cost_slo" : "min_cost"));
+  HZ_RETURN_IF_ERROR(noSpaceSharing(p, slo_ ? "min_cost_slo" : "min_cost"));
   std::vector<double> best(p.jobs.size(), 0);
   for (size_t m = 0; m < p.jobs.size(); ++m) {
     for (size_t j = 0; j < p.types.size(); ++j) {

@@ -29,7 +29,7 @@ Result<Allocation> MinMakespan::allocate(const Problem& p) const {
   if (u < 0) return nothingToDo(p);
   HZ_ASSIGN_OR_RETURN(const plan::Milp::Solution s, lp.lp().solve());
   const double rate = s.values[static_cast<size_t>(u)];
-  return Allocation{lp.allocation(s), rate > 0 ? 1 / rate : 1e30};
+  return lp.result(s, rate > 0 ? 1 / rate : 1e30);
 }
 
 }  // namespace hydrozoa::sched

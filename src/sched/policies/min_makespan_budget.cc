@@ -12,6 +12,7 @@ namespace hydrozoa::sched {
 Result<Allocation> MinMakespanBudget::allocate(const Problem& p) const {
   HZ_RETURN_IF_ERROR(checkProblem(p));
   HZ_RETURN_IF_ERROR(needPrices(p, "min_makespan_budget"));
+  HZ_RETURN_IF_ERROR(noSpaceSharing(p, "min_makespan_budget"));
   if (!(p.budget > 0)) return invalidArgument("policy min_makespan_budget needs a budget in dollars (--budget 500)");
   AllocationLp lp(p);
   const int u = addMakespanRows(lp, p);

@@ -16,6 +16,7 @@ class Agnostic : public Policy {
   explicit Agnostic(std::unique_ptr<Policy> inner) : inner_(std::move(inner)) {}
   Result<Allocation> allocate(const Problem& problem) const override {
     Problem flat = problem;
+    flat.pairs.clear();  // as Gavel's baselines: no space sharing
     for (JobDemand& job : flat.jobs) {
       for (double& t : job.throughput) t = t > 0 ? 1.0 : 0.0;
     }
@@ -36,9 +37,14 @@ PolicyInfo needs(const char* name, const char* objective, bool prices = false, b
   return {name, objective, prices, budget, entities, slow};
 }
 
+PolicyInfo sharing(PolicyInfo info) {
+  info.pairs = true;
+  return info;
+}
+
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
-      {needs("max_min_fairness", "the least weighted share: throughput / throughput on equal time everywhere"),
+      {sharing(needs("max_min_fairness", "the least weighted share: throughput / throughput on equal time everywhere")),
        [] { return std::make_unique<MaxMinFairness>(); }},
       {needs("max_min_fairness_water_filling", "the least normalised share, then each job as fast as the others allow",
              false, false, false, /*slow=*/true),
@@ -46,13 +52,13 @@ const std::vector<Entry>& registry() {
       {needs("hierarchical", "the least normalised share: entities by weight, fairness or FIFO inside (--entities)",
              false, false, /*entities=*/true),
        [] { return std::make_unique<WaterFilling>(true); }},
-      {needs("finish_time_fairness", "the largest ρ: finish time against that on 1/n of the cluster"),
+      {sharing(needs("finish_time_fairness", "the largest ρ: finish time against that on 1/n of the cluster")),
        [] { return std::make_unique<FinishTimeFairness>(); }},
-      {needs("min_makespan", "seconds until the last job finishes"), [] { return std::make_unique<MinMakespan>(); }},
-      {needs("max_total_throughput", "Σ throughput / throughput on the job's fastest type"),
+      {sharing(needs("min_makespan", "seconds until the last job finishes")), [] { return std::make_unique<MinMakespan>(); }},
+      {sharing(needs("max_total_throughput", "Σ throughput / throughput on the job's fastest type")),
        [] { return std::make_unique<MaxTotalThroughput>(); }},
-      {needs("fifo", "Σ throughput / fastest · (jobs − arrival index)"), [] { return std::make_unique<Fifo>(); }},
-      {needs("shortest_job_first", "Σ throughput / fastest · (jobs − rank by time left)"),
+      {sharing(needs("fifo", "Σ throughput / fastest · (jobs − arrival index)")), [] { return std::make_unique<Fifo>(); }},
+      {sharing(needs("shortest_job_first", "Σ throughput / fastest · (jobs − rank by time left)")),
        [] { return std::make_unique<Fifo>(true); }},
       {needs("min_cost", "Σ time · throughput per dollar against the job's most cost-efficient type", /*prices=*/true),
        [] { return std::make_unique<MinCost>(false); }},
@@ -73,6 +79,7 @@ std::vector<PolicyInfo> policyList() {
   for (const Entry& e : registry()) {
     PolicyInfo agnostic = e.info;
     agnostic.name += "_agnostic";
+    agnostic.pairs = true;  // it drops them
     out.push_back(agnostic);
   }
   return out;

@@ -53,6 +53,7 @@ std::vector<double> iterationWeights(const Problem& p, const std::vector<bool>& 
 
 Result<Allocation> WaterFilling::allocate(const Problem& p) const {
   HZ_RETURN_IF_ERROR(checkProblem(p));
+  HZ_RETURN_IF_ERROR(noSpaceSharing(p, hierarchical_ ? "hierarchical" : "max_min_fairness_water_filling"));
   if (hierarchical_) {
     if (p.entities.empty()) {
       return invalidArgument("policy hierarchical needs entities (--entities product=2:fairness:0-9,research=1:fifo:10-19)");
