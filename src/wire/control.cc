@@ -15,18 +15,10 @@
 #include <cmath>
 #include <cstring>
 #include <map>
-#include <random>
 #include <string_view>
 #include <zmq.hpp>
 
 namespace hydrozoa::wire {
-
-std::string newToken() {
-  std::random_device rd;
-  std::string token;
-  for (int i = 0; i < 4; ++i) token += fmt::format("{:08x}", rd());
-  return token;
-}
 
 namespace {
 
@@ -43,12 +35,7 @@ void configure(zmq::socket_t& s, std::int64_t maxMessage, int lingerMs = 0) {
 // `v` is the string `token`, compared in time that does not depend on where
 // they differ (a peer learns nothing from how long a refusal takes).
 bool sameToken(const Json& v, const std::string& token) {
-  if (!v.is_string() || token.empty()) return false;
-  const std::string& s = v.get_ref<const std::string&>();
-  if (s.size() != token.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < s.size(); ++i) diff |= static_cast<unsigned char>(s[i] ^ token[i]);
-  return diff == 0;
+  return v.is_string() && sameSecret(v.get_ref<const std::string&>(), token);
 }
 
 // A worker's name as the coordinator uses it: "w" and digits.

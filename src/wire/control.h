@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "core/files.h"
+#include "core/secret.h"
 #include "core/status.h"
 #include "wire/store.h"
 
@@ -55,8 +56,7 @@ class socket_t;
 
 namespace hydrozoa::wire {
 
-// 32 hex digits from the OS's randomness.
-std::string newToken();
+using hydrozoa::newToken;  // core/secret.h
 
 // The address of this host on the route to `target` ("tcp://10.0.0.5:4000",
 // "10.0.0.5" or a name): what a worker on a machine the coordinator did not

@@ -12,9 +12,9 @@
 #include <chrono>
 #include <filesystem>
 #include <mutex>
-#include <random>
 #include <thread>
 
+#include "core/secret.h"
 #include "report/svg_chart.h"  // escapeHtml
 #include "sched/service/scheduler.h"
 
@@ -31,20 +31,10 @@ Result<std::string> serviceToken(const std::string& stateDir) {
     token.erase(token.find_last_not_of(" \n") + 1);
     if (token.size() >= 32) return token;
   }
-  std::random_device rd;
-  std::string token;
-  for (int i = 0; i < 4; ++i) token += fmt::format("{:08x}", rd());
+  const std::string token = newToken();
   HZ_RETURN_IF_ERROR(writeFileAtomically(path, token + "\n"));
   ::chmod(path.c_str(), 0600);
   return token;
-}
-
-// Compares in time independent of where they differ.
-bool sameToken(const std::string& given, const std::string& token) {
-  if (given.size() != token.size() || token.empty()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < token.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ token[i]);
-  return diff == 0;
 }
 
 std::string duration(double s) {
@@ -137,7 +127,7 @@ Status serve(ClusterConfig config, const std::string& binary, const std::atomic<
     std::string given = req.get_param_value("token");
     const std::string header = req.get_header_value("Authorization");
     if (header.rfind("Bearer ", 0) == 0) given = header.substr(7);
-    if (sameToken(given, token)) return true;
+    if (sameSecret(given, token)) return true;
     spdlog::warn("refused a request for {} without the service's token", req.path);
     reply(res, 401, {{"error", "this scheduler needs its token (the token file in its state directory)"}});
     return false;
