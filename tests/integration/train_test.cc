@@ -136,18 +136,24 @@ TEST(Train, IssueCommandsAsWritten) {
             std::filesystem::perms::none);
   EXPECT_TRUE(testing::noWorkersLeft(run));
 
-  // `hydrozoa train --resume runs/x`: on to the job's end (3 epochs), as if
-  // never interrupted; the main job's accuracy.
-  r = runHydrozoa(dir.path().string(), {"train", "--resume", "runs/x"});
+  // `hydrozoa train --resume runs/x`: on through the first epoch (469 of the
+  // job's 1,407 steps) and its evaluation. The rest of the job — to its end
+  // as if never interrupted, and 90% — is the next test's and
+  // AResumedRunMatchesAnUninterruptedOne's (two full runs of the main job
+  // here would cost CI 4 more minutes).
+  r = runHydrozoa(dir.path().string(), {"train", "--resume", "runs/x", "--max-steps", "469"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("Resuming"), std::string::npos);
   summary = readJsonFile(run + "/summary.json");
-  EXPECT_EQ((*summary)["steps"]["done"], 1407);
-  EXPECT_GE((*summary)["final_test_accuracy"].get<double>(), 0.90);
-  EXPECT_EQ(testing::stepLosses(run).size(), 1407u);
-  size_t evals = 0;
-  for (const Json& l : testing::metrics(run)) evals += l.contains("test_accuracy");
-  EXPECT_EQ(evals, 3u);
+  EXPECT_EQ((*summary)["steps"]["done"], 469);
+  EXPECT_EQ((*summary)["steps"]["total"], 1407);
+  EXPECT_EQ(testing::stepLosses(run).size(), 469u);
+  std::vector<double> accuracy;
+  for (const Json& l : testing::metrics(run)) {
+    if (l.contains("test_accuracy")) accuracy.push_back(l["test_accuracy"].get<double>());
+  }
+  ASSERT_EQ(accuracy.size(), 1u);
+  EXPECT_GE(accuracy[0], 0.80);  // one epoch of three
 }
 
 // The main job as the README runs it: the example from scratch, at least 90%
