@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -189,6 +191,76 @@ TEST(ClusterService, JobsShareThePoolAreMovedByRoundsSurviveARestartAndEndAsIfAl
   ASSERT_EQ(b.size(), 600u);
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "step " << i + 1;
   for (int id = 1; id <= 3; ++id) EXPECT_TRUE(testing::noWorkersLeft(d + "/state/jobs/" + std::to_string(id) + "/run"));
+}
+
+// Faults in a round (issue 13 §7): a job's worker killed, and the job
+// recovers it as any job does; then the job's whole process group killed
+// (its hydrozoa train and workers: a lost machine, the OOM killer), and the
+// scheduler puts it back in the queue to resume from its checkpoint. It
+// ends with the losses of a run that nothing happened to.
+TEST(ClusterService, AKilledWorkerOrJobProcessLosesNothing) {
+  ScratchDir dir;
+  const std::string d = dir.path().string();
+  std::ofstream(dir / "cluster.yaml") << "name: p\npolicy: max_min_fairness\nround: 5s\nworker_types:\n"
+                                         "  - {name: local, count: 4, launcher: local, price: 0.1}\n";
+  std::string spec = job(300, 7);
+  spec.replace(spec.find("epochs: 1"), 9, "epochs: 2");  // a checkpoint after the first of 2 epochs
+  std::ofstream(dir / "j.yaml") << spec;
+  pid_t server = serve(d);
+  ASSERT_TRUE(std::filesystem::exists(dir / "state/service.json")) << testing::slurp(dir / ".stderr");
+  const Outcome submitted = runHydrozoa(d, {"submit", "--cluster", "state", "j.yaml"});
+  ASSERT_EQ(submitted.code, 0) << submitted.err;
+  const std::string run = d + "/state/jobs/1/run";
+  const std::string control = testing::waitForSteps(run, 20);
+  const std::vector<pid_t> workers = testing::workersOf(control);
+  ASSERT_EQ(workers.size(), 4u) << control;
+  ::kill(workers[1], SIGKILL);
+  // Past the first epoch's checkpoint (300 steps), then the whole job.
+  testing::waitForSteps(run, 330, 240);
+  const Json now = state(d);
+  const Json* j = jobOf(now, 1);
+  ASSERT_NE(j, nullptr);
+  const pid_t job = (*j)["pid"].get<pid_t>();
+  ASSERT_GT(job, 0);
+  ::kill(-job, SIGKILL);
+  ASSERT_TRUE(waitFor(d, 300, [](const Json& s) { return (*jobOf(s, 1))["status"] == "completed"; }))
+      << state(d).dump(1) << testing::slurp(dir / ".stderr");
+  const Json s = state(d);
+  EXPECT_EQ((*jobOf(s, 1))["crashes"], 1);
+  EXPECT_GE((*jobOf(s, 1))["starts"].get<int>(), 2);
+  EXPECT_NE(testing::slurp(dir / ".stderr").find("ended without saying how (restart 1 of 3"), std::string::npos);
+  bool lost = false, recovered = false;
+  std::map<std::int64_t, double> losses;  // by step: steps after the checkpoint ran twice
+  std::set<std::int64_t> partial;  // a loss the killed worker took with it, estimated (as in Recovery's tests)
+  for (const Json& l : testing::metrics(run)) {
+    lost |= l.value("event", "") == "worker_lost";
+    recovered |= l.value("event", "") == "recovered";
+    if (!l.contains("loss")) continue;
+    const std::int64_t step = l["step"].get<std::int64_t>();
+    losses[step] = l["loss"].get<double>();
+    if (l.value("partial", false)) {
+      partial.insert(step);
+    } else {
+      partial.erase(step);
+    }
+  }
+  EXPECT_LE(partial.size(), 3u);
+  EXPECT_TRUE(lost);
+  EXPECT_TRUE(recovered);
+  ::kill(server, SIGTERM);
+  EXPECT_EQ(testing::waitHydrozoa(d, server).code, 0);
+  const Outcome alone = runHydrozoa(d, {"train", "j.yaml", "--no-progress", "--out", "alone", "--launcher", "local"});
+  ASSERT_EQ(alone.code, 0) << alone.err;
+  const auto a = testing::stepLosses(dir / "alone");
+  ASSERT_EQ(a.size(), 600u);
+  ASSERT_EQ(losses.size(), 600u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto step = static_cast<std::int64_t>(i + 1);
+    if (partial.count(step) == 0) {
+      ASSERT_EQ(a[i], losses[step]) << "step " << step;
+    }
+  }
+  EXPECT_TRUE(testing::noWorkersLeft(run));
 }
 
 TEST(ClusterService, BadConfigsAndAMissingServiceSayWhatToDo) {

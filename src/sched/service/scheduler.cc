@@ -204,6 +204,16 @@ void Scheduler::onExit(ServiceJob& j, double now) {
     j.reason.clear();
   } else if (j.cancel) {
     j.status = "cancelled";
+  } else if (outcome.empty() && j.crashes < kCrashRestarts) {
+    // Killed (the OOM killer, a kill -9, a lost machine) before it could
+    // say: back in the queue, to resume from its last checkpoint on
+    // whatever the next round gives it.
+    ++j.crashes;
+    j.status = "paused";
+    j.reason = fmt::format("its hydrozoa train ended without saying how (restart {} of {}; see {}/log)", j.crashes,
+                           kCrashRestarts, jobDir(j.id));
+    spdlog::warn("job {} ({}): {}", j.id, j.name, j.reason);
+    return;
   } else {
     j.status = "failed";
     if (outcome.empty()) {

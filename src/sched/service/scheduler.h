@@ -30,6 +30,10 @@
 
 namespace hydrozoa::sched {
 
+// How often a job whose process was killed without a word (not one that
+// failed and said so) is put back to resume from its checkpoint.
+inline constexpr int kCrashRestarts = 3;
+
 struct ServiceJob {
   int id = 0;
   std::string name;
@@ -65,6 +69,7 @@ struct ServiceJob {
   // --preemption-cost, measured; bench/cluster_vs_sim_bench.sh).
   double start_seconds = 0;
   int starts_measured = 0;
+  int crashes = 0;               // its process ended without a word and it was resumed (at most kCrashRestarts)
   double placed_at = -1;         // the start of the round of its current start; -1: measured
   int round_type = -1;
 

@@ -38,6 +38,7 @@ Json jobToJson(const ServiceJob& j) {
           {"held_seconds", j.held_seconds},
           {"start_seconds", j.start_seconds},
           {"starts_measured", j.starts_measured},
+          {"crashes", j.crashes},
           {"measured", j.measured},
           {"pid", j.pid},
           {"events_offset", j.events_offset},
@@ -75,6 +76,7 @@ Result<ServiceJob> jobFromJson(const Json& j, size_t types, const std::string& w
   s.held_seconds = r.nonNegative("held_seconds");
   s.start_seconds = r.nonNegative("start_seconds");
   s.starts_measured = static_cast<int>(r.integer("starts_measured", 0, INT32_MAX));
+  s.crashes = static_cast<int>(r.integer("crashes", 0, INT32_MAX));
   const Json& measured = r.array("measured");
   for (const Json& m : measured) s.measured.push_back(m.is_number() ? m.get<double>() : 0.0);
   s.measured.resize(types, 0.0);  // a type added to the pool since: not measured
