@@ -6,7 +6,8 @@
 # coordinator, `hydrozoa cleanup` cancels what it left; a partition that does
 # not exist, a worker bigger than any node, an allocation too small for the
 # workers and a Slurm that does not answer are each one clear error with
-# nothing left queued. Skips (77) only without root.
+# nothing left queued; the scheduler service runs a submitted job on a pool
+# whose worker type is Slurm's. Skips (77) only without root.
 #
 #   tests/slurm/slurm_train_test.sh build/hydrozoa
 set -euo pipefail
@@ -115,6 +116,44 @@ grep -q "cancelled job" "$work/cleanup.log" || fail "cleanup cancelled nothing"
 for _ in $(seq 1 50); do [ -z "$(squeue -h)" ] && break; sleep 0.2; done
 nothing_queued "hydrozoa cleanup"
 "$hz" cleanup | grep -q "Nothing to clean up" || fail "a second cleanup found more"
+
+echo "== the scheduler service with a Slurm worker type: a submitted job trains on it (issue 13 §2)"
+mkdir -p "$work/svc"
+cat > "$work/svc/cluster.yaml" << EOF
+name: slurm-pool
+policy: max_min_fairness
+round: 5s
+worker_types:
+  - {name: node, count: 4, launcher: slurm, price: 0.1}
+EOF
+cat > "$work/svc/job.yaml" << EOF
+name: on-slurm
+model: {name: mlp, options: {hidden: 32, depth: 2}}
+data: {dataset: synthetic, synthetic_train: 960, synthetic_test: 48}
+training: {epochs: 1, global_batch: 24, seed: 5, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
+cluster: {workers: 4}
+plan: {data_parallel: 2, stages: 2, microbatches: 2}
+EOF
+"$hz" cluster serve --config "$work/svc/cluster.yaml" --state "$work/svc/state" > "$work/svc/serve.log" 2>&1 &
+coordinator=$!  # the service: ended by finish() if a check fails
+for _ in $(seq 1 100); do [ -f "$work/svc/state/service.json" ] && break; sleep 0.1; done
+"$hz" submit --cluster "$work/svc/state" "$work/svc/job.yaml" || fail "submit: $(tail -3 "$work/svc/serve.log")"
+for _ in $(seq 1 240); do
+  grep -q '"status": "completed"' "$work/svc/state/state.json" 2> /dev/null && break
+  grep -q '"status": "failed"' "$work/svc/state/state.json" 2> /dev/null &&
+    fail "the job failed: $(tail -5 "$work/svc/state/jobs/1/log")"
+  sleep 0.5
+done
+grep -q '"status": "completed"' "$work/svc/state/state.json" ||
+  fail "the job did not complete within 120 s: $(tail -5 "$work/svc/state/jobs/1/log")"
+grep -q "Slurm granted allocation" "$work/svc/state/jobs/1/log" ||
+  fail "the job did not run under Slurm: $(head -5 "$work/svc/state/jobs/1/log")"
+[ "$(grep -c '"loss"' "$work/svc/state/jobs/1/run/metrics.jsonl")" -eq 40 ] || fail "the job did not log 40 steps"
+"$hz" jobs --cluster "$work/svc/state" | grep -q "completed" || fail "hydrozoa jobs does not show it completed"
+kill -TERM "$coordinator"
+wait "$coordinator" || fail "the service did not stop cleanly: $(tail -3 "$work/svc/serve.log")"
+coordinator=""
+nothing_queued "a job of the scheduler service"
 
 echo "== bad input: one clear error each, nothing queued"
 expect_error() {  # expect_error WHAT PATTERN ARGS...: exits non-zero, says PATTERN on one line
