@@ -11,6 +11,102 @@
 
 namespace hydrozoa::sim {
 
+namespace {
+
+// What runs in a round: a job alone or a pair sharing workers, each member
+// at its rate (in a pair, its shared rate until the other is done, then its
+// own), after the preemption cost it pays.
+struct Run {
+  int type = -1, pair = -1;
+  std::vector<size_t> members;    // indices of the problem's jobs
+  std::vector<double> rate, alone, left;
+  std::vector<Seconds> finish;    // each member's last step, from when it runs (its steps over its rates)
+  Seconds lost = 0, end = 0;      // its end in the round: the round's, its last step's, or a reclaim's
+  bool reclaimed = false;
+};
+
+std::vector<Run> planRuns(const sched::Problem& problem, const std::vector<size_t>& placeable,
+                          const std::vector<int>& placed, const std::vector<int>& pairOf,
+                          const std::vector<int>& lastType, const std::vector<sched::TraceJob>& trace,
+                          const std::vector<double>& done, Seconds now, const SimOptions& o) {
+  std::vector<Run> runs;
+  for (size_t k = 0; k < placeable.size(); ++k) {
+    const int c = pairOf[k];
+    if (placed[k] < 0 || (c >= 0 && problem.pairs[static_cast<size_t>(c)].a != static_cast<int>(k))) continue;
+    Run run;
+    run.type = placed[k];
+    run.pair = c;
+    const auto j = static_cast<size_t>(run.type);
+    const sched::JobPair* pair = c >= 0 ? &problem.pairs[static_cast<size_t>(c)] : nullptr;
+    run.members.push_back(k);
+    if (pair != nullptr) run.members.push_back(static_cast<size_t>(pair->b));
+    for (size_t i = 0; i < run.members.size(); ++i) {
+      const size_t q = run.members[i];
+      run.alone.push_back(problem.jobs[q].throughput[j]);
+      run.rate.push_back(pair == nullptr ? run.alone.back() : i == 0 ? pair->throughput_a[j] : pair->throughput_b[j]);
+      run.left.push_back(trace[placeable[q]].total_steps - done[placeable[q]]);
+      run.lost = std::max(run.lost, placed[q] == lastType[placeable[q]] ? 0.0 : o.preemption);
+      run.finish.push_back(run.left.back() / run.rate.back());
+    }
+    if (run.members.size() == 2) {  // the one done later runs alone after the other
+      const size_t later = run.finish[0] <= run.finish[1] ? 1 : 0, first = 1 - later;
+      run.finish[later] = run.finish[first] + (run.left[later] - run.rate[later] * run.finish[first]) / run.alone[later];
+    }
+    run.end = std::min(now + o.round, now + run.lost + *std::max_element(run.finish.begin(), run.finish.end()));
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
+// Spot workers reclaimed in the round (the market's events from `event` on)
+// stop what runs on them there, what came last first.
+void reclaim(std::vector<Run>* runs, const sched::Problem& problem, const std::vector<sched::WorkerType>& market,
+             const SimOptions& o, size_t event, Seconds now) {
+  std::vector<int> cap;
+  for (const auto& t : market) cap.push_back(t.count);
+  for (size_t e = event; e < o.spot.size() && o.spot[e].time < now + o.round; ++e) {
+    if (o.spot[e].kind != SpotEvent::kAvailable) continue;
+    const Seconds at = o.spot[e].time;
+    const int j = o.spot[e].type;
+    cap[static_cast<size_t>(j)] = static_cast<int>(o.spot[e].value);
+    int used = 0;
+    for (const Run& run : *runs) {
+      if (run.type == j && run.end > at) used += problem.jobs[run.members[0]].scale_factor;
+    }
+    for (size_t i = runs->size(); i-- > 0 && used > cap[static_cast<size_t>(j)];) {
+      Run& run = (*runs)[i];
+      if (run.type != j || !(run.end > at)) continue;
+      run.end = at;
+      run.reclaimed = true;
+      used -= problem.jobs[run.members[0]].scale_factor;
+    }
+  }
+}
+
+// Worker-seconds there were from `start` to `last`: spot workers away count
+// for nothing.
+double offeredWorkerSeconds(const std::vector<sched::WorkerType>& types, const std::vector<SpotEvent>& spot,
+                            Seconds start, Seconds last) {
+  std::vector<int> counts;
+  double count = 0, offered = 0;
+  for (const auto& t : types) {
+    counts.push_back(t.count);
+    count += t.count;
+  }
+  Seconds at = start;
+  for (const SpotEvent& e : spot) {
+    if (e.kind != SpotEvent::kAvailable) continue;
+    const Seconds t = std::clamp(e.time, start, last);
+    offered += count * (t - at);
+    at = t;
+    count += e.value - counts[static_cast<size_t>(e.type)];
+    counts[static_cast<size_t>(e.type)] = static_cast<int>(e.value);
+  }
+  return offered + count * (last - at);
+}
+
+}  // namespace
+
 Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std::vector<sched::WorkerType>& types,
                            const sched::Throughputs& throughputs, const sched::Policy& policy,
                            const SimOptions& o) {
@@ -44,8 +140,6 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
       return invalidArgument("the spot trace changes prices: give every type's price too (--prices)");
     }
   }
-  double workers = 0;
-  for (const auto& t : types) workers += t.count;
   const PriceTrack bill(o.price, o.spot);
 
   std::vector<size_t> active;  // trace indices, in arrival order
@@ -130,64 +224,8 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
     for (size_t m : placeable) previous.push_back(lastType[m]);
     const std::vector<int> placed =
         placeable.empty() ? std::vector<int>{} : mechanism.place(problem, allocation, previous);
-    // What runs this round: a job alone or a pair sharing workers, each
-    // member at its rate (in a pair, its shared rate until the other is
-    // done, then its own), from the preemption cost it pays on.
-    struct Run {
-      int type = -1, pair = -1;
-      std::vector<size_t> members;    // indices of placeable
-      std::vector<double> rate, alone, left;
-      std::vector<Seconds> finish;    // each member's last step, from when it runs (its steps over its rates)
-      Seconds lost = 0, end = 0;      // its end in the round: the round's, its last step's, or a reclaim's
-      bool reclaimed = false;
-    };
-    std::vector<Run> runs;
-    for (size_t k = 0; k < placeable.size(); ++k) {
-      const int c = mechanism.pairOf()[k];
-      if (placed[k] < 0 || (c >= 0 && problem.pairs[static_cast<size_t>(c)].a != static_cast<int>(k))) continue;
-      Run run;
-      run.type = placed[k];
-      run.pair = c;
-      const auto j = static_cast<size_t>(run.type);
-      run.members.push_back(k);
-      if (c >= 0) run.members.push_back(static_cast<size_t>(problem.pairs[static_cast<size_t>(c)].b));
-      for (size_t i = 0; i < run.members.size(); ++i) {
-        const size_t q = run.members[i];
-        const sched::JobPair* pair = c >= 0 ? &problem.pairs[static_cast<size_t>(c)] : nullptr;
-        run.alone.push_back(problem.jobs[q].throughput[j]);
-        run.rate.push_back(pair == nullptr ? run.alone.back() : i == 0 ? pair->throughput_a[j] : pair->throughput_b[j]);
-        run.left.push_back(trace[placeable[q]].total_steps - done[placeable[q]]);
-        run.lost = std::max(run.lost, placed[q] == lastType[placeable[q]] ? 0.0 : o.preemption);
-        run.finish.push_back(run.left.back() / run.rate.back());
-      }
-      if (run.members.size() == 2) {  // the one done later runs alone after the other
-        const size_t later = run.finish[0] <= run.finish[1] ? 1 : 0, first = 1 - later;
-        run.finish[later] = run.finish[first] + (run.left[later] - run.rate[later] * run.finish[first]) / run.alone[later];
-      }
-      run.end = std::min(now + o.round, now + run.lost + *std::max_element(run.finish.begin(), run.finish.end()));
-      runs.push_back(std::move(run));
-    }
-    // Spot workers reclaimed in the round stop what runs on them, what came
-    // last first.
-    std::vector<int> cap;
-    for (const auto& t : market) cap.push_back(t.count);
-    for (size_t e = event; e < o.spot.size() && o.spot[e].time < now + o.round; ++e) {
-      if (o.spot[e].kind != SpotEvent::kAvailable) continue;
-      const Seconds at = o.spot[e].time;
-      const int j = o.spot[e].type;
-      cap[static_cast<size_t>(j)] = static_cast<int>(o.spot[e].value);
-      int used = 0;
-      for (const Run& run : runs) {
-        if (run.type == j && run.end > at) used += problem.jobs[run.members[0]].scale_factor;
-      }
-      for (size_t i = runs.size(); i-- > 0 && used > cap[static_cast<size_t>(j)];) {
-        Run& run = runs[i];
-        if (run.type != j || !(run.end > at)) continue;
-        run.end = at;
-        run.reclaimed = true;
-        used -= problem.jobs[run.members[0]].scale_factor;
-      }
-    }
+    std::vector<Run> runs = planRuns(problem, placeable, placed, mechanism.pairOf(), lastType, trace, done, now, o);
+    reclaim(&runs, problem, market, o, event, now);
     for (size_t m : active) lastType[m] = -1;  // unless it runs on in this round
     std::set<size_t> ended;
     for (const Run& run : runs) {
@@ -252,20 +290,7 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
     r.slo_missed += j.finish > j.deadline * (1 + 1e-12);
   }
   r.makespan = last - start;
-  // Over the workers there were: spot workers away count for nothing.
-  double offered = 0, count = workers;
-  Seconds at = start;
-  std::vector<int> counts;
-  for (const auto& t : types) counts.push_back(t.count);
-  for (const SpotEvent& e : o.spot) {
-    if (e.kind != SpotEvent::kAvailable) continue;
-    const Seconds t = std::clamp(e.time, start, last);
-    offered += count * (t - at);
-    at = t;
-    count += e.value - counts[static_cast<size_t>(e.type)];
-    counts[static_cast<size_t>(e.type)] = static_cast<int>(e.value);
-  }
-  offered += count * (last - at);
+  const double offered = offeredWorkerSeconds(types, o.spot, start, last);
   r.utilisation = offered > 0 ? busy / offered : 0;
   return r;
 }
