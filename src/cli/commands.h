@@ -20,6 +20,7 @@ void addWorkerCommand(CLI::App& app, Status* status);
 void addCleanupCommand(CLI::App& app, Status* status);
 void addAllocateCommand(CLI::App& app, Status* status);
 void addSimulateCommand(CLI::App& app, Status* status);
+void addSelectCommand(CLI::App& app, Status* status);
 // `cluster serve`, `submit`, `jobs`, `cancel`.
 void addClusterCommands(CLI::App& app, Status* status);
 

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   hydrozoa::cli::addCleanupCommand(app, &status);
   hydrozoa::cli::addAllocateCommand(app, &status);
   hydrozoa::cli::addSimulateCommand(app, &status);
+  hydrozoa::cli::addSelectCommand(app, &status);
   hydrozoa::cli::addClusterCommands(app, &status);
   hydrozoa::cli::addNetprobeWorkerCommand(app, &status);
   hydrozoa::cli::addWorkerCommand(app, &status);

@@ -130,7 +130,9 @@ TEST(JobHandle, AJobPreemptedThreeTimesAndResumedElsewhereEndsAsIfNeverPreempted
   }
   ASSERT_EQ(preemptions, 3) << "the job ended before its third preemption";
   ASSERT_EQ(launchers.size(), 4u);
-  if (containers) EXPECT_EQ(launchers[1], "container");
+  if (containers) {
+    EXPECT_EQ(launchers[1], "container");
+  }
 
   const auto a = testing::stepLosses(dir / "whole"), b = testing::stepLosses(runDir);
   ASSERT_EQ(a.size(), 200u);
