@@ -105,7 +105,8 @@ const std::string kGraph = std::string(HYDROZOA_TEST_DATA_DIR) + "/pipedream_sma
 
 TEST_F(Cli, HelpForEveryCommand) {
   EXPECT_EQ(run({"--help"}).code, 0);
-  for (const char* cmd : {"models", "profile", "plan", "show", "report", "train", "cleanup"}) {
+  for (const char* cmd : {"models", "profile", "plan", "show", "report", "train", "cleanup", "select", "simulate",
+                          "allocate"}) {
     const Outcome r = run({cmd, "--help"});
     EXPECT_EQ(r.code, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
