@@ -7,17 +7,20 @@
 #include <cmath>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 namespace hydrozoa::sched {
 
 namespace {
-constexpr const char* kSpot = ":spot";
+constexpr std::string_view kSpot = ":spot";
 }  // namespace
 
-std::string baseType(const std::string& name) { return isSpot(name) ? name.substr(0, name.size() - 5) : name; }
+std::string baseType(const std::string& name) {
+  return isSpot(name) ? name.substr(0, name.size() - kSpot.size()) : name;
+}
 
 bool isSpot(const std::string& name) {
-  return name.size() > 5 && name.compare(name.size() - 5, 5, kSpot) == 0;
+  return name.size() > kSpot.size() && name.compare(name.size() - kSpot.size(), kSpot.size(), kSpot) == 0;
 }
 
 Result<std::vector<WorkerType>> parseCluster(const std::string& text, const std::string& what) {

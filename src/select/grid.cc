@@ -124,6 +124,11 @@ Result<std::vector<GridTask>> expandGrid(const Grid& g) {
     const std::string last = split(path).back();
     if (!seen.insert(last).second) twice.insert(last);
   }
+  std::vector<std::string> names;
+  for (const auto& [path, _] : g.axes) {
+    const std::string last = split(path).back();
+    names.push_back(twice.count(last) ? path : last);
+  }
   std::vector<GridTask> tasks;
   for (size_t p = 0; p < points; ++p) {
     GridTask t;
@@ -141,8 +146,7 @@ Result<std::vector<GridTask>> expandGrid(const Grid& g) {
       const Json& v = values[choice[a]];
       HZ_RETURN_IF_ERROR(setPath(&spec, path, v));
       t.point[path] = v;
-      const std::string last = split(path).back();
-      t.label += fmt::format("{}{}={}", t.label.empty() ? "" : " ", twice.count(last) ? path : last, shortValue(v));
+      t.label += fmt::format("{}{}={}", t.label.empty() ? "" : " ", names[a], shortValue(v));
     }
     spec["name"] = fmt::format("{}-{}", g.name, p);
     auto parsed = cluster::parseJobSpec(spec, fmt::format("{} (point {}: {})", g.origin, p, t.label));

@@ -20,6 +20,12 @@ constexpr std::int64_t kMaxMilpUnits = 40;
 
 Seconds unitSeconds(const ShardUnit& u) { return u.load + u.compute; }
 
+Seconds minibatchSeconds(const ModelWork& m) {
+  Seconds s = 0;
+  for (const ShardUnit& u : m.units) s += unitSeconds(u);
+  return s;
+}
+
 Status checkModels(const std::vector<ModelWork>& models, int workers) {
   if (workers < 1 || workers > 4096) return invalidArgument(fmt::format("{} workers: from 1 to 4096", workers));
   if (models.empty()) return invalidArgument("no models to train");
@@ -65,9 +71,7 @@ ShardScheduler::ShardScheduler(std::vector<ModelWork> models, Order order, std::
   next_.assign(models_.size(), 0);
   running_.assign(models_.size(), false);
   for (const ModelWork& m : models_) {
-    Seconds s = 0;
-    for (const ShardUnit& u : m.units) s += unitSeconds(u);
-    perMinibatch_.push_back(s);
+    perMinibatch_.push_back(minibatchSeconds(m));
     left_ += m.minibatches * static_cast<std::int64_t>(m.units.size());
   }
 }
@@ -195,11 +199,7 @@ Result<SharpResult> simulateSharp(const std::vector<ModelWork>& models, const Sh
 
 Seconds oneAfterAnother(const std::vector<ModelWork>& models) {
   Seconds s = 0;
-  for (const ModelWork& m : models) {
-    Seconds one = 0;
-    for (const ShardUnit& u : m.units) one += unitSeconds(u);
-    s += one * static_cast<double>(m.minibatches);
-  }
+  for (const ModelWork& m : models) s += minibatchSeconds(m) * static_cast<double>(m.minibatches);
   return s;
 }
 
