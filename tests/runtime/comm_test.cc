@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <atomic>
 #include <thread>
 
 #include "runtime/comm/pipe.h"
@@ -87,8 +88,14 @@ TEST_P(Pipe, BothDirectionsAtOnce) {
 TEST_P(Pipe, APeerThatGoesAwayIsAnErrorNotAHang) {
   std::string caught;
   bool lost = false;
+  // Rank 0 leaves only once both have joined: connectTransport() returning on
+  // one rank does not mean its peer's connections are all made, and a peer
+  // gone during the join is a failed join, not this test's lost peer.
+  std::atomic<int> joined{0};
   runRanks(2, 2, [&, posting = GetParam()](int rank, Transport& t) {
     TraceRecorder trace(false);
+    ++joined;
+    while (joined.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (rank == 1) {
       Inbound in(t, 0, trace, "activation", posting);
       in.expect(0, 0, torch::empty({4}), "mb");
