@@ -39,6 +39,42 @@ Result<pid_t> spawnOwned(const std::vector<std::string>& argv, const std::string
   return pid;
 }
 
+Result<pid_t> spawnPiped(const std::vector<std::string>& argv, const std::string& logPath, int* toChild,
+                         int* fromChild) {
+  HZ_CHECK(!argv.empty());
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) return unavailable(fmt::format("cannot start {}: {}", argv[0], std::strerror(errno)));
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    ::close(in[0]);
+    ::close(in[1]);
+    return unavailable(fmt::format("cannot start {}: {}", argv[0], std::strerror(errno)));
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    for (int fd : {in[0], in[1], out[0], out[1]}) ::close(fd);
+    return unavailable(fmt::format("cannot start {}: fork failed: {}", argv[0], std::strerror(errno)));
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    const int log = ::open(logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    if (log >= 0) ::dup2(log, 2);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  *toChild = in[1];
+  *fromChild = out[0];
+  return pid;
+}
+
 void stopOwned(pid_t* pid, Seconds grace) {
   if (*pid <= 0) return;
   ::kill(*pid, SIGTERM);

@@ -17,6 +17,12 @@ namespace hydrozoa {
 
 // The child's pid. Exit status 127: argv[0] was not found.
 Result<pid_t> spawnOwned(const std::vector<std::string>& argv, const std::string& logPath);
+// A child whose standard input and output are pipes to us (*toChild,
+// *fromChild; close-on-exec here), its standard error appended to
+// `logPath`; killed when we die. Exit status 127: argv[0] was not found.
+Result<pid_t> spawnPiped(const std::vector<std::string>& argv, const std::string& logPath, int* toChild,
+                         int* fromChild);
+
 // SIGTERM, then SIGKILL after `grace`; reaps it and sets *pid to -1. A pid
 // of -1 is left alone.
 void stopOwned(pid_t* pid, Seconds grace = 5);

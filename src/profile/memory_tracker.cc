@@ -3,9 +3,12 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
+
+#include <fmt/format.h>
 
 #include "core/status.h"
 
@@ -14,6 +17,8 @@ namespace {
 
 std::atomic<std::int64_t> gCurrent{0};
 std::atomic<std::int64_t> gPeak{0};
+std::atomic<std::int64_t> gLimit{0};
+thread_local bool tHost = false;
 
 // Sizes of live allocations by address. libtorch's raw_allocate() requires a
 // DataPtr whose context is its data pointer, so the size cannot ride in the
@@ -41,13 +46,20 @@ class CountingAllocator final : public c10::Allocator {
   explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
 
   c10::DataPtr allocate(size_t n) const override {
+    const auto bytes = tHost ? 0 : static_cast<std::int64_t>(n);
+    const std::int64_t now = gCurrent.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    const std::int64_t limit = gLimit.load(std::memory_order_relaxed);
+    if (limit > 0 && bytes > 0 && now > limit) {
+      gCurrent.fetch_sub(bytes, std::memory_order_relaxed);
+      C10_THROW_ERROR(OutOfMemoryError, fmt::format("out of the worker's memory budget: {} bytes asked for, {} of {} "
+                                                    "in use",
+                                                    bytes, now - bytes, limit));
+    }
     void* data = base_->raw_allocate(n);
-    const auto bytes = static_cast<std::int64_t>(n);
     if (data) {
       std::lock_guard<std::mutex> lock(gMutex);
       (*gSizes)[data] = bytes;
     }
-    const std::int64_t now = gCurrent.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     std::int64_t peak = gPeak.load(std::memory_order_relaxed);
     while (now > peak && !gPeak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
@@ -80,5 +92,10 @@ MemoryTracker& MemoryTracker::instance() {
 std::int64_t MemoryTracker::current() const { return gCurrent.load(std::memory_order_relaxed); }
 std::int64_t MemoryTracker::peak() const { return gPeak.load(std::memory_order_relaxed); }
 void MemoryTracker::resetPeak() { gPeak.store(gCurrent.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+void MemoryTracker::setLimit(std::int64_t bytes) { gLimit.store(std::max<std::int64_t>(0, bytes)); }
+std::int64_t MemoryTracker::limit() const { return gLimit.load(); }
+
+HostAllocations::HostAllocations() : was_(tHost) { tHost = true; }
+HostAllocations::~HostAllocations() { tHost = was_; }
 
 }  // namespace hydrozoa::profile

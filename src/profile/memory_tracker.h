@@ -19,6 +19,25 @@ class MemoryTracker {
   std::int64_t current() const;   // bytes allocated now
   std::int64_t peak() const;      // most bytes allocated since resetPeak()
   void resetPeak();               // peak := current
+
+  // A budget, as a device's memory is one (SHARP's workers, docs/select.md):
+  // an allocation that would take current() past it throws
+  // c10::OutOfMemoryError instead. 0: none (the default).
+  void setLimit(std::int64_t bytes);
+  std::int64_t limit() const;
+};
+
+// While one lives, the calling thread's allocations are host memory: not
+// counted (nor limited), as a worker's dataset is not in its device budget.
+class HostAllocations {
+ public:
+  HostAllocations();
+  ~HostAllocations();
+  HostAllocations(const HostAllocations&) = delete;
+  HostAllocations& operator=(const HostAllocations&) = delete;
+
+ private:
+  bool was_;
 };
 
 }  // namespace hydrozoa::profile

@@ -311,4 +311,53 @@ std::string renderBarChart(const BarChart& c) {
   return out + "</svg>";
 }
 
+std::string renderGantt(const GanttChart& c) {
+  static const char* const kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                        "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+  const auto color = [](int g) { return kColors[static_cast<size_t>(std::max(0, g)) % std::size(kColors)]; };
+  std::vector<LegendItem> legend;
+  for (size_t g = 0; g < c.groups.size(); ++g) legend.push_back({c.groups[g], color(static_cast<int>(g)), false});
+  int legendRows = 0;
+  const std::string legendSvg = renderLegend(legend, c.width, &legendRows);
+  constexpr double kRow = 26;
+  const double x0 = kLeft, x1 = c.width - kRight;
+  const double y0 = kTitle + legendRows * kLegendRow + 14;
+  const double y1 = y0 + kRow * static_cast<double>(std::max<size_t>(1, c.rows.size()));
+  const int height = static_cast<int>(y1) + kBottom;
+  double lo = 0, hi = 0;
+  for (const GanttBar& b : c.bars) {
+    lo = std::min(lo, b.load);
+    hi = std::max(hi, b.end);
+  }
+  const Axis ax = niceAxis(lo, hi > lo ? hi : lo + 1, 8);
+  const auto px = [&](double v) { return x0 + (v - ax.lo) / (ax.hi - ax.lo) * (x1 - x0); };
+  std::string out = frame(c.width, height, c.id, c.title) + legendSvg;
+  for (double v : ax.ticks) {
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\"/>", coord(px(v)), coord(y0),
+                       coord(px(v)), coord(y1), kGridColor);
+    out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\" fill=\"{}\">{}</text>",
+                       coord(px(v)), coord(y1 + 15), kAxisColor, escapeHtml(tickText(v, ax, AxisFormat::kSeconds)));
+  }
+  for (size_t r = 0; r < c.rows.size(); ++r) {
+    out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\" fill=\"{}\">{}</text>",
+                       coord(x0 - 6), coord(y0 + kRow * (static_cast<double>(r) + 0.5) + 4), kAxisColor,
+                       escapeHtml(c.rows[r]));
+  }
+  for (const GanttBar& b : c.bars) {
+    const double top = y0 + kRow * b.row + 3, h = kRow - 6;
+    out += fmt::format("<g class=\"unit\" data-group=\"{}\"><title>{}</title>", b.group, escapeHtml(b.label));
+    if (b.start > b.load) {
+      out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" opacity=\"0.3\"/>",
+                         coord(px(b.load)), coord(top + h / 3), coord(px(b.start) - px(b.load)), coord(h / 3),
+                         color(b.group));
+    }
+    out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/></g>", coord(px(b.start)),
+                       coord(top), coord(std::max(0.5, px(b.end) - px(b.start))), coord(h), color(b.group));
+  }
+  out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\" fill=\"{}\">{}</text>",
+                     coord((x0 + x1) / 2), coord(height - 10), kAxisColor,
+                     "seconds (a unit's load lighter and thinner before its compute)");
+  return out + "</svg>";
+}
+
 }  // namespace hydrozoa::report

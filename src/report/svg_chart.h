@@ -69,6 +69,24 @@ struct BarChart {
 
 std::string renderBarChart(const BarChart& chart);
 
+// A Gantt chart: a row per worker, a bar per unit of work coloured by its
+// group (a model), its loading time lighter before it (SHARP's timeline,
+// docs/select.md).
+struct GanttBar {
+  int row = 0, group = 0;
+  double load = 0, start = 0, end = 0;  // seconds
+  std::string label;                    // shown on hover
+};
+
+struct GanttChart {
+  std::string id, title;
+  std::vector<std::string> rows, groups;  // names, for the axis and the legend
+  std::vector<GanttBar> bars;
+  int width = 900;
+};
+
+std::string renderGantt(const GanttChart& chart);
+
 // Escapes &, <, >, " and ' for HTML text and attributes.
 std::string escapeHtml(const std::string& text);
 

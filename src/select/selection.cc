@@ -39,7 +39,8 @@ Status saveSelection(const std::string& runDir, const Selection& s) {
                      {"seconds", t.seconds},
                      {"cost_usd", t.cost}});
   }
-  const Json j = {{"grid", s.grid}, {"metric", s.metric}, {"tasks", tasks}};
+  Json j = {{"grid", s.grid}, {"metric", s.metric}, {"tasks", tasks}};
+  if (!s.sharp.is_null()) j["sharp"] = s.sharp;
   return writeFileAtomically(runDir + "/select.json", j.dump(2) + "\n");
 }
 
@@ -53,6 +54,7 @@ Result<Selection> loadSelection(const std::string& runDir) {
   ObjectReader r(*j, path);
   Selection s;
   s.grid = j->value("grid", Json());
+  s.sharp = j->value("sharp", Json());
   s.metric = r.string("metric");
   const Json& tasks = r.array("tasks", /*nonEmpty=*/true);
   for (size_t i = 0; i < tasks.size() && r.ok(); ++i) {

@@ -29,6 +29,9 @@ struct Selection {
   Json grid;  // {"job": base, "grid": {path: values}, "metric": ..., "name": ...}: parseGrid reads it again
   std::string metric = "test_accuracy";
   std::vector<TaskRecord> tasks;
+  // Trained by SHARP (docs/select.md): {"worker_memory": bytes, "scheduler":
+  // name, "double_buffer": bool}; null: one task after another.
+  Json sharp;
 };
 
 // A new selection of the grid's tasks, every one pending.

@@ -20,6 +20,12 @@ constexpr std::int64_t kMaxMilpUnits = 40;
 
 Seconds unitSeconds(const ShardUnit& u) { return u.load + u.compute; }
 
+Seconds tailSeconds(const ModelWork& m) {
+  Seconds s = 0;
+  for (const ShardUnit& u : m.tail) s += unitSeconds(u);
+  return s;
+}
+
 Seconds minibatchSeconds(const ModelWork& m) {
   Seconds s = 0;
   for (const ShardUnit& u : m.units) s += unitSeconds(u);
@@ -34,14 +40,17 @@ Status checkModels(const std::vector<ModelWork>& models, int workers) {
     if (m.units.empty() || m.minibatches < 1) {
       return invalidArgument(fmt::format("model {} has no units to run", m.name));
     }
-    for (const ShardUnit& u : m.units) {
+    std::vector<ShardUnit> all = m.units;
+    all.insert(all.end(), m.tail.begin(), m.tail.end());
+    for (const ShardUnit& u : all) {
       if (!(u.load >= 0 && u.compute >= 0) || !std::isfinite(u.load) || !std::isfinite(u.compute)) {
         return invalidArgument(fmt::format("model {}: a unit's load {} s and compute {} s must be times", m.name,
                                            u.load, u.compute));
       }
     }
     if (m.minibatches > kMaxSimulatedUnits / static_cast<std::int64_t>(m.units.size()) ||
-        (units += m.minibatches * static_cast<std::int64_t>(m.units.size())) > kMaxSimulatedUnits) {
+        m.tail.size() > static_cast<size_t>(kMaxSimulatedUnits) ||
+        (units += m.totalUnits()) > kMaxSimulatedUnits) {
       return invalidArgument(fmt::format("more than {} units to schedule", kMaxSimulatedUnits));
     }
   }
@@ -50,11 +59,22 @@ Status checkModels(const std::vector<ModelWork>& models, int workers) {
 
 }  // namespace
 
+std::int64_t ModelWork::totalUnits() const {
+  return minibatches * static_cast<std::int64_t>(units.size()) + static_cast<std::int64_t>(tail.size());
+}
+
+const ShardUnit& ModelWork::unit(std::int64_t k) const {
+  const auto n = static_cast<std::int64_t>(units.size());
+  return k < minibatches * n ? units[static_cast<size_t>(k % n)] : tail[static_cast<size_t>(k - minibatches * n)];
+}
+
 Result<Order> parseOrder(const std::string& name) {
   if (name == "lrtf") return Order::kLrtf;
   if (name == "random") return Order::kRandom;
   if (name == "round_robin") return Order::kRoundRobin;
-  return invalidArgument(fmt::format("unknown shard scheduler \"{}\"; known: lrtf, random, round_robin", name));
+  if (name == "sequential") return Order::kSequential;
+  return invalidArgument(
+      fmt::format("unknown shard scheduler \"{}\"; known: lrtf, random, round_robin, sequential", name));
 }
 
 const char* orderName(Order order) {
@@ -62,6 +82,7 @@ const char* orderName(Order order) {
     case Order::kLrtf: return "lrtf";
     case Order::kRandom: return "random";
     case Order::kRoundRobin: return "round_robin";
+    case Order::kSequential: return "sequential";
   }
   return "?";
 }
@@ -72,7 +93,7 @@ ShardScheduler::ShardScheduler(std::vector<ModelWork> models, Order order, std::
   running_.assign(models_.size(), false);
   for (const ModelWork& m : models_) {
     perMinibatch_.push_back(minibatchSeconds(m));
-    left_ += m.minibatches * static_cast<std::int64_t>(m.units.size());
+    left_ += m.totalUnits();
   }
 }
 
@@ -81,8 +102,12 @@ Seconds ShardScheduler::remaining(int model) const {
   const ModelWork& m = models_[i];
   const auto n = static_cast<std::int64_t>(m.units.size());
   const std::int64_t first = next_[i] - (running_[i] ? 1 : 0);  // its first unit not finished
-  if (first >= m.minibatches * n) return 0;
-  Seconds s = static_cast<double>(m.minibatches - first / n - 1) * perMinibatch_[i];
+  if (first >= m.minibatches * n) {
+    Seconds s = 0;
+    for (std::int64_t k = first; k < m.totalUnits(); ++k) s += unitSeconds(m.unit(k));
+    return s;
+  }
+  Seconds s = static_cast<double>(m.minibatches - first / n - 1) * perMinibatch_[i] + tailSeconds(m);
   for (std::int64_t k = first % n; k < n; ++k) s += unitSeconds(m.units[static_cast<size_t>(k)]);
   return s;
 }
@@ -90,12 +115,17 @@ Seconds ShardScheduler::remaining(int model) const {
 int ShardScheduler::pick() {
   std::vector<int> ready;
   for (size_t m = 0; m < models_.size(); ++m) {
-    if (!running_[m] && next_[m] < models_[m].minibatches * static_cast<std::int64_t>(models_[m].units.size())) {
+    if (!running_[m] && next_[m] < models_[m].totalUnits()) {
       ready.push_back(static_cast<int>(m));
     }
   }
   if (ready.empty()) return -1;
   switch (order_) {
+    case Order::kSequential:
+      for (bool r : running_) {
+        if (r) return -1;
+      }
+      return ready[0];
     case Order::kLrtf: {
       int best = ready[0];
       for (int m : ready) {
@@ -125,6 +155,26 @@ void ShardScheduler::finished(int model) {
   --left_;
 }
 
+void ShardScheduler::dropped(int model) {
+  const auto i = static_cast<size_t>(model);
+  left_ -= models_[i].totalUnits() - (next_[i] - (running_[i] ? 1 : 0));
+  next_[i] = models_[i].totalUnits();
+  running_[i] = false;
+}
+
+void ShardScheduler::resumeAt(int model, std::int64_t next) {
+  const auto i = static_cast<size_t>(model);
+  HZ_CHECK(!running_[i] && next_[i] == 0 && next >= 0 && next <= models_[i].totalUnits());
+  next_[i] = next;
+  left_ -= next;
+}
+
+void ShardScheduler::abandoned(int model) {
+  HZ_CHECK(running_[static_cast<size_t>(model)]);
+  running_[static_cast<size_t>(model)] = false;
+  --next_[static_cast<size_t>(model)];
+}
+
 Result<SharpResult> simulateSharp(const std::vector<ModelWork>& models, const SharpOptions& o) {
   HZ_RETURN_IF_ERROR(checkModels(models, o.workers));
   ShardScheduler sched(models, o.order, o.seed);
@@ -139,10 +189,7 @@ Result<SharpResult> simulateSharp(const std::vector<ModelWork>& models, const Sh
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
   SharpResult r;
   double busy = 0;
-  const auto unitOf = [&](int m, std::int64_t k) -> const ShardUnit& {
-    const ModelWork& model = models[static_cast<size_t>(m)];
-    return model.units[static_cast<size_t>(k % static_cast<std::int64_t>(model.units.size()))];
-  };
+  const auto unitOf = [&](int m, std::int64_t k) -> const ShardUnit& { return models[static_cast<size_t>(m)].unit(k); };
   const auto take = [&](Worker& x, Seconds t) {  // start loading the next unit of the model the order picks
     const int m = sched.pick();
     if (m < 0) return;
@@ -199,7 +246,7 @@ Result<SharpResult> simulateSharp(const std::vector<ModelWork>& models, const Sh
 
 Seconds oneAfterAnother(const std::vector<ModelWork>& models) {
   Seconds s = 0;
-  for (const ModelWork& m : models) s += minibatchSeconds(m) * static_cast<double>(m.minibatches);
+  for (const ModelWork& m : models) s += minibatchSeconds(m) * static_cast<double>(m.minibatches) + tailSeconds(m);
   return s;
 }
 
@@ -213,8 +260,8 @@ Result<SharpResult> optimalSharp(const std::vector<ModelWork>& models, int worke
   std::vector<Unit> units;
   for (size_t m = 0; m < models.size(); ++m) {
     const ModelWork& model = models[m];
-    for (std::int64_t k = 0; k < model.minibatches * static_cast<std::int64_t>(model.units.size()); ++k) {
-      const ShardUnit& u = model.units[static_cast<size_t>(k % static_cast<std::int64_t>(model.units.size()))];
+    for (std::int64_t k = 0; k < model.totalUnits(); ++k) {
+      const ShardUnit& u = model.unit(k);
       units.push_back({static_cast<int>(m), k, u.load, unitSeconds(u)});
       if (static_cast<std::int64_t>(units.size()) > kMaxMilpUnits) {
         return invalidArgument(fmt::format("the exact schedule is for at most {} units (an NP-hard job shop); "

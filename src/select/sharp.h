@@ -35,10 +35,16 @@ struct ModelWork {
   std::string name;
   std::vector<ShardUnit> units;  // one minibatch's, in order (forward through its shards, backward back)
   std::int64_t minibatches = 1;  // in all: epochs × per epoch, each the same units
+  std::vector<ShardUnit> tail;   // run once after the last minibatch's (its evaluation)
+
+  std::int64_t totalUnits() const;
+  const ShardUnit& unit(std::int64_t k) const;  // its k-th unit, 0 <= k < totalUnits()
 };
 
-enum class Order { kLrtf, kRandom, kRoundRobin };
-Result<Order> parseOrder(const std::string& name);  // "lrtf", "random", "round_robin"
+// kSequential: one unit at a time over all workers, the models one after
+// another (the baseline: each model a model-parallel pipeline on them all).
+enum class Order { kLrtf, kRandom, kRoundRobin, kSequential };
+Result<Order> parseOrder(const std::string& name);  // "lrtf", "random", "round_robin", "sequential"
 const char* orderName(Order order);
 
 // The live decision. Units are numbered per model 0.. across minibatches.
@@ -50,6 +56,10 @@ class ShardScheduler {
   int pick();
   void started(int model);   // its next unit is running (or being loaded)
   void finished(int model);  // … and is done
+  void abandoned(int model);  // … was lost (its worker died): it is the model's next again
+  void dropped(int model);    // none of its units left runs (it failed)
+  // Restarts a model at its unit `next` (units before it done): a resumed run.
+  void resumeAt(int model, std::int64_t next);
   bool done() const { return left_ == 0; }
   std::int64_t nextUnit(int model) const { return next_[static_cast<size_t>(model)]; }
   // Seconds of its units not yet finished (load + compute).

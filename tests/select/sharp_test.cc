@@ -98,6 +98,28 @@ TEST(Sharp, ManyModelsReachTheKTimesBound) {
   }
 }
 
+// A model's evaluation (its tail) runs once after its last minibatch, and
+// counts in its remaining time; sequential runs one unit at a time.
+TEST(Sharp, TailsSequentialAndLostUnits) {
+  ModelWork a = model("a", 2, 1.0, 0, 2);
+  a.tail = {{0, 3.0}};
+  EXPECT_EQ(a.totalUnits(), 5);
+  EXPECT_DOUBLE_EQ(a.unit(4).compute, 3.0);
+  ShardScheduler s({a, model("b", 1, 1.0)}, Order::kLrtf);
+  EXPECT_DOUBLE_EQ(s.remaining(0), 7);
+  EXPECT_EQ(s.pick(), 0);
+  s.started(0);
+  s.abandoned(0);  // its worker died: the same unit is its next again
+  EXPECT_EQ(s.nextUnit(0), 0);
+  s.resumeAt(1, 1);  // b's one unit was done before a restart
+  s.dropped(0);      // a failed
+  EXPECT_TRUE(s.done());
+  EXPECT_EQ(s.pick(), -1);
+  EXPECT_DOUBLE_EQ(simulate({a, model("b", 1, 1.0)}, 2, Order::kLrtf).makespan, 7);
+  EXPECT_DOUBLE_EQ(simulate({a, model("b", 1, 1.0)}, 2, Order::kSequential).makespan, 8);
+  EXPECT_DOUBLE_EQ(oneAfterAnother({a, model("b", 1, 1.0)}), 8);
+}
+
 TEST(Sharp, MistakesAreNamed) {
   SharpOptions o;
   o.workers = 0;
@@ -108,6 +130,7 @@ TEST(Sharp, MistakesAreNamed) {
   EXPECT_NE(optimalSharp({model("a", 50, 1)}, 2).status().message().find("at most 40 units"), std::string::npos);
   EXPECT_FALSE(parseOrder("fastest").ok());
   EXPECT_EQ(*parseOrder("round_robin"), Order::kRoundRobin);
+  EXPECT_EQ(*parseOrder("sequential"), Order::kSequential);
 }
 
 }  // namespace
