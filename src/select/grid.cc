@@ -17,7 +17,24 @@ std::vector<std::string> split(const std::string& path) {
   return parts;
 }
 
-std::string shortValue(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+// A value as a label shows it: strings bare; an object as {k=v ...}, one
+// with a "name" as name(k=v ...) of its other fields (a model and its
+// options: cnn(hidden=128 width=1)).
+std::string shortValue(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_object()) return v.dump();
+  std::string inner;
+  for (const auto& [key, value] : v.items()) {
+    if (key == "name" && value.is_string()) continue;
+    const std::string text = shortValue(value);
+    // {options: {...}} reads as its fields
+    const bool nested = value.is_object() && !value.contains("name");
+    inner += (inner.empty() ? "" : " ") +
+             (nested ? text.substr(1, text.size() - 2) : fmt::format("{}={}", key, text));
+  }
+  const Json& name = v.contains("name") ? v.at("name") : Json();
+  return name.is_string() ? fmt::format("{}({})", name.get<std::string>(), inner) : "{" + inner + "}";
+}
 
 }  // namespace
 

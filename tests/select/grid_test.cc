@@ -51,6 +51,12 @@ TEST(Grid, ExpandsTheProductLastFieldFastestEachPointAJobSpec) {
                         ".");
   ASSERT_TRUE(same.ok()) << same.status().message();
   EXPECT_EQ((*expandGrid(*same))[1].label, "model.name=mlp training.optimizer.name=adam");
+  // Whole models: their names and options.
+  auto models = parseGrid(
+      grid(R"js({"model": [{"name": "cnn", "options": {"width": 1, "hidden": 128}}, {"name": "mlp"}]})js"), "g", ".");
+  ASSERT_TRUE(models.ok()) << models.status().message();
+  EXPECT_EQ((*expandGrid(*models))[0].label, "model=cnn(hidden=128 width=1)");
+  EXPECT_EQ((*expandGrid(*models))[1].label, "model=mlp()");
 }
 
 TEST(Grid, ABaseFileBesideTheGrid) {

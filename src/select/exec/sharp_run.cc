@@ -163,7 +163,13 @@ class Executor {
   Status save() {
     Json tasks = Json::array();
     for (const TaskState& t : state_) tasks.push_back(taskToJson(t));
-    const Json j = {{"budget", o_.budget}, {"tasks", tasks}, {"started", started_}};
+    Json j = {{"budget", o_.budget}, {"tasks", tasks}, {"started", started_}};
+    if (result_.seconds > 0) {  // this invocation's, once it ends
+      j["last_run"] = {{"workers", o_.workers},          {"scheduler", orderName(o_.order)},
+                       {"double_buffer", o_.double_buffer}, {"seconds", result_.seconds},
+                       {"units", result_.units},          {"utilisation", result_.utilisation},
+                       {"lost_workers", result_.lost_workers}};
+    }
     return writeFileAtomically(o_.run + "/sharp.json", j.dump(1) + "\n");
   }
 
@@ -458,7 +464,8 @@ class Executor {
 
   void showProgress(bool force) {
     const double now = unixNow();
-    if (!o_.progress || (!force && now - shown_ < 2)) return;
+    const bool tty = ::isatty(2) != 0;  // a live line; in a log, a line every 30 s
+    if (!o_.progress || (!force && now - shown_ < (tty ? 2 : 30))) return;
     shown_ = now;
     std::int64_t doneUnits = 0, all = 0;
     int finished = 0;
@@ -467,11 +474,11 @@ class Executor {
       all += t.units();
       finished += t.status != "running";
     }
-    std::cerr << fmt::format("\rSHARP: {} of {} units, {} of {} tasks done, {} workers busy {:.0f}%, {:.0f} s   ",
+    std::cerr << fmt::format("{}SHARP: {} of {} units, {} of {} tasks done, {} workers busy {:.0f}%, {:.0f} s{}", tty ? "\r" : "",
                              doneUnits, all, finished, state_.size(), procs_.size(),
                              now > begun_ ? 100 * busy_ / (static_cast<double>(procs_.size()) * (now - begun_)) : 0.0,
-                             now - begun_);
-    if (force) std::cerr << "\n";
+                             now - begun_, tty ? "   " : "\n");
+    if (force && tty) std::cerr << "\n";
     std::cerr.flush();
   }
 
