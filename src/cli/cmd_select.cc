@@ -27,7 +27,7 @@ std::atomic<int> gStops{0};
 extern "C" void onSelectStop(int) { gStops.fetch_add(1); }
 
 struct SelectArgs {
-  std::string grid, resume, out, workers, worker_memory, scheduler;
+  std::string grid, resume, out, workers, worker_memory, scheduler, spill;
   bool no_progress = false, no_double_buffer = false;
 };
 
@@ -74,6 +74,7 @@ Status trainSharp(const SelectArgs& a, const std::string& run, select::Selection
   o.double_buffer = s.sharp.at("double_buffer").get<bool>();
   o.progress = !a.no_progress;
   o.resume = fs::exists(run + "/sharp.json");
+  if (!a.spill.empty()) o.spill = fs::absolute(a.spill).lexically_normal().string();
   o.stops = [] { return gStops.load(); };
   Status saved;
   o.on_task = [&](int index, const std::string& status, const std::string& reason) {
@@ -119,8 +120,9 @@ Status trainSharp(const SelectArgs& a, const std::string& run, select::Selection
                            s.grid.value("name", std::string("the grid")), run, s.metric)
             << select::rankedTable(s);
   if (r->interrupted) {
-    std::cerr << "Interrupted: every model's state is spilled in " << run
-              << "/spill; go on with: hydrozoa select --resume " << run << "\n";
+    std::cerr << "Interrupted: every model's state is spilled (sharp.json says where); go on with: hydrozoa select "
+                 "--resume "
+              << run << "\n";
     return Status(ErrorCode::kUnavailable, "interrupted");
   }
   int failed = 0;
@@ -172,8 +174,8 @@ Status runSelect(const SelectArgs& a) {
       const std::string order = a.scheduler.empty() ? "lrtf" : a.scheduler;
       HZ_RETURN_IF_ERROR(select::parseOrder(order).status());
       s.sharp = {{"worker_memory", budget}, {"scheduler", order}, {"double_buffer", !a.no_double_buffer}};
-    } else if (!a.scheduler.empty() || a.no_double_buffer) {
-      return invalidArgument("--scheduler and --no-double-buffer are SHARP's: give each worker's memory with "
+    } else if (!a.scheduler.empty() || a.no_double_buffer || !a.spill.empty()) {
+      return invalidArgument("--scheduler, --no-double-buffer and --spill are SHARP's: give each worker's memory with "
                              "--worker-memory (e.g. 64MB) to train the models at once");
     }
     HZ_RETURN_IF_ERROR(select::saveSelection(run, s));
@@ -181,9 +183,10 @@ Status runSelect(const SelectArgs& a) {
     return invalidArgument(fmt::format("{}/select.json: {} tasks, but its grid expands to {}", run, s.tasks.size(),
                                        tasks.size()));
   }
-  if (!a.resume.empty() && (!a.worker_memory.empty() || !a.scheduler.empty() || a.no_double_buffer)) {
-    return invalidArgument("a selection resumes as it began: leave out --worker-memory, --scheduler and "
-                           "--no-double-buffer with --resume");
+  if (!a.resume.empty() && (!a.worker_memory.empty() || !a.scheduler.empty() || a.no_double_buffer ||
+                            !a.spill.empty())) {
+    return invalidArgument("a selection resumes as it began: leave out --worker-memory, --scheduler, "
+                           "--no-double-buffer and --spill with --resume");
   }
   if (!s.sharp.is_null()) {
     const int w = workers ? static_cast<int>(*workers) : tasks.front().spec.workers;
@@ -255,6 +258,9 @@ void addSelectCommand(CLI::App& app, Status* status) {
   cmd->add_option("--scheduler", a->scheduler,
                   "SHARP's unit scheduler: lrtf (default), random, round_robin, sequential (one unit at a time)");
   cmd->add_flag("--no-double-buffer", a->no_double_buffer, "SHARP: load a worker's next unit only after its current");
+  cmd->add_option("--spill", a->spill,
+                  "SHARP: where the models' state lives between units (default /dev/shm/hydrozoa-<run>-<hash>, "
+                  "host memory; a directory on a disk survives reboots, slower)");
   cmd->add_flag("--no-progress", a->no_progress, "No live progress line");
   cmd->footer(
       "\nWithout --worker-memory the tasks train one after another, each a hydrozoa job on all the workers.\n"

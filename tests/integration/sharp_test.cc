@@ -112,7 +112,9 @@ TEST(Sharp, ThreeModelsOnTwoWorkersEachEndAsIfTrainedAlone) {
   }
   EXPECT_TRUE(overlap);
   EXPECT_NE(testing::slurp(dir / "s/timeline.svg").find("<svg"), std::string::npos);
-  EXPECT_FALSE(fs::exists(dir / "s/spill/t0"));  // a finished task's spilled state is gone
+  const std::string spill = readJson(dir / "s/sharp.json")["spill"].get<std::string>();
+  EXPECT_EQ(spill.rfind("/dev/shm/hydrozoa-s-", 0), 0u) << spill;
+  EXPECT_FALSE(fs::exists(spill));  // nothing more to train: the spilled state is gone
 }
 
 pid_t aWorkerOf(pid_t parent) {

@@ -137,7 +137,12 @@ class Executor {
   Executor(std::vector<SharpTask> tasks, SharpRunOptions o) : tasks_(std::move(tasks)), o_(std::move(o)) {}
 
   Result<SharpRunResult> run() {
-    HZ_RETURN_IF_ERROR(o_.resume ? load() : setUp());
+    if (o_.resume) {
+      HZ_RETURN_IF_ERROR(load());
+    } else if (Status s = setUp(); !s.ok()) {
+      remove(spill_);  // nothing trained: nothing to keep
+      return s;
+    }
     std::vector<ModelWork> work;
     for (const TaskState& t : state_) work.push_back(workOf(t));
     sched_ = std::make_unique<ShardScheduler>(work, o_.order, o_.seed);
@@ -158,12 +163,14 @@ class Executor {
 
  private:
   std::string abs(const std::string& relative) const { return o_.run + "/" + relative; }
-  std::string spill(const TaskState& t) const { return fmt::format("spill/t{}", t.index); }
+  // Spilled state: relative to the spill directory.
+  std::string spilled(const std::string& relative) const { return spill_ + "/" + relative; }
+  static std::string spill(const TaskState& t) { return fmt::format("t{}", t.index); }
 
   Status save() {
     Json tasks = Json::array();
     for (const TaskState& t : state_) tasks.push_back(taskToJson(t));
-    Json j = {{"budget", o_.budget}, {"tasks", tasks}, {"started", started_}};
+    Json j = {{"budget", o_.budget}, {"spill", spill_}, {"tasks", tasks}, {"started", started_}};
     if (result_.seconds > 0) {  // this invocation's, once it ends
       j["last_run"] = {{"workers", o_.workers},          {"scheduler", orderName(o_.order)},
                        {"double_buffer", o_.double_buffer}, {"seconds", result_.seconds},
@@ -183,6 +190,7 @@ class Executor {
                                            formatBytes(j.at("budget").get<Bytes>())));
       }
       started_ = j.at("started").get<double>();
+      spill_ = j.at("spill").get<std::string>();
       for (const Json& t : j.at("tasks")) {
         HZ_ASSIGN_OR_RETURN(TaskState s, taskFromJson(t, o_.run + "/sharp.json"));
         state_.push_back(std::move(s));
@@ -194,12 +202,32 @@ class Executor {
       return parseError(fmt::format("{}/sharp.json: {} tasks, the selection has {}", o_.run, state_.size(),
                                     tasks_.size()));
     }
+    for (const TaskState& t : state_) {
+      if (t.status == "running" && !fs::exists(spilled(t.states.front()))) {
+        return notFound(fmt::format("{}: the models' spilled state is gone (a reboot empties /dev/shm); "
+                                    "the tasks not completed must start again: hydrozoa select the grid anew "
+                                    "(--spill DIR on a disk survives reboots, slower)",
+                                    spill_));
+      }
+    }
     return Status();
   }
 
   // The Pilot partitions each task; its initial state is spilled.
   Status setUp() {
     started_ = unixNow();
+    spill_ = o_.spill;
+    if (spill_.empty()) {  // host memory: /dev/shm where it is, else beside the run
+      const std::size_t h = std::hash<std::string>()(o_.run);
+      spill_ = fs::is_directory("/dev/shm") && ::access("/dev/shm", W_OK) == 0
+                   ? fmt::format("/dev/shm/hydrozoa-{}-{:08x}", fs::path(o_.run).filename().string(), h & 0xffffffffu)
+                   : o_.run + "/spill";
+    }
+    std::error_code ec;
+    fs::create_directories(spill_, ec);
+    if (ec) return ioError(fmt::format("{}: cannot make the spill directory: {}", spill_, ec.message()));
+    fs::permissions(spill_, fs::perms::owner_all, ec);
+    std::map<std::string, Partition> partitions;
     DataCache cache;
     for (const SharpTask& task : tasks_) {
       TaskState t;
@@ -210,8 +238,22 @@ class Executor {
       std::error_code ec;
       fs::create_directories(task.dir, ec);
       HZ_RETURN_IF_ERROR(writeFileAtomically(abs(t.job), cluster::jobSpecToJson(task.spec).dump(1) + "\n"));
-      auto p = partitionModel(abs(t.job), o_.budget, abs(spill(t) + "/pilot"), cache);
-      if (!p.ok()) return Status(p.status().code(), fmt::format("task {} ({}): {}", t.index, t.label, p.status().message()));
+      // Tasks alike but for what the memory does not depend on (learning
+      // rates, seeds, schedules) share one partition.
+      Json like = cluster::jobSpecToJson(task.spec);
+      like["training"].erase("seed");
+      like["training"]["optimizer"].erase("lr");
+      like["training"].erase("lr_schedule");
+      like.erase("name");
+      const std::string key = like.dump();
+      if (!partitions.count(key)) {
+        auto p = partitionModel(abs(t.job), o_.budget, spilled(spill(t) + "/pilot"), cache);
+        if (!p.ok()) {
+          return Status(p.status().code(), fmt::format("task {} ({}): {}", t.index, t.label, p.status().message()));
+        }
+        partitions.emplace(key, std::move(*p));
+      }
+      const Partition* p = &partitions.at(key);
       t.shards = p->shards;
       t.batch_bytes = p->batch_bytes;
       HZ_ASSIGN_OR_RETURN(const DataCache::Task* d, cache.task(abs(t.job)));
@@ -223,7 +265,7 @@ class Executor {
       for (size_t s = 0; s < t.shards.size(); ++s) {
         ranges.emplace_back(t.shards[s].first, t.shards[s].last);
         t.states.push_back(fmt::format("{}/s{}/init", spill(t), s));
-        dirs.push_back(abs(t.states.back()));
+        dirs.push_back(spilled(t.states.back()));
         fs::create_directories(fs::path(dirs.back()).parent_path(), ec);
         const Shard& x = t.shards[s];
         shape += fmt::format("{}{}", s ? ", " : "",
@@ -250,7 +292,7 @@ class Executor {
     u.task = t.index;
     u.job = abs(t.job);
     u.shards = n;
-    const std::string dir = abs(spill(t));
+    const std::string dir = spilled(spill(t));
     const auto act = [&](std::int64_t g, int s) { return fmt::format("{}/act-{}-{}.pt", dir, g, s); };
     const auto grad = [&](std::int64_t g, int s) { return fmt::format("{}/grad-{}-{}.pt", dir, g, s); };
     if (k >= t.steps * t.perStep()) {
@@ -280,7 +322,7 @@ class Executor {
     const Shard& s = t.shards[static_cast<size_t>(u.shard)];
     u.first = s.first;
     u.last = s.last;
-    u.state = abs(t.states[static_cast<size_t>(u.shard)]);
+    u.state = spilled(t.states[static_cast<size_t>(u.shard)]);
     u.need = s.need;
     if (u.kind != UnitKind::kEvaluate && (u.shard == 0 || u.kind == UnitKind::kLast)) u.batch_bytes = t.batch_bytes;
     return u;
@@ -373,8 +415,8 @@ class Executor {
     std::error_code ec;
     fs::create_directories(model, ec);
     for (const std::string& s : t.states) {
-      for (const auto& e : fs::directory_iterator(abs(s), ec)) {
-        fs::rename(e.path(), fs::path(model) / e.path().filename(), ec);
+      for (const auto& e : fs::directory_iterator(spilled(s), ec)) {
+        fs::copy_file(e.path(), fs::path(model) / e.path().filename(), ec);  // perhaps another filesystem
         if (ec) return ioError(fmt::format("{}: cannot keep the final weights: {}", model, ec.message()));
       }
     }
@@ -386,7 +428,7 @@ class Executor {
     for (const Shard& s : t.shards) summary["shards"].push_back(shardToJson(s));
     HZ_RETURN_IF_ERROR(writeFileAtomically(abs(t.dir) + "/summary.json", summary.dump(1) + "\n"));
     HZ_RETURN_IF_ERROR(save());
-    remove(abs(spill(t)));
+    remove(spilled(spill(t)));
     if (o_.on_task) o_.on_task(t.index, "completed", "");
     return Status();
   }
@@ -420,7 +462,7 @@ class Executor {
     std::string old;
     if (r.wrote_state) {
       old = t.states[static_cast<size_t>(u.shard)];
-      t.states[static_cast<size_t>(u.shard)] = fs::relative(u.out_state, o_.run).string();
+      t.states[static_cast<size_t>(u.shard)] = fs::relative(u.out_state, spill_).string();
     }
     if (u.kind == UnitKind::kLast) t.losses.push_back(r.loss);
     if (u.kind == UnitKind::kEvaluate && r.eval_accuracy >= 0) {
@@ -430,7 +472,7 @@ class Executor {
     if (t.next == t.units()) return finishTask(t);
     HZ_RETURN_IF_ERROR(save());
     // What no unit reads again.
-    if (!old.empty()) remove(abs(old));
+    if (!old.empty()) remove(spilled(old));
     if (u.kind == UnitKind::kLast || u.kind == UnitKind::kBackward) {
       remove(u.input);
       remove(u.grad);
@@ -533,7 +575,11 @@ class Executor {
     showProgress(true);
     HZ_RETURN_IF_ERROR(failure);
     result_.interrupted = !sched_->done();
-    return save();
+    HZ_RETURN_IF_ERROR(save());
+    bool left = false;
+    for (const TaskState& t : state_) left = left || t.status == "running";
+    if (!left) remove(spill_);  // nothing more to train (a failed task's spill goes too)
+    return Status();
   }
 
   // The units of this run as a Gantt chart: a row per worker, a colour per task.
@@ -569,6 +615,7 @@ class Executor {
   std::vector<SharpTask> tasks_;
   SharpRunOptions o_;
   std::vector<TaskState> state_;
+  std::string spill_;
   std::unique_ptr<ShardScheduler> sched_;
   std::vector<Proc> procs_;
   std::ofstream timeline_;

@@ -1,7 +1,8 @@
 // SHARP's executor (Hydra, seed 004; docs/select.md): the tasks of a
 // selection, each partitioned into shards by the Pilot, trained at once on
 // K worker processes whose memory budget is smaller than any one model.
-// Every model's state is spilled under <run>/spill between units; a
+// Every model's state is spilled to host memory (/dev/shm, or --spill DIR)
+// between units; a
 // ShardScheduler (select/sharp.h) hands each worker the next unit of the
 // model it picks, two at a time with double buffering (one computing, one
 // loading). <run>/sharp.json (written after every unit) holds each model's
@@ -37,6 +38,7 @@ struct SharpTask {
 struct SharpRunOptions {
   std::string run;          // the selection's run directory (absolute)
   std::string self;         // the hydrozoa binary the workers run
+  std::string spill;        // where models' state lives between units ("": /dev/shm/hydrozoa-<run>-<hash>)
   int workers = 1;
   Bytes budget = 0;         // each worker's memory
   Order order = Order::kLrtf;
