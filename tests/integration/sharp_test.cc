@@ -184,6 +184,41 @@ TEST(Sharp, AKilledWorkerAndACtrlCLoseNothing) {
   for (const Json& t : s["tasks"]) EXPECT_EQ(t["status"], "completed") << t.dump();
 }
 
+// The issue's command as written, on the example's eight models cut to 3
+// steps: every model in shards at 64 MB, Ctrl-C, --resume, ranked by the
+// test accuracy of its evaluation units.
+TEST(Sharp, TheIssueCommandAsWritten) {
+  ScratchDir dir;
+  const std::string d = dir.path().string();
+  {
+    std::ifstream in(std::string(HYDROZOA_SOURCE_DIR) + "/examples/fashion_mnist_grid.yaml");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("max_steps: 150");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 14, "max_steps: 3");
+    std::ofstream(dir / "grid.yaml") << text;
+  }
+  const pid_t pid = testing::spawnHydrozoa(
+      d, {"select", "grid.yaml", "--workers", "4", "--worker-memory", "64MB", "--out", "s", "--no-progress"});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  while (unitsDone(dir / "s") < 10 && std::chrono::steady_clock::now() < deadline && testing::processAlive(pid)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGINT);
+  const Outcome stopped = testing::waitHydrozoa(d, pid);
+  EXPECT_EQ(stopped.code, 130) << stopped.err << stopped.out;
+  for (int t = 0; t < 8; ++t) EXPECT_GE(shardsOf(dir / "s", t), 2) << stopped.out;
+  const Outcome r = runHydrozoa(d, {"select", "--resume", "s", "--no-progress"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("8 tasks of fashion-grid in s, best first by test_accuracy"), std::string::npos) << r.out;
+  const Json s = readJson(dir / "s/select.json");
+  for (const Json& t : s["tasks"]) {
+    EXPECT_EQ(t["status"], "completed") << t.dump();
+    EXPECT_GT(t["test_accuracy"].get<double>(), 0.15) << t.dump();  // 3 steps of 128: past chance (10%)
+  }
+  EXPECT_TRUE(sharpWorkersOf(dir / "s").empty());
+}
+
 TEST(Sharp, MistakesAreOneLine) {
   ScratchDir dir;
   const std::string d = dir.path().string();

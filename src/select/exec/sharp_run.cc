@@ -589,7 +589,8 @@ class Executor {
     if (!text.ok()) return;
     report::GanttChart chart;
     chart.id = "sharp-timeline";
-    chart.title = fmt::format("SHARP on {} workers ({})", o_.workers, orderName(o_.order));
+    chart.title = fmt::format("SHARP: {} models on {} workers ({}{})", state_.size(), o_.workers, orderName(o_.order),
+                              o_.double_buffer ? ", double buffering" : "");
     std::istringstream in(*text);
     std::string line;
     std::getline(in, line);
@@ -607,6 +608,9 @@ class Executor {
       b.label = fmt::format("task {} {} shard {} step {}", f[1], f[3], f[4], f[5]);
       chart.bars.push_back(b);
     }
+    double first = chart.bars.empty() ? 0 : chart.bars.front().load;  // the chart starts at the first unit
+    for (const report::GanttBar& b : chart.bars) first = std::min(first, b.load);
+    for (report::GanttBar& b : chart.bars) b.load -= first, b.start -= first, b.end -= first;
     for (int w = 0; w < o_.workers; ++w) chart.rows.push_back(fmt::format("worker {}", w));
     for (const TaskState& t : state_) chart.groups.push_back(fmt::format("task {}", t.index));
     (void)writeFileAtomically(o_.run + "/timeline.svg", report::renderGantt(chart));
