@@ -52,7 +52,6 @@ void reply(const UnitResult& r) {
   std::cout << resultToJson(r).dump() << std::endl;
 }
 
-
 }  // namespace
 
 int runSharpWorker(const WorkerOptions& o) {
@@ -102,13 +101,12 @@ int runSharpWorker(const WorkerOptions& o) {
         computingNeed = l.spec.need > 0 ? l.spec.need : o.budget;
       }
       cv.notify_all();
-      const UnitResult r = computeUnit(l);
+      reply(computeUnit(l));  // before a failed load behind it says so: results go in order
       {
         std::lock_guard<std::mutex> lock(mu);
         computing = false;
       }
       cv.notify_all();
-      reply(r);
     }
   });
   while (auto u = inbox.next()) {
