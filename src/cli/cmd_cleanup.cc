@@ -1,7 +1,8 @@
 // `hydrozoa cleanup`: removes the containers (network namespaces, bridges,
 // cgroups) and cancels the Slurm allocations and steps of jobs whose
 // coordinator is gone, e.g. after kill -9, and removes the shared-memory
-// segments that no process holds any more.
+// segments that no process holds any more and the models SHARP spilled to
+// /dev/shm for selections whose run directory is gone.
 
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include "cluster/launch/container/container_launcher.h"
 #include "cluster/launch/slurm/slurm_launcher.h"
 #include "runtime/comm/shm_segments.h"
+#include "select/exec/sharp_run.h"
 
 namespace hydrozoa::cli {
 namespace {
@@ -38,7 +40,12 @@ Status runCleanup() {
   for (const auto& line : r.live) std::cout << "Left running: " << line << "\n";
   const std::vector<std::string> segments = runtime::removeAbandonedSegments();
   for (const auto& path : segments) std::cout << "Removed " << path << " (shared memory that no worker holds)\n";
-  if (r.removed.empty() && r.live.empty() && r.errors.empty() && segments.empty()) {
+  std::vector<std::string> spills, kept;  // SHARP's (docs/select.md)
+  select::cleanupSpills(&spills, &kept);
+  for (const auto& line : spills) std::cout << "Removed " << line << "\n";
+  for (const auto& line : kept) std::cout << "Kept " << line << "\n";
+  if (r.removed.empty() && r.live.empty() && r.errors.empty() && segments.empty() && spills.empty() &&
+      kept.empty()) {
     std::cout << "Nothing to clean up (no container or Slurm records in " << dir << ")\n";
   }
   if (!r.errors.empty()) {

@@ -176,8 +176,16 @@ TEST(Sharp, AKilledWorkerAndACtrlCLoseNothing) {
   EXPECT_EQ(stopped.code, 130) << stopped.err;  // 60 units of 240
   EXPECT_NE(stopped.err.find("go on with: hydrozoa select --resume s"), std::string::npos) << stopped.err;
   EXPECT_TRUE(sharpWorkersOf(dir / "s").empty());
-  const Outcome r = runHydrozoa(d, {"select", "--resume", "s", "--no-progress"});
+  // The spilled models stay for --resume, and `hydrozoa cleanup` keeps them.
+  const std::string spill = readJson(dir / "s/sharp.json")["spill"].get<std::string>();
+  Outcome r = runHydrozoa(d, {"cleanup"});
+  EXPECT_NE(r.out.find("Kept " + spill + " (the spilled models of " + fs::absolute(dir / "s").string()),
+            std::string::npos)
+      << r.out << r.err;
+  EXPECT_TRUE(fs::exists(spill));
+  r = runHydrozoa(d, {"select", "--resume", "s", "--no-progress"});
   ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(spill));
   EXPECT_TRUE(sharpWorkersOf(dir / "s").empty());
   for (int t = 0; t < 2; ++t) expectAsIfAlone(dir / "s", t, 1e-5);
   const Json s = readJson(dir / "s/select.json");
@@ -217,6 +225,28 @@ TEST(Sharp, TheIssueCommandAsWritten) {
     EXPECT_GT(t["test_accuracy"].get<double>(), 0.15) << t.dump();  // 3 steps of 128: past chance (10%)
   }
   EXPECT_TRUE(sharpWorkersOf(dir / "s").empty());
+}
+
+// A stopped selection whose run directory was deleted: cleanup frees its spill.
+TEST(Sharp, CleanupRemovesTheSpillOfARunThatIsGone) {
+  ScratchDir dir;
+  const std::string d = dir.path().string();
+  std::ofstream(dir / "grid.yaml") << gridYaml("    - {name: mlp, options: {hidden: 448, depth: 4}}\n",
+                                               "{name: sgd, lr: 0.1}", 200);
+  const pid_t pid = testing::spawnHydrozoa(
+      d, {"select", "grid.yaml", "--worker-memory", "8MB", "--out", "s", "--no-progress"});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (unitsDone(dir / "s") < 5 && std::chrono::steady_clock::now() < deadline && testing::processAlive(pid)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(testing::waitHydrozoa(d, pid).code, 130);
+  const std::string spill = readJson(dir / "s/sharp.json")["spill"].get<std::string>();
+  ASSERT_TRUE(fs::exists(spill));
+  fs::remove_all(dir / "s");
+  const Outcome r = runHydrozoa(d, {"cleanup"});
+  EXPECT_NE(r.out.find("Removed " + spill + " (the spilled models of"), std::string::npos) << r.out << r.err;
+  EXPECT_FALSE(fs::exists(spill));
 }
 
 TEST(Sharp, MistakesAreOneLine) {

@@ -227,6 +227,7 @@ class Executor {
     fs::create_directories(spill_, ec);
     if (ec) return ioError(fmt::format("{}: cannot make the spill directory: {}", spill_, ec.message()));
     fs::permissions(spill_, fs::perms::owner_all, ec);
+    HZ_RETURN_IF_ERROR(writeFileAtomically(spill_ + "/run", o_.run + "\n"));  // whose it is (cleanupSpills)
     std::map<std::string, Partition> partitions;
     DataCache cache;
     for (const SharpTask& task : tasks_) {
@@ -455,7 +456,8 @@ class Executor {
     ++result_.units;
     busy_ += r.end - r.compute_begin;
     timeline_ << fmt::format("{},{},{},{},{},{},{:.4f},{:.4f},{:.4f}\n", w, t.index, a.unit, unitKindName(u.kind),
-                             u.shard, u.step, r.load_begin - started_, r.compute_begin - started_, r.end - started_);
+                             u.shard, u.step, r.load_begin - started_, r.compute_begin - started_, r.end - started_)
+              << std::flush;  // whole lines for whoever reads it meanwhile
     if (!first_.count(a.task)) first_[a.task] = {r.load_begin, t.seconds};  // this invocation's first unit of it
     t.seconds = first_[a.task].second + r.end - first_[a.task].first;
     t.next = a.unit + 1;
@@ -640,6 +642,30 @@ Result<SharpRunResult> runSharp(const std::vector<SharpTask>& tasks, const Sharp
     return invalidArgument(fmt::format("a worker's memory of {}: give at least 64 KiB", formatBytes(options.budget)));
   }
   return Executor(tasks, options).run();
+}
+
+void cleanupSpills(std::vector<std::string>* removed, std::vector<std::string>* kept, const std::string& root) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string dir = e.path().string();
+    if (e.path().filename().string().rfind("hydrozoa-", 0) != 0 || !fs::is_directory(e.path())) continue;
+    auto text = readTextFile(dir + "/run");
+    if (!text.ok()) continue;  // not a spill directory of ours
+    std::string run = *text;
+    while (!run.empty() && (run.back() == '\n' || run.back() == '\r')) run.pop_back();
+    bool gone = !fs::is_directory(run);
+    if (!gone && fs::exists(run + "/sharp.json")) {  // without it, the Pilot may be filling this now
+      auto j = readJsonFile(run + "/sharp.json");
+      gone = j.ok() && j->value("spill", std::string()) != dir;
+    }
+    if (!gone) {
+      kept->push_back(fmt::format("{} (the spilled models of {}: hydrozoa select --resume {} goes on)", dir, run, run));
+      continue;
+    }
+    std::error_code rm;
+    fs::remove_all(dir, rm);
+    if (!rm) removed->push_back(fmt::format("{} (the spilled models of {}, which is gone)", dir, run));
+  }
 }
 
 }  // namespace hydrozoa::select
