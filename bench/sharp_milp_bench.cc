@@ -6,13 +6,12 @@
 // runs it; alone: sharp_milp_bench RUN_DIR [WORKERS=2].
 #include <fmt/format.h>
 
-#include <fstream>
 #include <iostream>
 #include <map>
-#include <sstream>
 
 #include "core/files.h"
 #include "select/sharp.h"
+#include "select/timeline.h"
 
 using namespace hydrozoa;
 using namespace hydrozoa::select;
@@ -33,19 +32,11 @@ int main(int argc, char** argv) {
   std::map<std::pair<int, int>, std::array<double, 3>> sums;
   std::map<int, int> perStep;
   for (const Json& t : (*sharp)["tasks"]) perStep[t["index"].get<int>()] = 2 * static_cast<int>(t["shards"].size()) - 1;
-  std::ifstream csv(run + "/timeline.csv");
-  std::string line;
-  std::getline(csv, line);
-  while (std::getline(csv, line)) {
-    std::vector<std::string> f;
-    std::istringstream in(line);
-    for (std::string x; std::getline(in, x, ',');) f.push_back(x);
-    if (f.size() != 9 || f[3] == "evaluate") continue;
-    const int task = std::stoi(f[1]);
-    const int place = static_cast<int>(std::stoll(f[2]) % perStep[task]);
-    auto& s = sums[{task, place}];
-    s[0] += std::stod(f[7]) - std::stod(f[6]);
-    s[1] += std::stod(f[8]) - std::stod(f[7]);
+  for (const TimelineUnit& u : readTimeline(run + "/timeline.csv")) {
+    if (u.kind == "evaluate") continue;
+    auto& s = sums[{u.task, static_cast<int>(u.unit % perStep[u.task])}];
+    s[0] += u.compute_begin - u.load_begin;
+    s[1] += u.end - u.compute_begin;
     s[2] += 1;
   }
   std::vector<ModelWork> all;

@@ -13,7 +13,7 @@
 #include "cluster/launch/container/container_launcher.h"
 #include "cluster/launch/slurm/slurm_launcher.h"
 #include "runtime/comm/shm_segments.h"
-#include "select/exec/sharp_run.h"
+#include "select/exec/spill.h"
 
 namespace hydrozoa::cli {
 namespace {

@@ -30,12 +30,8 @@ class Pilot {
     const cluster::JobSpec& job = task_->job;
     const profile::HostAllocations host;
     HZ_ASSIGN_OR_RETURN(model::Model m, model::buildModel({job.model, job.model_options}, {job.seed, 0, -1}));
-    data::SamplerOptions so;
-    so.dataset_size = task_->train->size();
-    so.global_batch = so.microbatch_size = job.global_batch;
-    so.seed = job.seed;
-    so.shuffle = job.shuffle;
-    const data::Batch batch = task_->train->get(data::EpochSampler(so).indices(0, 0, 0, 0));
+    const data::EpochSampler sampler(minibatchSampler(job, task_->train->size()));
+    const data::Batch batch = task_->train->get(sampler.indices(0, 0, 0, 0));
     batch_bytes_ = static_cast<Bytes>(batch.inputs.nbytes() + batch.labels.nbytes());
     torch::Tensor x = batch.inputs;
     torch::NoGradGuard guard;

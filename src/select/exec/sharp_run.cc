@@ -19,6 +19,7 @@
 #include "report/svg_chart.h"
 #include "select/exec/pilot.h"
 #include "select/exec/unit.h"
+#include "select/timeline.h"
 
 namespace hydrozoa::select {
 
@@ -155,7 +156,7 @@ class Executor {
       }
     }
     timeline_.open(o_.run + "/timeline.csv", std::ios::app);
-    if (timeline_.tellp() == 0) timeline_ << "worker,task,unit,kind,shard,step,load_begin,compute_begin,end\n";
+    if (timeline_.tellp() == 0) timeline_ << timelineHeader();
     HZ_RETURN_IF_ERROR(train());
     writeTimelineSvg();
     return result_;
@@ -455,8 +456,8 @@ class Executor {
     sched_->finished(a.task);
     ++result_.units;
     busy_ += r.end - r.compute_begin;
-    timeline_ << fmt::format("{},{},{},{},{},{},{:.4f},{:.4f},{:.4f}\n", w, t.index, a.unit, unitKindName(u.kind),
-                             u.shard, u.step, r.load_begin - started_, r.compute_begin - started_, r.end - started_)
+    timeline_ << timelineLine({static_cast<int>(w), t.index, u.shard, a.unit, u.step, unitKindName(u.kind),
+                               r.load_begin - started_, r.compute_begin - started_, r.end - started_})
               << std::flush;  // whole lines for whoever reads it meanwhile
     if (!first_.count(a.task)) first_[a.task] = {r.load_begin, t.seconds};  // this invocation's first unit of it
     t.seconds = first_[a.task].second + r.end - first_[a.task].first;
@@ -587,28 +588,13 @@ class Executor {
   // The units of this run as a Gantt chart: a row per worker, a colour per task.
   void writeTimelineSvg() {
     timeline_.close();
-    auto text = readTextFile(o_.run + "/timeline.csv");
-    if (!text.ok()) return;
     report::GanttChart chart;
     chart.id = "sharp-timeline";
     chart.title = fmt::format("SHARP: {} models on {} workers ({}{})", state_.size(), o_.workers, orderName(o_.order),
                               o_.double_buffer ? ", double buffering" : "");
-    std::istringstream in(*text);
-    std::string line;
-    std::getline(in, line);
-    while (std::getline(in, line)) {
-      std::vector<std::string> f;
-      std::istringstream fields(line);
-      for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
-      if (f.size() != 9) continue;
-      report::GanttBar b;
-      b.row = std::stoi(f[0]);
-      b.group = std::stoi(f[1]);
-      b.load = std::stod(f[6]);
-      b.start = std::stod(f[7]);
-      b.end = std::stod(f[8]);
-      b.label = fmt::format("task {} {} shard {} step {}", f[1], f[3], f[4], f[5]);
-      chart.bars.push_back(b);
+    for (const TimelineUnit& u : readTimeline(o_.run + "/timeline.csv")) {
+      chart.bars.push_back({u.worker, u.task, u.load_begin, u.compute_begin, u.end,
+                            fmt::format("task {} {} shard {} step {}", u.task, u.kind, u.shard, u.step)});
     }
     double first = chart.bars.empty() ? 0 : chart.bars.front().load;  // the chart starts at the first unit
     for (const report::GanttBar& b : chart.bars) first = std::min(first, b.load);
@@ -642,30 +628,6 @@ Result<SharpRunResult> runSharp(const std::vector<SharpTask>& tasks, const Sharp
     return invalidArgument(fmt::format("a worker's memory of {}: give at least 64 KiB", formatBytes(options.budget)));
   }
   return Executor(tasks, options).run();
-}
-
-void cleanupSpills(std::vector<std::string>* removed, std::vector<std::string>* kept, const std::string& root) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    const std::string dir = e.path().string();
-    if (e.path().filename().string().rfind("hydrozoa-", 0) != 0 || !fs::is_directory(e.path())) continue;
-    auto text = readTextFile(dir + "/run");
-    if (!text.ok()) continue;  // not a spill directory of ours
-    std::string run = *text;
-    while (!run.empty() && (run.back() == '\n' || run.back() == '\r')) run.pop_back();
-    bool gone = !fs::is_directory(run);
-    if (!gone && fs::exists(run + "/sharp.json")) {  // without it, the Pilot may be filling this now
-      auto j = readJsonFile(run + "/sharp.json");
-      gone = j.ok() && j->value("spill", std::string()) != dir;
-    }
-    if (!gone) {
-      kept->push_back(fmt::format("{} (the spilled models of {}: hydrozoa select --resume {} goes on)", dir, run, run));
-      continue;
-    }
-    std::error_code rm;
-    fs::remove_all(dir, rm);
-    if (!rm) removed->push_back(fmt::format("{} (the spilled models of {}, which is gone)", dir, run));
-  }
 }
 
 }  // namespace hydrozoa::select

@@ -61,11 +61,4 @@ struct SharpRunResult {
 
 Result<SharpRunResult> runSharp(const std::vector<SharpTask>& tasks, const SharpRunOptions& options);
 
-// `hydrozoa cleanup`: the spill directories in /dev/shm (each names its run
-// in a file `run`) whose run directory is gone, or whose run spills
-// elsewhere now, are removed (*removed); those of runs that may go on are
-// kept (*kept, with the command that goes on).
-void cleanupSpills(std::vector<std::string>* removed, std::vector<std::string>* kept,
-                   const std::string& root = "/dev/shm");
-
 }  // namespace hydrozoa::select

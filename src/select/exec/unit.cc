@@ -34,7 +34,9 @@ double unixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-data::SamplerOptions samplerOptions(const cluster::JobSpec& job, std::int64_t datasetSize) {
+}  // namespace
+
+data::SamplerOptions minibatchSampler(const cluster::JobSpec& job, std::int64_t datasetSize) {
   data::SamplerOptions so;
   so.dataset_size = datasetSize;
   so.global_batch = job.global_batch;
@@ -45,6 +47,8 @@ data::SamplerOptions samplerOptions(const cluster::JobSpec& job, std::int64_t da
   so.drop_last = job.drop_last;
   return so;
 }
+
+namespace {
 
 // Tensors go to a temporary name and are renamed: a file that exists is whole.
 Status saveTensor(const torch::Tensor& t, const std::string& path) {
@@ -188,7 +192,7 @@ Result<UnitResult> resultFromJson(const Json& j) {
 }
 
 std::int64_t stepsPerEpoch(const cluster::JobSpec& job, std::int64_t datasetSize) {
-  return data::EpochSampler(samplerOptions(job, datasetSize)).stepsPerEpoch();
+  return data::EpochSampler(minibatchSampler(job, datasetSize)).stepsPerEpoch();
 }
 
 std::int64_t totalSteps(const cluster::JobSpec& job, std::int64_t datasetSize) {
@@ -251,7 +255,7 @@ Result<LoadedUnit> loadUnit(const UnitSpec& u, DataCache& cache) {
     HZ_RETURN_IF_ERROR(runtime::loadStage(u.state, *l.shard, *l.optimizer));
     if (u.kind == UnitKind::kEvaluate) return l;
     if (u.shard == 0 || u.kind == UnitKind::kLast) {
-      const data::EpochSampler sampler(samplerOptions(job, l.task->train->size()));
+      const data::EpochSampler sampler(minibatchSampler(job, l.task->train->size()));
       const std::int64_t epoch = u.step / l.task->steps_per_epoch, step = u.step % l.task->steps_per_epoch;
       const data::Batch b = l.task->train->get(sampler.indices(epoch, step, 0, 0));
       if (u.shard == 0) l.input = b.inputs;

@@ -32,6 +32,7 @@
 #include "core/status.h"
 #include "core/units.h"
 #include "data/dataset.h"
+#include "data/sampler.h"
 #include "model/model.h"
 
 namespace hydrozoa::select {
@@ -92,6 +93,9 @@ class DataCache {
   // Opened once for all the tasks that read the same data.
   std::map<std::string, std::pair<std::shared_ptr<const data::Dataset>, std::shared_ptr<const data::Dataset>>> data_;
 };
+
+// The sampler of a task's minibatches: one microbatch of global_batch a step.
+data::SamplerOptions minibatchSampler(const cluster::JobSpec& job, std::int64_t datasetSize);
 
 // A task's steps: epochs × steps per epoch (one minibatch of global_batch
 // a step), or max_steps when fewer.

@@ -10,7 +10,6 @@
 
 #include "core/allocator.h"
 #include "profile/memory_tracker.h"
-#include "select/exec/pilot.h"
 #include "select/exec/unit.h"
 
 namespace hydrozoa::select {
