@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include "core/status.h"
@@ -230,6 +231,52 @@ std::int64_t totalParameters(const Arch& arch) {
   std::int64_t total = 0;
   for (const auto& a : analyze(arch)) total += a.parameters;
   return total;
+}
+
+bool tensorSplit(const std::string& kind) { return kind == "transformer" || kind == "embedding" || kind == "lm_head"; }
+
+TensorSplitSizes tensorSplitSizes(const Arch& arch) {
+  TensorSplitSizes out;
+  std::int64_t heads = 0, ffn = 0, vocab = 0;
+  bool blocks = false;
+  for (const auto& layer : arch.layers) {
+    if (const auto* t = std::get_if<TransformerSpec>(&layer.params)) {
+      blocks = true;
+      heads = std::gcd(heads, t->heads);
+      ffn = std::gcd(ffn, t->ffn);
+    } else if (const auto* e = std::get_if<EmbeddingSpec>(&layer.params)) {
+      vocab = std::gcd(vocab, e->vocab);
+    } else if (const auto* h = std::get_if<LmHeadSpec>(&layer.params)) {
+      vocab = std::gcd(vocab, h->vocab);
+    }
+  }
+  if (!blocks) return out;
+  out.gcd = std::gcd(std::gcd(heads, ffn), vocab);
+  out.constraint = fmt::format("heads={}, ffn={}", heads, ffn);
+  if (vocab > 0) out.constraint += fmt::format(", vocab={}", vocab);
+  return out;
+}
+
+Status checkTensorParallel(const Arch& arch, int t) {
+  if (t < 1) return invalidArgument(fmt::format("tensor parallelism {} must be at least 1", t));
+  if (t == 1) return Status();
+  const TensorSplitSizes sizes = tensorSplitSizes(arch);
+  if (sizes.gcd == 0) {
+    return invalidArgument(fmt::format(
+        "tensor parallelism {} needs transformer blocks to split, and {} has none: use tensor parallelism 1", t,
+        arch.name));
+  }
+  if (sizes.gcd % t == 0) return Status();
+  // The valid values nearest t: the largest divisor below it and the smallest above.
+  std::int64_t below = 1, above = 0;
+  for (std::int64_t d = 1; d <= sizes.gcd; ++d) {
+    if (sizes.gcd % d != 0) continue;
+    if (d < t) below = d;
+    if (d > t && above == 0) above = d;
+  }
+  const std::string use = above > 0 ? fmt::format("use {} or {}", below, above) : fmt::format("use {}", below);
+  return invalidArgument(fmt::format("tensor parallelism {} does not divide {} of {}: {}", t, sizes.constraint,
+                                     arch.name, use));
 }
 
 }  // namespace hydrozoa::model

@@ -16,6 +16,8 @@
 #include <variant>
 #include <vector>
 
+#include "core/status.h"
+
 namespace hydrozoa::model {
 
 using Shape = std::vector<std::int64_t>;
@@ -131,5 +133,24 @@ std::int64_t totalParameters(const Arch& arch);
 const char* kindName(const LayerParams& params);
 // Every kindName, in the order of LayerParams.
 const std::vector<std::string>& layerKinds();
+
+// NOTE [What tensor parallelism splits]
+// Split t ways (model/tensor_parallel.h, docs/tensor_parallel.md): a
+// transformer block's heads and MLP width, an embedding's vocabulary, a
+// language-model head's vocabulary. Every other layer is replicated on the t
+// ranks. Whether `kind` is one of the split kinds:
+bool tensorSplit(const std::string& kind);
+// The sizes t must divide in `arch` (heads and ffn of every block, the
+// vocabulary of its embedding and head) and their greatest common divisor:
+// t is valid exactly when it divides that.
+struct TensorSplitSizes {
+  std::int64_t gcd = 0;       // 0: no layer is split (no transformer block)
+  std::string constraint;     // "heads=4, ffn=1024, vocab=1024"
+};
+TensorSplitSizes tensorSplitSizes(const Arch& arch);
+// OK when `arch` can be split t ways; otherwise one line naming the
+// constraint and the valid values nearest t ("tensor parallelism 3 does not
+// divide heads=4, ffn=1024, vocab=1024 of gpt: use 2 or 4").
+Status checkTensorParallel(const Arch& arch, int t);
 
 }  // namespace hydrozoa::model

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/tensor_parallel.h"
+
 namespace hydrozoa::model {
 namespace {
 
@@ -138,8 +140,7 @@ class EmbeddingLayer : public LayerModule {
     torch::Tensor x = tokens_(ids) + positions_->weight.narrow(0, 0, seq).unsqueeze(0);
     if (s_.type_vocab > 0) x = x + types_->weight[0];  // single-segment inputs
     if (s_.layer_norm) x = norm_(x);
-    if (s_.dropout > 0) x = torch::dropout(x, s_.dropout, is_training());
-    return x;
+    return slicedDropout(x, s_.dropout, is_training());
   }
 
  private:
@@ -169,7 +170,8 @@ class TransformerLayer : public LayerModule {
   }
 
  private:
-  torch::Tensor drop(const torch::Tensor& x) { return s_.dropout > 0 ? torch::dropout(x, s_.dropout, is_training()) : x; }
+  // Dropout as the split block (model/tensor_parallel.h) draws it.
+  torch::Tensor drop(const torch::Tensor& x) { return slicedDropout(x, s_.dropout, is_training()); }
 
   torch::Tensor attention(const torch::Tensor& x) {
     const auto n = x.size(0), seq = x.size(1), h = s_.hidden, heads = s_.heads, d = h / heads;

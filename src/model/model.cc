@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "model/layers.h"
+#include "model/tensor_parallel.h"
 #include "model/torchscript.h"
 
 namespace hydrozoa::model {
@@ -47,7 +48,14 @@ Status checkRange(const BuildOptions& o, int total, int* last) {
 }  // namespace
 
 Result<Model> buildModel(const ModelSpec& spec, const BuildOptions& options) {
-  if (isTorchScriptPath(spec.name)) return loadTorchScriptModel(spec, options);
+  if (isTorchScriptPath(spec.name)) {
+    if (options.tensor && options.tensor->size() > 1) {
+      return invalidArgument(fmt::format("tensor parallelism {} needs a zoo transformer, and {} is a TorchScript "
+                                         "file: use tensor parallelism 1",
+                                         options.tensor->size(), spec.name));
+    }
+    return loadTorchScriptModel(spec, options);
+  }
   HZ_ASSIGN_OR_RETURN(Arch arch, buildArch(spec));
   return buildFromArch(std::move(arch), options);
 }
@@ -61,14 +69,20 @@ Result<Model> buildFromArch(Arch arch, const BuildOptions& options) {
   m.total_layers = static_cast<int>(arch.layers.size());
   int last = 0;
   HZ_RETURN_IF_ERROR(checkRange(options, m.total_layers, &last));
+  const bool split = options.tensor && options.tensor->size() > 1;
+  if (split) HZ_RETURN_IF_ERROR(checkTensorParallel(arch, options.tensor->size()));
   m.first = options.first;
+  m.tensor = options.tensor;
   for (int i = options.first; i <= last; ++i) {
     // Each layer from its own seed: a stage's weights do not depend on which
     // other layers were built.
     torch::manual_seed(options.seed * 1000003ULL + static_cast<std::uint64_t>(i) * 7919ULL + 17);
     const LayerSpec& spec = arch.layers[i];
-    m.layers.push_back({spec.name, kindName(spec.params), makeLayer(spec)});
+    std::shared_ptr<LayerModule> module = makeLayer(spec);
+    if (split) module = splitLayer(spec, module, options.tensor);
+    m.layers.push_back({spec.name, kindName(spec.params), std::move(module)});
   }
+  m.sharded_logits = split && m.layers.back().kind == "lm_head";
   m.arch = std::move(arch);
   return m;
 }
@@ -78,6 +92,16 @@ torch::Tensor taskLoss(const TaskSpec& task, const torch::Tensor& output, const 
     return torch::nn::functional::cross_entropy(output.reshape({-1, output.size(-1)}), labels.reshape({-1}));
   }
   return torch::nn::functional::cross_entropy(output, labels);
+}
+
+torch::Tensor modelLoss(const Model& model, const torch::Tensor& output, const torch::Tensor& labels) {
+  if (model.sharded_logits) return vocabParallelCrossEntropy(output, labels, *model.tensor);
+  return taskLoss(model.task, output, labels);
+}
+
+torch::Tensor modelPredictions(const Model& model, const torch::Tensor& output) {
+  if (model.sharded_logits) return vocabParallelArgmax(output, *model.tensor);
+  return output.argmax(-1);
 }
 
 torch::Tensor syntheticInput(const InputSpec& input, std::int64_t microbatch, torch::Generator gen) {

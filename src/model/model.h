@@ -25,10 +25,23 @@
 
 namespace hydrozoa::model {
 
+class TensorGroup;  // model/tensor_parallel.h
+
+// Where tensor parallelism cuts a parameter: along dimension `dim`, seen as
+// `blocks` equal consecutive blocks (a fused Q, K, V weight: 3), each cut in
+// t equal pieces; rank r holds piece r of every block (model/tensor_parallel.h).
+struct ShardDim {
+  int dim = 0;
+  int blocks = 1;
+};
+
 // One partitionable layer.
 class LayerModule : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor x) = 0;
+  // How the parameter `name` (as named_parameters() calls it) is cut across
+  // a tensor-parallel group; nullopt: every rank holds all of it.
+  virtual std::optional<ShardDim> shardDim(const std::string& /*name*/) const { return std::nullopt; }
 };
 
 struct Layer {
@@ -46,6 +59,11 @@ struct Model {
   int total_layers = 0;      // layers of the whole chain
   int first = 0;             // index of layers[0] in the whole chain
   std::vector<Layer> layers; // the built range
+  // Split over a tensor-parallel group (model/tensor_parallel.h); null: whole.
+  std::shared_ptr<TensorGroup> tensor;
+  // The output is this rank's slice of the vocabulary's logits (a split
+  // language-model head): its loss and predictions need the group.
+  bool sharded_logits = false;
 
   // Runs x through the built layers in order.
   torch::Tensor forward(torch::Tensor x);
@@ -59,6 +77,11 @@ struct BuildOptions {
   std::uint64_t seed = 0;
   int first = 0;   // first layer to build
   int last = -1;   // last layer to build; −1: the last of the chain
+  // Split the layers that tensor parallelism splits over this group (its
+  // size > 1; model/arch.h checkTensorParallel must pass), the others
+  // replicated. Each rank builds every layer whole from the layer's seed and
+  // keeps its slice, so the slices are those of the unsplit model's weights.
+  std::shared_ptr<TensorGroup> tensor = nullptr;
 };
 
 // A zoo model or, when spec.name is a TorchScript file, that file. Errors:
@@ -72,6 +95,13 @@ Result<Model> buildFromArch(Arch arch, const BuildOptions& options = {});
 // Loss of a model's final output against labels: cross-entropy over classes,
 // or over the vocabulary at every position for language models.
 torch::Tensor taskLoss(const TaskSpec& task, const torch::Tensor& output, const torch::Tensor& labels);
+// The same of `model`'s output: with logits split over the vocabulary, the
+// vocabulary-parallel cross-entropy (the same value on every rank).
+torch::Tensor modelLoss(const Model& model, const torch::Tensor& output, const torch::Tensor& labels);
+// The class (or token) each output row predicts: argmax over the last
+// dimension, across the group when the logits are split (the first of equal
+// maxima, as argmax).
+torch::Tensor modelPredictions(const Model& model, const torch::Tensor& output);
 
 // Random inputs and labels of the right shapes and types for `microbatch`
 // samples (profiling, synthetic data).
