@@ -16,6 +16,7 @@
 #include "plan/plan.h"
 #include "plan/planners/two_bw_planner.h"
 #include "plan/search.h"
+#include "plan/tensor_report.h"
 #include "profile/predict.h"
 
 namespace hydrozoa::cli {
@@ -119,21 +120,43 @@ std::string memoryCapNote(const plan::Catalog& catalog, const plan::SearchOption
                      others.empty() ? "" : ", or ");
 }
 
+// With tensor parallelism considered: the best plan with and without it side
+// by side (unless `json`), and in `takeaways` the thesis's takeaways the
+// chosen plan departs from (plan/tensor_report.h).
+void compareTensorParallel(const profile::Profile& prof, const plan::Catalog& catalog,
+                           const std::vector<plan::ScheduleSearch>& searches, const plan::SearchRow& chosen, bool json,
+                           std::vector<std::string>* takeaways) {
+  if (json || !plan::consideredTensorParallel(searches)) return;
+  std::cout << plan::renderTensorComparison(searches, chosen) << "\n";
+  if (takeaways) *takeaways = plan::takeawayNotes(prof, catalog, searches, chosen);
+  if (takeaways && takeaways->empty()) {
+    takeaways->push_back("The chosen plan follows the PTD-P takeaways (seed 003 §4.3): tensor parallelism within the "
+                         "fast link before pipelining, the least model parallelism that fits, the microbatch size "
+                         "that minimises eq. 4.1");
+  }
+}
+
 // The plan for --schedule: one schedule's best plan, or with "auto" every
 // schedule's, shown side by side (unless `json`), the best by the objective
 // chosen.
 Result<plan::Plan> planSchedules(const PlanArgs& a, const profile::Profile& prof, const plan::Catalog& catalog,
-                                 plan::SearchOptions o, bool json) {
+                                 plan::SearchOptions o, bool json, std::vector<std::string>* takeaways = nullptr) {
   if (a.schedule != "auto") {
     HZ_ASSIGN_OR_RETURN(o.schedule, plan::parseSchedule(a.schedule, "--schedule"));
     HZ_ASSIGN_OR_RETURN(plan::SearchResult result, plan::searchPlan(prof, catalog, o));
-    return plan::makePlan(result, prof, o, catalog.name);
+    plan::Plan chosen = plan::makePlan(result, prof, o, catalog.name);
+    const std::vector<plan::ScheduleSearch> searches{{o, std::move(result)}};
+    compareTensorParallel(prof, catalog, searches, {0, static_cast<size_t>(searches[0].result.chosen)}, json,
+                          takeaways);
+    return chosen;
   }
   TextTable table({"", "schedule", "strategy", "microbatches", "iteration", "samples/s", "memory/worker", "staleness",
                    "note"},
                   {false, false, false, true, true, true, true, false, false});
   std::optional<plan::Plan> best;
   std::optional<plan::Candidate> bestRow;
+  std::vector<plan::ScheduleSearch> searches;  // the feasible ones, for the tensor-parallel comparison
+  plan::SearchRow chosenRow;
   // Every schedule, and (unless --recompute pins it on) each with and
   // without recomputation.
   struct Row {
@@ -148,13 +171,18 @@ Result<plan::Plan> planSchedules(const PlanArgs& a, const profile::Profile& prof
       o.schedule = kind;
       o.recompute = recompute;
       auto result = plan::searchPlan(prof, catalog, o);
-      if (result.ok() && (!bestRow || plan::betterCandidate(result->best(), *bestRow, o.objective))) {
-        bestRow = result->best();
-        best = plan::makePlan(*result, prof, o, catalog.name);
+      if (result.ok()) {
+        searches.push_back({o, *result});
+        if (!bestRow || plan::betterCandidate(result->best(), *bestRow, o.objective)) {
+          bestRow = result->best();
+          best = plan::makePlan(*result, prof, o, catalog.name);
+          chosenRow = {searches.size() - 1, static_cast<size_t>(result->chosen)};
+        }
       }
       rows.push_back({kind, recompute, std::move(result)});
     }
   }
+  const bool threeD = plan::consideredTensorParallel(searches);
   for (const auto& [kind, recompute, result] : rows) {
     const std::string name = std::string(plan::scheduleName(kind)) + (recompute ? " + recompute" : "");
     if (!result.ok()) {
@@ -162,10 +190,9 @@ Result<plan::Plan> planSchedules(const PlanArgs& a, const profile::Profile& prof
       continue;
     }
     const plan::Candidate& c = result->best();
-    Bytes memory = 0;
-    for (const plan::StageDetail& d : c.stage_details) memory = std::max(memory, d.memory);
+    const Bytes memory = c.maxWorkerMemory();
     const bool chosen = best && best->schedule == kind && best->recompute == recompute;
-    table.addRow({chosen ? "*" : "", name, c.strategy(),
+    table.addRow({chosen ? "*" : "", name, c.strategy(threeD),
                   fmt::format("{} × {}", c.microbatches, c.microbatch_size), formatSeconds(c.iteration),
                   fmt::format("{:.1f}", c.samples_per_second), formatBytes(memory),
                   plan::staleness(kind) == plan::kPerStage      ? "per-stage"
@@ -182,6 +209,7 @@ Result<plan::Plan> planSchedules(const PlanArgs& a, const profile::Profile& prof
                                plan::scheduleName(best->schedule));
     }
   }
+  compareTensorParallel(prof, catalog, searches, chosenRow, json, takeaways);
   return *best;
 }
 
@@ -225,6 +253,7 @@ Result<plan::Plan> planWithTwoBw(const PlanArgs& a, const profile::Profile& prof
     pins.microbatch_size = c.microbatch_size;
     pins.microbatches = c.microbatches;
     pins.recompute = c.recompute;
+    pins.tensor_parallel = 1;  // 2BW's planner has no tensor parallelism
     PlanArgs with = a;
     with.schedule = plan::scheduleName(c.schedule);
     auto planned = planSchedules(with, prof, catalog, pins, json);
@@ -284,6 +313,8 @@ Status runPlan(const PlanArgs& given, bool json) {
   o.recompute = a.recompute;
   if (dataParallel) o.data_parallel = static_cast<int>(*dataParallel);
   if (stages) o.stages = static_cast<int>(*stages);
+  HZ_ASSIGN_OR_RETURN(auto tensorParallel, optionalCount(a.tensor_parallel, "--tensor-parallel", kWorkersRange));
+  if (tensorParallel) o.tensor_parallel = static_cast<int>(*tensorParallel);
   if (!a.partition.empty()) {
     HZ_ASSIGN_OR_RETURN(plan::Partition p, parsePartition(a.partition));
     o.partition = p;
@@ -293,15 +324,29 @@ Status runPlan(const PlanArgs& given, bool json) {
     o.workers = static_cast<int>(*workers);
   } else if (o.stages || o.partition) {
     const std::int64_t B = o.partition ? o.partition->numStages() : *o.stages;
-    const std::int64_t needed = o.data_parallel.value_or(1) * B;  // both at most 65,536
+    // Each at most 65,536.
+    const std::int64_t needed = std::int64_t{o.data_parallel.value_or(1)} * B * o.tensor_parallel.value_or(1);
     if (!inRange(needed, kWorkersRange)) {
-      return invalidArgument(fmt::format("--data-parallel {} × {} stages needs {} workers; at most {} are supported",
-                                         o.data_parallel.value_or(1), B, needed, kWorkersRange.max));
+      return invalidArgument(fmt::format("--data-parallel {} × {} stages{} needs {} workers; at most {} are supported",
+                                         o.data_parallel.value_or(1), B,
+                                         o.tensor_parallel ? fmt::format(" × --tensor-parallel {}", *o.tensor_parallel)
+                                                           : "",
+                                         needed, kWorkersRange.max));
     }
     o.workers = static_cast<int>(needed);
   } else {
     return invalidArgument("--workers is required (how many workers the plan may use), unless --stages pins it");
   }
+  // Tensor groups: on `hydrozoa train`'s local launcher every worker shares
+  // the host, so by default any t may; the link's speed is --bandwidth's
+  // unless --tensor-bandwidth says the group's is faster.
+  HZ_ASSIGN_OR_RETURN(auto linkWorkers, optionalCount(a.tensor_link_workers, "--tensor-link-workers", kWorkersRange));
+  o.tensor_link_workers = linkWorkers ? static_cast<int>(*linkWorkers) : o.workers;
+  if (!a.tensor_bandwidth.empty()) {
+    HZ_ASSIGN_OR_RETURN(o.tensor_bandwidth, parseBandwidth(a.tensor_bandwidth, "--tensor-bandwidth"));
+    if (!(o.tensor_bandwidth > 0)) return invalidArgument("--tensor-bandwidth must be positive");
+  }
+  o.scatter_gather = a.scatter_gather;
   HZ_ASSIGN_OR_RETURN(o.objective, plan::parseObjective(a.objective));
   o.all_strategies = a.all_strategies;
   HZ_ASSIGN_OR_RETURN(auto hostCores, optionalCount(a.host_cores, "--host-cores", kThreadsRange));
@@ -361,8 +406,9 @@ Status runPlan(const PlanArgs& given, bool json) {
   if (a.planner == "2bw") {
     HZ_ASSIGN_OR_RETURN(pinned, planWithTwoBw(a, prof, catalog, o, globalBatch, crossBandwidth, json));
   }
+  std::vector<std::string> takeaways;
   HZ_ASSIGN_OR_RETURN(const plan::Plan chosen,
-                      pinned ? Result<plan::Plan>(*pinned) : planSchedules(a, prof, catalog, o, json));
+                      pinned ? Result<plan::Plan>(*pinned) : planSchedules(a, prof, catalog, o, json, &takeaways));
   if (!json && !capped.empty()) std::cout << "Note: " << capped << "\n";
   if (!json && !globalBatch) {
     // Without a global batch, the largest batch that fits wins on throughput;
@@ -376,7 +422,9 @@ Status runPlan(const PlanArgs& given, bool json) {
     std::cout << plan::planToJson(chosen).dump(2) << "\n";
     return Status();
   }
-  std::cout << plan::renderPlanTable(chosen);
+  // (Takeaways, even "follows them", come only when tensor parallelism was considered.)
+  std::cout << plan::renderPlanTable(chosen, /*threeD=*/!takeaways.empty());
+  for (const std::string& note : takeaways) std::cout << note << "\n";
   if (a.output != "-") std::cout << "Wrote " << a.output << "\n";
   return Status();
 }
@@ -421,6 +469,17 @@ void addPlanCommand(CLI::App& app, Status* status) {
   cmd->add_option("--microbatch-size", args->microbatch_size, "Pin the microbatch size");
   cmd->add_option("--microbatches", args->microbatches, "Pin the number of microbatches per iteration");
   cmd->add_option("--partition", args->partition, "Pin the stages as layer ranges, e.g. 0-3,4-9,10-17");
+  cmd->add_option("--tensor-parallel", args->tensor_parallel,
+                  "Pin t, the workers that split each transformer layer (Megatron's tensor parallelism; it must divide "
+                  "the workers and the model's heads, hidden, ffn and vocabulary)");
+  cmd->add_option("--tensor-link-workers", args->tensor_link_workers,
+                  "Workers that share a fast link (a host): the search tries t up to this (default: all workers, as "
+                  "on one host; 1: no tensor parallelism)");
+  cmd->add_option("--tensor-bandwidth", args->tensor_bandwidth,
+                  "Bandwidth of that fast link, for the tensor groups' allreduces (default: --bandwidth)");
+  cmd->add_flag("--scatter-gather", args->scatter_gather,
+                "Cost stage boundaries as Megatron's scatter/gather sends them (1/t from each rank, an all-gather at "
+                "the receiver) instead of whole from every rank, as the runtime does today");
   cmd->add_option("--schedule", args->schedule,
                   "Pipeline schedule to plan for: gpipe, 1f1b, interleaved, 2bw, pipedream, pipedream-vs, or auto "
                   "(every schedule's best plan side by side, the best chosen; docs/schedules.md)")

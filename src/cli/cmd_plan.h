@@ -19,6 +19,10 @@ struct PlanArgs {
   std::string data_parallel, stages, microbatch_size, microbatches, partition;
   std::string microbatch_sizes, optimizer = "sgd_momentum", max_microbatches = "64", graph_batch_size = "1";
   std::string alpha, beta, latency, host_cores, threads, schedule = "gpipe", chunks = "2";
+  // Tensor parallelism: the pin, the workers that share a fast link (default:
+  // all), that link's bandwidth (default: --bandwidth), scatter/gather off.
+  std::string tensor_parallel, tensor_link_workers, tensor_bandwidth;
+  bool scatter_gather = false;
   bool all_strategies = false;
   bool recompute = false;
   // --planner pipedream; --planner funcpipe

@@ -48,8 +48,8 @@ double optSeconds(ObjectReader& r, const char* key) {
 
 }  // namespace
 
-std::string PlanAlternative::strategy() const {
-  return strategyText(data_parallel, pipeline_stages, stage_replicas);
+std::string PlanAlternative::strategy(bool threeD) const {
+  return strategyText(data_parallel, pipeline_stages, stage_replicas, tensor_parallel, threeD);
 }
 
 Plan planOfProfile(const profile::Profile& profile) {
@@ -68,6 +68,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
   Plan p = planOfProfile(profile);
   p.data_parallel = c.data_parallel;
   p.pipeline_stages = c.stages;
+  p.tensor_parallel = c.tensor_parallel;
   p.microbatch_size = c.microbatch_size;
   p.num_microbatches = c.microbatches;
   p.schedule = o.schedule;
@@ -122,6 +123,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
     PlanAlternative a;
     a.data_parallel = r.data_parallel;
     a.pipeline_stages = r.stages;
+    a.tensor_parallel = r.tensor_parallel;
     a.stage_replicas = r.stage_replicas;
     a.microbatch_size = r.microbatch_size;
     a.num_microbatches = r.microbatches;
@@ -132,7 +134,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
     a.samples_per_second = r.samples_per_second;
     a.cost_per_hour = r.cost_per_hour;
     a.samples_per_dollar = r.samples_per_dollar;
-    for (const auto& d : r.stage_details) a.max_worker_memory = std::max(a.max_worker_memory, d.memory);
+    a.max_worker_memory = r.maxWorkerMemory();
     p.alternatives.push_back(std::move(a));
   }
   return p;
@@ -165,16 +167,25 @@ Status checkReplicas(Plan& p, const std::string& origin) {
                                     std::lcm(p.replicasOf(s), p.data_parallel) / p.data_parallel));
     }
   }
-  if (workers > kWorkersRange.max) {
-    return parseError(fmt::format("{}: the stages' replicas add up to {} workers, out of range; expected {}", origin,
-                                  workers, describeRange(kWorkersRange)));
+  if (workers * p.tensor_parallel > kWorkersRange.max) {
+    return parseError(fmt::format("{}: the stages' replicas add up to {} workers{}, out of range; expected {}", origin,
+                                  workers * p.tensor_parallel,
+                                  p.tensor_parallel > 1 ? fmt::format(" ({} × tensor_parallel {})", workers,
+                                                                      p.tensor_parallel)
+                                                        : "",
+                                  describeRange(kWorkersRange)));
+  }
+  if (p.tensor_parallel > 1 && !p.evenlyReplicated()) {
+    return parseError(fmt::format("{}: strategy.tensor_parallel {} needs every stage replicated alike "
+                                  "(strategy.data_parallel copies each)",
+                                  origin, p.tensor_parallel));
   }
   if (!p.evenlyReplicated() && p.chunks > 1) {
     return parseError(fmt::format("{}: the interleaved schedule needs every stage replicated alike "
                                   "(strategy.data_parallel copies each)",
                                   origin));
   }
-  p.workers = static_cast<int>(workers);  // unless inputs.workers says more
+  p.workers = static_cast<int>(workers) * p.tensor_parallel;  // unless inputs.workers says more
   return Status();
 }
 
@@ -201,10 +212,15 @@ bool Plan::evenlyReplicated() const {
   return true;
 }
 
+int workerRank(const std::vector<int>& replicas, int stage, int replica, int tensorParallel, int tensorRank) {
+  HZ_CHECK(tensorParallel >= 1 && 0 <= tensorRank && tensorRank < tensorParallel);
+  return workerRank(replicas, stage, replica) * tensorParallel + tensorRank;
+}
+
 int Plan::workersUsed() const {
   int n = 0;
   for (size_t s = 0; s < stages.size(); ++s) n += replicasOf(s);
-  return n;
+  return n * tensor_parallel;
 }
 
 Json planToJson(const Plan& p) {
@@ -237,6 +253,7 @@ Json planToJson(const Plan& p) {
   for (const auto& a : p.alternatives) {
     alternatives.push_back({{"data_parallel", a.data_parallel},
                             {"pipeline_stages", a.pipeline_stages},
+                            {"tensor_parallel", a.tensor_parallel},
                             {"microbatch_size", a.microbatch_size},
                             {"num_microbatches", a.num_microbatches},
                             {"feasible", a.feasible},
@@ -252,7 +269,10 @@ Json planToJson(const Plan& p) {
   return {{"schema", kPlanSchema},
           {"model", {{"name", p.model}, {"options", options}, {"layers", p.layer_names}}},
           {"profile", {{"source", p.profile_source}, {"device", p.device}}},
-          {"strategy", {{"data_parallel", p.data_parallel}, {"pipeline_stages", p.pipeline_stages}}},
+          {"strategy",
+           {{"data_parallel", p.data_parallel},
+            {"pipeline_stages", p.pipeline_stages},
+            {"tensor_parallel", p.tensor_parallel}}},
           {"microbatch_size", p.microbatch_size},
           {"num_microbatches", p.num_microbatches},
           {"schedule", scheduleName(p.schedule)},
@@ -322,6 +342,7 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     ObjectReader s(top.object("strategy"), top.child("strategy"));
     p.data_parallel = static_cast<int>(s.count("data_parallel", kWorkersRange));
     p.pipeline_stages = static_cast<int>(s.count("pipeline_stages", kWorkersRange));
+    p.tensor_parallel = static_cast<int>(s.optCount("tensor_parallel", kWorkersRange).value_or(1));  // older plans: 1
     HZ_RETURN_IF_ERROR(s.status());
   }
   p.microbatch_size = top.count("microbatch_size", kSamplesRange);
@@ -354,10 +375,18 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
                                          globalBatch));
   }
   HZ_RETURN_IF_ERROR(top.status());
-  if (const std::int64_t workers = std::int64_t{p.data_parallel} * p.pipeline_stages; workers > kWorkersRange.max) {
-    return parseError(fmt::format("{}: strategy.data_parallel {} × pipeline_stages {} is {} workers, out of range; "
+  if (const std::int64_t workers = std::int64_t{p.data_parallel} * p.pipeline_stages * p.tensor_parallel;
+      workers > kWorkersRange.max) {
+    return parseError(fmt::format("{}: strategy.data_parallel {} × pipeline_stages {}{} is {} workers, out of range; "
                                   "expected {}",
-                                  origin, p.data_parallel, p.pipeline_stages, workers, describeRange(kWorkersRange)));
+                                  origin, p.data_parallel, p.pipeline_stages,
+                                  p.tensor_parallel > 1 ? fmt::format(" × tensor_parallel {}", p.tensor_parallel) : "",
+                                  workers, describeRange(kWorkersRange)));
+  }
+  if (p.tensor_parallel > 1 && asynchronous(p.schedule)) {
+    return parseError(fmt::format("{}: strategy.tensor_parallel {} needs a schedule that flushes every step (gpipe, "
+                                  "1f1b or interleaved), not {}",
+                                  origin, p.tensor_parallel, scheduleName(p.schedule)));
   }
   for (size_t i = 0; i < stages.size(); ++i) {
     ObjectReader r(stages[i], top.element("stages", i));
@@ -473,6 +502,7 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
       PlanAlternative a;
       a.data_parallel = static_cast<int>(r.count("data_parallel", kWorkersRange));
       a.pipeline_stages = static_cast<int>(r.count("pipeline_stages", kWorkersRange));
+      a.tensor_parallel = static_cast<int>(r.optCount("tensor_parallel", kWorkersRange).value_or(1));
       // 0: none (an infeasible strategy has no microbatches).
       a.microbatch_size = r.optInteger("microbatch_size", 0, kSamplesRange.max).value_or(0);
       a.num_microbatches = r.optInteger("num_microbatches", 0, kMicrobatchesRange.max).value_or(0);

@@ -52,6 +52,7 @@ struct PlanStage {
 
 struct PlanAlternative {
   int data_parallel = 0, pipeline_stages = 0;
+  int tensor_parallel = 1;
   std::vector<int> stage_replicas;  // stages replicated unevenly (1F1B-RR); empty: data_parallel each
   std::int64_t microbatch_size = 0, num_microbatches = 0;
   bool feasible = false;
@@ -63,7 +64,7 @@ struct PlanAlternative {
   double samples_per_dollar = 0;
   Bytes max_worker_memory = 0;
 
-  std::string strategy() const;  // strategyText (search.h)
+  std::string strategy(bool threeD = false) const;  // strategyText (search.h)
 };
 
 struct Plan {
@@ -74,6 +75,10 @@ struct Plan {
   std::vector<std::string> layer_names;
   // The decision.
   int data_parallel = 1, pipeline_stages = 1;
+  // t: workers sharing each stage's transformer layers, Megatron's splits
+  // (plan.json strategy.tensor_parallel; absent: 1; docs/plan.md "Tensor
+  // parallelism"). Each stage's figures below are one of its t workers'.
+  int tensor_parallel = 1;
   std::int64_t microbatch_size = 1, num_microbatches = 1;
   ScheduleKind schedule = ScheduleKind::kGPipe;  // plan.json "schedule" (absent: gpipe)
   int chunks = 1;  // model chunks per stage (plan.json "chunks"; > 1 only interleaved)
@@ -110,7 +115,7 @@ struct Plan {
   int replicasOf(size_t s) const { return stages[s].replicas > 0 ? stages[s].replicas : data_parallel; }
   std::vector<int> stageReplicas() const;  // every stage's replicasOf
   bool evenlyReplicated() const;
-  int workersUsed() const;
+  int workersUsed() const;  // every stage's copies, times tensor_parallel
   // The model's pieces in order: the stages' layer ranges, or interleaved,
   // chunk 0 of every stage, then chunk 1, ...
   std::vector<LayerRange> pieces() const;
@@ -121,6 +126,15 @@ struct Plan {
 // replica 1 of the stages that have one, ...); with every stage alike,
 // replica · stages + stage.
 int workerRank(const std::vector<int>& replicas, int stage, int replica);
+
+// NOTE [Ranks of a 3D grid]
+// With tensor parallelism (t > 1, every stage replicated alike) a worker is
+// (replica, stage, tensor rank) and its rank is
+//   ((replica · stages) + stage) · t + tensor_rank
+// = workerRank(replicas, stage, replica) · t + tensor_rank: a tensor group's
+// t workers hold consecutive ranks (placed together, on the fastest link),
+// and at t = 1 the ranks are workerRank's.
+int workerRank(const std::vector<int>& replicas, int stage, int replica, int tensorParallel, int tensorRank);
 
 // A plan of `profile`'s model: its name, options, device, the profile's
 // source and its layers' names; the strategy is the caller's to fill.
@@ -133,7 +147,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
 Json planToJson(const Plan& plan);
 Result<Plan> planFromJson(const Json& j, const std::string& origin);
 // Every count has its range (core/limits.h: strategy in kWorkersRange, their
-// product too; microbatch_size and the global batch in kSamplesRange;
+// product (with tensor_parallel, and uneven replicas' sum × tensor_parallel) too; microbatch_size and the global batch in kSamplesRange;
 // num_microbatches in kMicrobatchesRange; layer indices in kLayersRange),
 // sizes are 0 to kMaxBytes and times and prices finite; anything else is an
 // error naming the field, the value and the range.
@@ -143,7 +157,8 @@ Result<Plan> parsePlan(const std::string& text, const std::string& origin);
 Status savePlan(const Plan& plan, const std::string& path);
 
 // The table `hydrozoa plan` prints: every alternative, the chosen one marked,
-// then the chosen plan's stages.
-std::string renderPlanTable(const Plan& plan);
+// then the chosen plan's stages. Strategies as p×t×d when an alternative has
+// t > 1 or `threeD` (tensor parallelism was considered elsewhere).
+std::string renderPlanTable(const Plan& plan, bool threeD = false);
 
 }  // namespace hydrozoa::plan

@@ -2,12 +2,14 @@
 // strategies considered, the chosen one and its stages.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/table.h"
 #include "plan/plan.h"
 
 namespace hydrozoa::plan {
 
-std::string renderPlanTable(const Plan& p) {
+std::string renderPlanTable(const Plan& p, bool tensorConsidered) {
   std::string out;
   out += fmt::format("Plan for {} ({} profile, {} layers) on {} workers: {} per worker, {} between workers, ",
                      p.model, p.profile_source.empty() ? "a" : p.profile_source, p.layer_names.size(), p.workers,
@@ -19,17 +21,20 @@ std::string renderPlanTable(const Plan& p) {
                                   : std::string("global batch searched");
   out += fmt::format(", objective {}, platform {}\n\n", p.objective, p.platform);
 
+  // A table with tensor-parallel rows writes every strategy as p×t×d.
+  const bool threeD = tensorConsidered || std::any_of(p.alternatives.begin(), p.alternatives.end(),
+                                                      [](const PlanAlternative& a) { return a.tensor_parallel > 1; });
   TextTable alts({"", "strategy", "microbatches", "iteration", "samples/s", "$/hour", "samples/$", "memory/worker", "note"},
                  {false, false, true, true, true, true, true, true, false});
   for (const auto& a : p.alternatives) {
     const std::string mb = a.microbatch_size ? fmt::format("{} × {}", a.num_microbatches, a.microbatch_size) : "-";
     if (a.feasible) {
-      alts.addRow({a.chosen ? "*" : "", a.strategy(), mb,
+      alts.addRow({a.chosen ? "*" : "", a.strategy(threeD), mb,
                    formatSeconds(a.iteration_seconds), fmt::format("{:.1f}", a.samples_per_second),
                    formatUsd(a.cost_per_hour), formatCount(a.samples_per_dollar), formatBytes(a.max_worker_memory),
                    a.note});
     } else {
-      alts.addRow({"", a.strategy(), mb, "-", "-", "-", "-", "-",
+      alts.addRow({"", a.strategy(threeD), mb, "-", "-", "-", "-", "-",
                    "infeasible: " + a.note});
     }
   }
@@ -37,6 +42,16 @@ std::string renderPlanTable(const Plan& p) {
   std::string strategy = fmt::format("{}×{} ({} data-parallel {} of a pipeline of {} stage{})", p.data_parallel,
                                      p.pipeline_stages, p.data_parallel, p.data_parallel == 1 ? "copy" : "copies",
                                      p.pipeline_stages, p.pipeline_stages == 1 ? "" : "s");
+  if (p.tensor_parallel > 1 || threeD) {
+    strategy = fmt::format("{} ({} data-parallel {} of a pipeline of {} stage{}, {})",
+                           strategyText(p.data_parallel, p.pipeline_stages, {}, p.tensor_parallel, true),
+                           p.data_parallel, p.data_parallel == 1 ? "copy" : "copies", p.pipeline_stages,
+                           p.pipeline_stages == 1 ? "" : "s",
+                           p.tensor_parallel > 1
+                               ? fmt::format("each stage's transformer layers split across {} workers",
+                                             p.tensor_parallel)
+                               : std::string("no tensor parallelism"));
+  }
   if (!p.evenlyReplicated()) {
     strategy = fmt::format("{} stages on {} workers, each stage's copies taking microbatches round-robin",
                            p.pipeline_stages, p.workersUsed());

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "plan/cost/tensor_parallel.h"
 #include "plan/nothing_fits.h"
 #include "plan/partition/exact.h"
 #include "plan/round_robin_search.h"
@@ -42,16 +43,29 @@ Seconds updateSeconds(const profile::LayerInfo& layer, bool stepBefore) {
 }
 
 int Candidate::workersUsed() const {
-  if (stage_replicas.empty()) return data_parallel * stages;
-  return std::accumulate(stage_replicas.begin(), stage_replicas.end(), 0);
+  if (stage_replicas.empty()) return data_parallel * stages * tensor_parallel;
+  return std::accumulate(stage_replicas.begin(), stage_replicas.end(), 0) * tensor_parallel;
 }
 
-std::string strategyText(int dataParallel, int stages, const std::vector<int>& stageReplicas) {
-  if (stageReplicas.empty()) return fmt::format("{}×{}", dataParallel, stages);
-  return fmt::format("{}", fmt::join(stageReplicas, "+"));
+std::string strategyText(int dataParallel, int stages, const std::vector<int>& stageReplicas, int tensorParallel,
+                         bool threeD) {
+  if (!stageReplicas.empty()) {
+    const std::string copies = fmt::format("{}", fmt::join(stageReplicas, "+"));
+    return tensorParallel > 1 ? fmt::format("{}×t{}", copies, tensorParallel) : copies;
+  }
+  if (tensorParallel > 1 || threeD) return fmt::format("p{}×t{}×d{}", stages, tensorParallel, dataParallel);
+  return fmt::format("{}×{}", dataParallel, stages);
 }
 
-std::string Candidate::strategy() const { return strategyText(data_parallel, stages, stage_replicas); }
+std::string Candidate::strategy(bool threeD) const {
+  return strategyText(data_parallel, stages, stage_replicas, tensor_parallel, threeD);
+}
+
+Bytes Candidate::maxWorkerMemory() const {
+  Bytes most = 0;
+  for (const StageDetail& d : stage_details) most = std::max(most, d.memory);
+  return most;
+}
 
 namespace {
 
@@ -74,10 +88,15 @@ bool better(const Candidate& a, const Candidate& b, Objective objective) {
 
 std::string limitText(const std::optional<Bytes>& limit) { return limit ? formatBytes(*limit) : "unlimited memory"; }
 
+// The search of one tensor-parallel degree t: `profile` is what one rank of
+// a t-way group sees (cost/tensor_parallel.h; the profile itself at t = 1),
+// and every strategy A×B runs on A·B·t workers.
 class Searcher {
  public:
-  Searcher(const profile::Profile& profile, const Catalog& catalog, const SearchOptions& o, Partitioner& partitioner)
-      : profile_(profile), catalog_(catalog), o_(o), partitioner_(partitioner) {
+  Searcher(const profile::Profile& profile, const Catalog& catalog, const SearchOptions& o, Partitioner& partitioner,
+           int t = 1, const TensorModel* tensorModel = nullptr)
+      : profile_(profile), catalog_(catalog), o_(o), partitioner_(partitioner), t_(t), tensor_(tensorModel) {
+    HZ_CHECK(t == 1 || tensorModel != nullptr);
     limit_ = o.memory_limit;
     if (auto platform = platformMemoryLimit(catalog, o.accelerator)) {
       limit_ = limit_ ? std::min(*limit_, *platform) : *platform;
@@ -90,28 +109,41 @@ class Searcher {
     Candidate c;
     c.data_parallel = A;
     c.stages = B;
+    c.tensor_parallel = t_;
     c.microbatch_size = meas.microbatch_size;
     c.microbatches = M;
     // Interleaved: the model is cut into B·v pieces, stage s holding pieces
     // s, s + B, ... (cost/interleaved.h); otherwise v = 1.
     const int v = chunksOf(o_.schedule, o_.chunks);
+    // Each stage runs on A·t workers at once (its copies, each a tensor group).
+    const int groupWorkers = A * t_;
+    const double shareScale = computeScale(groupWorkers * B, o_.threads, o_.host_cores);
     PartitionProblem problem;
     problem.costs = chainCosts(profile_, meas, o_.bandwidth, o_.latency + o_.transfer_latency, v > 1);
+    // The tensor group's allreduces are part of the passes that issue them
+    // (and run again with a recomputed forward pass); their α and β, CPU
+    // work, scale on a shared host as the data-parallel allreduce's do (NOTE
+    // [Allreduce on a shared host]). (The split profile's measurement: its
+    // boundary activations are the unsplit one's.)
+    std::vector<Seconds> tensorSeconds;
+    if (t_ > 1) {
+      tensorSeconds = addTensorParallelCosts(problem.costs, *tensor_, meas, tensorLink(shareScale),
+                                             {o_.bandwidth, o_.latency + o_.transfer_latency, o_.scatter_gather});
+    }
     if (o_.recompute) {  // every backward pass runs its forward pass again first
       for (int i = 0; i < problem.costs.numLayers(); ++i) problem.costs.backward[i] += problem.costs.forward[i];
     }
-    const bool fullHost = o_.host_cores > 0 && A * B * std::max(1, o_.threads) >= o_.host_cores;
+    const bool fullHost = o_.host_cores > 0 && groupWorkers * B * std::max(1, o_.threads) >= o_.host_cores;
     // Before the shared host's scaling; with the messages' CPU on the passes
     // that send and receive them (not in the partitioner's choice).
     ChainCosts ownCores = problem.costs;
     if (o_.message_cpu) addMessageCpu(ownCores, meas, *o_.message_cpu, fullHost);
-    const HostShare host{o_.host_cores, A, o_.threads, o_.busy_slowdown};
+    const HostShare host{o_.host_cores, groupWorkers, o_.threads, o_.busy_slowdown};
     // Every stage computing at once: the host's cores shared and slowing
     // each other (NOTE [Compute beside busy cores], cost/pipeline.cc). The
     // allreduce's fits were measured with the probe's workers all busy, so
     // they scale by the sharing alone.
     c.compute_scale = host.scale(B);
-    const double shareScale = computeScale(A * B, o_.threads, o_.host_cores);
     for (auto* times : {&problem.costs.forward, &problem.costs.backward}) {
       for (Seconds& t : *times) t *= c.compute_scale;
     }
@@ -214,8 +246,10 @@ class Searcher {
       // Each chunk's state and, per chunk, the most microbatches its order
       // stashes; the worker's runtime once.
       const std::vector<std::int64_t> stash = chunkStashPeaks(o_.schedule, s, B, M, v);
+      Seconds tensorPerMicrobatch = 0;
       for (size_t chunk = 0; chunk < ranges.size(); ++chunk) {
         for (int i = ranges[chunk].first; i <= ranges[chunk].last; ++i) {
+          if (!tensorSeconds.empty()) tensorPerMicrobatch += tensorSeconds[i];
           d.forward += problem.costs.forward[i];
           d.backward += problem.costs.backward[i];
           d.parameter_bytes += profile_.layers[i].parameter_bytes;
@@ -286,8 +320,9 @@ class Searcher {
         return c;
       }
       c.allreduce = std::max(c.allreduce, d.allreduce_exposed);
+      c.tensor_communication = std::max(c.tensor_communication, tensorPerMicrobatch * static_cast<double>(M));
       tail = std::max(tail, d.tail);
-      for (int r = 0; r < A; ++r) workers.push_back(d.worker);
+      for (int r = 0; r < groupWorkers; ++r) workers.push_back(d.worker);
       c.stage_details.push_back(std::move(d));
     }
     c.update = tail - c.allreduce;  // >= 0: each stage's tail holds its exposed allreduce
@@ -374,10 +409,25 @@ class Searcher {
     return best;
   }
 
+  // The tensor group's link: the fast one when the group fits in the
+  // workers that share it, else the workers' (NOTE [Allreduce on a shared
+  // host] for `shareScale`).
+  TensorLink tensorLink(double shareScale) const {
+    TensorLink link;
+    link.t = t_;
+    const bool fast = t_ <= o_.tensor_link_workers && o_.tensor_bandwidth > 0;
+    link.bandwidth = fast ? o_.tensor_bandwidth : o_.bandwidth;
+    link.alpha = o_.allreduce_alpha * shareScale;
+    link.beta = o_.allreduce_beta * shareScale + o_.latency;
+    return link;
+  }
+
   const profile::Profile& profile_;
   const Catalog& catalog_;
   const SearchOptions& o_;
   Partitioner& partitioner_;
+  const int t_;
+  const TensorModel* tensor_;
   std::optional<Bytes> limit_;
 };
 
@@ -451,36 +501,57 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
                                        *o.data_parallel));
   }
 
-  // Strategies: Algorithm 1 loops B = 1..W with A = ⌊W/B⌋; by default only
-  // those that use every worker (A·B = W), unless pins say otherwise.
-  std::vector<std::pair<int, int>> strategies;
-  const int pinnedB = o.partition ? o.partition->numStages() : o.stages.value_or(0);
-  for (int B = 1; B <= std::min(o.workers, L); ++B) {
-    if (pinnedB && B != pinnedB) continue;
-    int A = o.data_parallel.value_or(o.workers / B);
-    if (o.data_parallel) {
-      if (std::int64_t{A} * B > o.workers) continue;
-    } else {
-      if (!o.all_strategies && !pinnedB && o.workers % B != 0) continue;
-      if (o.global_batch) {
-        while (A > 1 && *o.global_batch % A != 0) --A;  // replicas must split the batch evenly
-      }
-    }
-    if (A >= 1) strategies.emplace_back(A, B);
+  if (!inRange(o.tensor_link_workers, kWorkersRange)) {
+    return *outOfRange("--tensor-link-workers", o.tensor_link_workers, kWorkersRange);
   }
-  if (strategies.empty()) {
-    if (o.data_parallel && pinnedB) {
-      return invalidArgument(fmt::format("--data-parallel {} × --stages {} needs {} workers but --workers is {}",
-                                         *o.data_parallel, pinnedB, std::int64_t{*o.data_parallel} * pinnedB,
-                                         o.workers));
-    }
-    return invalidArgument(fmt::format("no strategy fits {} workers with these pins", o.workers));
+  if (!(o.tensor_bandwidth >= 0)) return invalidArgument("the tensor group's bandwidth must be positive (--tensor-bandwidth)");
+  if (!(o.tensor_efficiency > 0 && o.tensor_efficiency <= 1)) {
+    return invalidArgument(fmt::format("the split layers' efficiency must be above 0 and at most 1, not {}",
+                                       o.tensor_efficiency));
   }
 
+  // Tensor-parallel degrees: the pinned one, or every t that divides the
+  // workers and the model's sizes up to the workers that share a fast link.
+  const TensorModel tensorModel = tensorModelOf(profile);
+  std::vector<int> degrees{1};
+  if (o.tensor_parallel) {
+    const int t = *o.tensor_parallel;
+    if (auto bad = outOfRange("--tensor-parallel", t, kWorkersRange)) return *bad;
+    HZ_RETURN_IF_ERROR(checkTensorParallel(tensorModel, t, o.workers));
+    if (t > 1 && asynchronous(o.schedule)) {
+      return invalidArgument(fmt::format("--tensor-parallel {} needs a schedule that flushes every step (gpipe, 1f1b "
+                                         "or interleaved), not {}",
+                                         t, scheduleName(o.schedule)));
+    }
+    degrees = {t};
+  } else if (!asynchronous(o.schedule)) {
+    degrees = validTensorParallel(tensorModel, o.workers, o.tensor_link_workers);
+  }
+
+  // Strategies: Algorithm 1 loops B = 1..W with A = ⌊W/B⌋ over the W = workers / t
+  // tensor groups; by default only those that use every worker (A·B = W),
+  // unless pins say otherwise.
+  const int pinnedB = o.partition ? o.partition->numStages() : o.stages.value_or(0);
+  auto strategiesFor = [&](int W) {
+    std::vector<std::pair<int, int>> strategies;
+    for (int B = 1; B <= std::min(W, L); ++B) {
+      if (pinnedB && B != pinnedB) continue;
+      int A = o.data_parallel.value_or(W / B);
+      if (o.data_parallel) {
+        if (std::int64_t{A} * B > W) continue;
+      } else {
+        if (!o.all_strategies && !pinnedB && W % B != 0) continue;
+        if (o.global_batch) {
+          while (A > 1 && *o.global_batch % A != 0) --A;  // replicas must split the batch evenly
+        }
+      }
+      if (A >= 1) strategies.emplace_back(A, B);
+    }
+    return strategies;
+  };
+
   ExactPartitioner exact;
-  Searcher searcher(profile, catalog, o, partitioner ? *partitioner : exact);
   SearchResult result;
-  result.memory_limit = searcher.limit();
   auto consider = [&](Candidate c) {
     result.considered.push_back(std::move(c));
     const Candidate& row = result.considered.back();
@@ -488,18 +559,57 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
       result.chosen = static_cast<int>(result.considered.size()) - 1;
     }
   };
-  for (const auto& [A, B] : strategies) {
-    Candidate c = searcher.bestFor(A, B);
-    if (c.feasible && A * B < o.workers) c.reason = fmt::format("uses {} of {} workers", A * B, o.workers);
-    consider(std::move(c));
+  // What nothingFits explains when no plan is feasible: the first degree's.
+  std::optional<profile::Profile> firstProfile;
+  std::vector<std::pair<int, int>> firstStrategies;
+  for (const int t : degrees) {
+    const std::vector<std::pair<int, int>> strategies = strategiesFor(o.workers / t);
+    if (strategies.empty()) {
+      if (degrees.size() > 1) continue;  // another t has room for the pins
+      if (o.data_parallel && pinnedB) {
+        const std::int64_t needed = std::int64_t{*o.data_parallel} * pinnedB * t;
+        if (t > 1) {
+          const int W = o.workers;
+          const std::string fix = W % (t * pinnedB) == 0 ? fmt::format("--data-parallel {}", W / (t * pinnedB))
+                                  : W % (t * *o.data_parallel) == 0
+                                      ? fmt::format("--stages {}", W / (t * *o.data_parallel))
+                                      : fmt::format("--tensor-parallel 1 and --data-parallel × --stages = {}", W);
+          return invalidArgument(fmt::format("--tensor-parallel {} × --stages {} × --data-parallel {} needs {} workers "
+                                             "but --workers is {}: use {}",
+                                             t, pinnedB, *o.data_parallel, needed, W, fix));
+        }
+        return invalidArgument(fmt::format("--data-parallel {} × --stages {} needs {} workers but --workers is {}",
+                                           *o.data_parallel, pinnedB, needed, o.workers));
+      }
+      return invalidArgument(fmt::format("no strategy fits {} workers with these pins", o.workers));
+    }
+    const profile::Profile split = t > 1 ? tensorParallelProfile(profile, tensorModel, t, o.tensor_efficiency)
+                                         : profile::Profile{};
+    const profile::Profile& prof = t > 1 ? split : profile;
+    Searcher searcher(prof, catalog, o, partitioner ? *partitioner : exact, t, &tensorModel);
+    result.memory_limit = searcher.limit();
+    if (!firstProfile) {
+      firstProfile = prof;
+      firstStrategies = strategies;
+    }
+    for (const auto& [A, B] : strategies) {
+      Candidate c = searcher.bestFor(A, B);
+      if (c.feasible && c.workersUsed() < o.workers) {
+        c.reason = fmt::format("uses {} of {} workers", c.workersUsed(), o.workers);
+      }
+      consider(std::move(c));
+    }
+    // PipeDream's stages replicated unevenly, for its schedule when nothing
+    // pins the strategy (cost/round_robin.h).
+    if (t == 1 && o.schedule == ScheduleKind::kPipeDream && o.round_robin && !o.data_parallel && !o.stages &&
+        !o.partition && o.workers >= 3) {
+      if (std::optional<Candidate> rr = searcher.bestRoundRobin()) consider(std::move(*rr));
+    }
   }
-  // PipeDream's stages replicated unevenly, for its schedule when nothing
-  // pins the strategy (cost/round_robin.h).
-  if (o.schedule == ScheduleKind::kPipeDream && o.round_robin && !o.data_parallel && !o.stages && !o.partition &&
-      o.workers >= 3) {
-    if (std::optional<Candidate> rr = searcher.bestRoundRobin()) consider(std::move(*rr));
+  if (result.considered.empty()) return invalidArgument(fmt::format("no strategy fits {} workers with these pins", o.workers));
+  if (result.chosen < 0) {
+    return nothingFits(*firstProfile, o, result.memory_limit, result.considered, firstStrategies);
   }
-  if (result.chosen < 0) return nothingFits(profile, o, searcher.limit(), result.considered, strategies);
   return result;
 }
 

@@ -21,6 +21,11 @@
 // whole stage's allreduce after the pipeline, is the case of one bucket.
 // Workers are right-sized and priced from a catalog. The best (m, M) per
 // strategy is one row of the table; the chosen row is the best by the objective.
+//
+// With tensor parallelism (PTD-P, seed 003 §4.3) every strategy is searched
+// again for each tensor-parallel degree t: t workers share each stage's
+// transformer layers (cost/tensor_parallel.h), so A·B·t = workers, and the
+// rows of every t compete.
 #pragma once
 
 #include <cstdint>
@@ -110,7 +115,25 @@ struct SearchOptions {
   // Under the pipedream schedule, also PipeDream's stages replicated
   // unevenly (1F1B-RR, cost/round_robin.h) when nothing pins the strategy.
   bool round_robin = true;
+  // Tensor parallelism (Megatron's splits of transformer layers, PTD-P;
+  // cost/tensor_parallel.h, docs/plan.md "Tensor parallelism"): the search
+  // tries every t that divides the workers and the model's heads, hidden,
+  // ffn and vocabulary, up to the workers that share a fast link
+  // (Takeaway #1 of seed 003 §4.3.2); each of t's plans is a search over
+  // workers / t. 1 (the default): no tensor parallelism unless pinned.
+  // Only the schedules that flush (gpipe, 1f1b, interleaved) take t > 1.
+  int tensor_link_workers = 1;
+  // That link's bandwidth (D_t); 0: `bandwidth`. A pinned t beyond
+  // tensor_link_workers spans the slower links: `bandwidth` then.
+  BytesPerSecond tensor_bandwidth = 0;
+  // Pipeline transfers as t ranks send them: each the whole (what the
+  // runtime does today), or with the scatter/gather of §4.4.1 each 1/t, then
+  // an all-gather at the receiver (a what-if: not in the runtime yet).
+  bool scatter_gather = false;
+  // A split layer's speed per FLOP over the unsplit layer's (1: the same).
+  double tensor_efficiency = 1;
   // Pins: when set, the search keeps them fixed.
+  std::optional<int> tensor_parallel;
   std::optional<int> data_parallel, stages;
   std::optional<std::int64_t> microbatch_size, microbatches;
   std::optional<Partition> partition;
@@ -137,6 +160,7 @@ struct StageDetail {
 
 struct Candidate {
   int data_parallel = 0, stages = 0;
+  int tensor_parallel = 1;  // t: workers sharing each stage's split layers
   // 1F1B-RR (pipedream): each stage's own copies, the first data_parallel;
   // empty: every stage has data_parallel (cost/round_robin.h).
   std::vector<int> stage_replicas;
@@ -155,19 +179,25 @@ struct Candidate {
   double bubble_fraction = 0;
   Seconds partition_gap = 0;  // proven optimality gap of the partition (0: optimal)
   double compute_scale = 1;   // its workers' compute times over the profile's (shared host)
+  // The tensor group's allreduces an iteration of the busiest stage waits
+  // for (M microbatches' forward and backward passes; 0 at t = 1).
+  Seconds tensor_communication = 0;
   std::vector<StageDetail> stage_details;
 
   // Saturates (never overflows) for hostile pins; searchPlan's pins keep it exact.
   std::int64_t globalBatch() const {
     return saturatingMul(saturatingMul(data_parallel, microbatch_size), microbatches);
   }
-  int workersUsed() const;
-  std::string strategy() const;  // strategyText
+  int workersUsed() const;  // A·B·t (uneven: Σ copies)
+  std::string strategy(bool threeD = false) const;  // strategyText
+  Bytes maxWorkerMemory() const;  // the largest stage's planned memory
 };
 
 // A strategy as the tables show it: "2×3" (A copies of B stages), or with
-// each stage's own copies "3+1+1".
-std::string strategyText(int dataParallel, int stages, const std::vector<int>& stageReplicas);
+// each stage's own copies "3+1+1"; with tensor parallelism (t > 1, or
+// `threeD` for a table that has such rows) "p3×t2×d2" (seed 003's p, t, d).
+std::string strategyText(int dataParallel, int stages, const std::vector<int>& stageReplicas,
+                         int tensorParallel = 1, bool threeD = false);
 
 // Whether `a` is the better plan than `b` for `objective` (feasible first).
 bool betterCandidate(const Candidate& a, const Candidate& b, Objective objective);

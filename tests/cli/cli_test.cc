@@ -150,7 +150,10 @@ TEST_F(Cli, PredictBert12OnK80AsWritten) {
   const Outcome r = run({"plan", "--model", "bert12", "--device", "k80", "--workers", "16", "--global-batch", "256"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("Plan for bert"), std::string::npos);
-  for (const char* row : {"16×1", "8×2", "4×4", "2×8"}) EXPECT_NE(r.out.find(row), std::string::npos) << row;
+  // BERT's vocabulary (30,522) lets t = 2 in: every strategy as p×t×d (issue 15).
+  for (const char* row : {"p1×t1×d16", "p2×t1×d8", "p4×t1×d4", "p8×t1×d2", "p1×t2×d8"}) {
+    EXPECT_NE(r.out.find(row), std::string::npos) << row;
+  }
   ASSERT_TRUE(fs::exists(path("plan.json")));  // the default output
   auto plan = readJsonFile(path("plan.json"));
   ASSERT_TRUE(plan.ok());
@@ -170,12 +173,14 @@ TEST_F(Cli, PlanEverySchedule) {
   ASSERT_TRUE(plan.ok());
   const std::string chosen =
       (*plan)["schedule"].get<std::string>() + ((*plan)["recompute"].get<bool>() ? " + recompute" : "");
-  // One row per schedule, with and without recomputation: "  *  1f1b + recompute   4×2 ...".
+  // One row per schedule, with and without recomputation: "  *  1f1b + recompute   4×2 ...", or with
+  // tensor parallelism considered (issue 15) "  *  1f1b + recompute   p2×t1×d4 ...".
   std::map<std::string, bool> rows;  // name -> marked chosen
-  std::istringstream lines(r.out.substr(0, r.out.find("\nPlan for")));
+  // (The schedules' table, before the tensor-parallel comparison and the plan.)
+  std::istringstream lines(r.out.substr(0, std::min(r.out.find("\nBest plan without"), r.out.find("\nPlan for"))));
   for (std::string line; std::getline(lines, line);) {
     std::smatch m;
-    if (std::regex_search(line, m, std::regex(R"(^  ([* ])  (\S+( \+ recompute)?) +\d+×\d+ )"))) {
+    if (std::regex_search(line, m, std::regex(R"(^  ([* ])  (\S+( \+ recompute)?) +(\d+×\d+|p\d+×t\d+×d\d+) )"))) {
       rows[m[2].str()] = m[1].str() == "*";
     }
   }
@@ -203,6 +208,51 @@ TEST_F(Cli, PlanEverySchedule) {
   expectError({"plan", "--model", "gpt", "--device", "k80", "--workers", "4", "--global-batch", "16", "--schedule",
                "interleaved", "--chunks", "17"},
               "--chunks");
+}
+
+// Issue 15 §3, as written but for the device (k80: no calibration): the best
+// plan with and without tensor parallelism side by side, the chosen plan's
+// strategy as p×t×d, plan.json's tensor_parallel; and §6's bad input.
+TEST_F(Cli, PlanTensorParallel) {
+  const std::vector<std::string> gpt = {"plan", "--model", "gpt", "-O", "layers=8", "-O", "hidden=256", "-O",
+                                        "heads=4", "-O", "vocab=1024", "-O", "seq_len=128", "--device", "k80",
+                                        "--workers", "8", "--global-batch", "64"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = gpt;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  const Outcome r = run(with({"--schedule", "auto"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Best plan without and with tensor parallelism"), std::string::npos) << r.out;
+  std::smatch without, tensor;
+  ASSERT_TRUE(std::regex_search(r.out, without, std::regex(R"(\n  ([* ])  without  +(p\d+×t1×d\d+) )"))) << r.out;
+  ASSERT_TRUE(
+      std::regex_search(r.out, tensor, std::regex(R"(\n  ([* ])  with tensor parallelism  (p\d+×t[24]×d\d+) )")))
+      << r.out;
+  EXPECT_NE(without[1].str() == "*", tensor[1].str() == "*") << "exactly one of them is chosen\n" << r.out;
+  auto plan = readJsonFile(path("plan.json"));
+  ASSERT_TRUE(plan.ok());
+  const Json& j = *plan;
+  const int t = j["strategy"]["tensor_parallel"].get<int>();
+  EXPECT_EQ(t * j["strategy"]["pipeline_stages"].get<int>() * j["strategy"]["data_parallel"].get<int>(), 8);
+  EXPECT_EQ(t > 1, tensor[1].str() == "*");
+  EXPECT_NE(r.out.find("Chosen: " + (t > 1 ? tensor[2].str() : without[2].str())), std::string::npos) << r.out;
+  // Pinned.
+  ASSERT_EQ(run(with({"--tensor-parallel", "2", "--schedule", "1f1b"})).code, 0);
+  EXPECT_EQ((*readJsonFile(path("plan.json")))["strategy"]["tensor_parallel"], 2);
+  ASSERT_EQ(run(with({"--tensor-link-workers", "1"})).code, 0);
+  EXPECT_EQ((*readJsonFile(path("plan.json")))["strategy"]["tensor_parallel"], 1);
+  // Bad input: one line naming the constraint and the values that keep it.
+  expectError(with({"--tensor-parallel", "3"}), "--tensor-parallel 3 does not divide heads=4: use 1, 2 or 4");
+  expectError(with({"--tensor-parallel", "2", "--stages", "2", "--data-parallel", "4"}),
+              "--tensor-parallel 2 × --stages 2 × --data-parallel 4 needs 16 workers but --workers is 8: use "
+              "--data-parallel 2");
+  expectError(with({"--tensor-parallel", "0"}), "--tensor-parallel");
+  expectError({"plan", "--model", "cnn", "--device", "k80", "--workers", "4", "--global-batch", "16",
+               "--tensor-parallel", "2"},
+              "--tensor-parallel 2: cnn has no layer that tensor parallelism splits (transformer, embedding or "
+              "lm_head): use 1");
 }
 
 // Issue 11 §3: PipeDream's optimizer on its published VGG-16 profile, one
