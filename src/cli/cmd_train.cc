@@ -64,7 +64,7 @@ extern "C" void onPreempt(int) { gPreempt.fetch_add(1); }
 
 struct TrainArgs {
   std::string job, resume, out, plan, profile, worker_binary;
-  std::string data_parallel, stages, microbatches, microbatch_size, max_steps, epochs, seed, workers, global_batch;
+  std::string data_parallel, stages, tensor_parallel, microbatches, microbatch_size, max_steps, epochs, seed, workers, global_batch;
   std::string channel, channel_password_file, channel_sync, platform, function_timeout;
   std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
   std::string scaling, min_replicas, max_replicas, every_epochs;
@@ -89,6 +89,7 @@ Status overrideCount(const std::string& text, const char* flag, Range range, T* 
 Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
   HZ_RETURN_IF_ERROR(overrideCount(a.data_parallel, "--data-parallel", kWorkersRange, &s->data_parallel));
   HZ_RETURN_IF_ERROR(overrideCount(a.stages, "--stages", kWorkersRange, &s->stages));
+  HZ_RETURN_IF_ERROR(overrideCount(a.tensor_parallel, "--tensor-parallel", kWorkersRange, &s->tensor_parallel));
   HZ_RETURN_IF_ERROR(overrideCount(a.microbatches, "--microbatches", kMicrobatchesRange, &s->microbatches));
   HZ_RETURN_IF_ERROR(overrideCount(a.microbatch_size, "--microbatch-size", kSamplesRange, &s->microbatch_size));
   HZ_RETURN_IF_ERROR(overrideCount(a.chunks, "--chunks", kChunksRange, &s->chunks));
@@ -151,7 +152,7 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
   if (!a.profile.empty()) s->profile_file = a.profile;
   // Pinning the strategy on the command line pins the workers it needs.
   if (s->data_parallel && s->stages && a.workers.empty()) {
-    s->workers = std::max(s->workers, *s->data_parallel * *s->stages);
+    s->workers = std::max(s->workers, *s->data_parallel * *s->stages * s->tensor_parallel.value_or(1));
   }
   return Status();
 }
@@ -164,11 +165,14 @@ Status runTrain(const TrainArgs& a) {
   if (!a.resume.empty()) {
     if (!a.job.empty()) return invalidArgument("give a job spec or --resume RUN_DIR, not both");
     HZ_ASSIGN_OR_RETURN(o.spec, cluster::loadJobSpec(a.resume + "/job.yaml"));
-    if (!a.out.empty() || !a.plan.empty() || !a.data_parallel.empty() || !a.stages.empty()) {
-      return invalidArgument("a resumed run keeps its output directory and plan; only --max-steps, --epochs and "
-                             "--workers may change");
+    if (!a.out.empty() || !a.plan.empty()) {
+      return invalidArgument("a resumed run keeps its output directory; --plan is for a new run (pin --stages, "
+                             "--data-parallel or --tensor-parallel to re-plan a resumed one)");
     }
     o.resume_dir = a.resume;
+    // NOTE [Re-planned resume]: a checkpoint holds whole layers, so any
+    // split of the model loads it; a pinned strategy plans the run again.
+    o.replan = !a.data_parallel.empty() || !a.stages.empty() || !a.tensor_parallel.empty();
   } else {
     if (a.job.empty()) return invalidArgument("give a job spec (e.g. hydrozoa train examples/fashion_mnist_cnn.yaml)");
     HZ_ASSIGN_OR_RETURN(o.spec, cluster::loadJobSpec(a.job));
@@ -270,6 +274,8 @@ void addTrainCommand(CLI::App& app, Status* status) {
                   "Plan from this profile (e.g. from `hydrozoa profile --from-run`) instead of profiling the model");
   cmd->add_option("--data-parallel", a->data_parallel, "Pin the number of data-parallel replicas");
   cmd->add_option("--stages", a->stages, "Pin the number of pipeline stages");
+  cmd->add_option("--tensor-parallel", a->tensor_parallel,
+                  "Pin the workers that split each stage's transformer layers (docs/tensor_parallel.md)");
   cmd->add_option("--microbatches", a->microbatches, "Pin the number of microbatches per step");
   cmd->add_option("--microbatch-size", a->microbatch_size, "Pin the microbatch size");
   cmd->add_option("--schedule", a->schedule,

@@ -268,7 +268,7 @@ void Job::handle(int rank, const Json& m) {
                              {"scaling", epochs_.toJson()},
                              {"layers", model_.layer_names.size()},
                              {"model", model_.name},
-                             {"plan", {{"data_parallel", A_}, {"pipeline_stages", B_}}},
+                             {"plan", {{"data_parallel", A_}, {"pipeline_stages", B_}, {"tensor_parallel", T_}}},
                              {"training_seconds", priorSeconds_ + since(trainingStart_)},
                              {"samples", priorSamples_ + samples_},
                              {"cost_usd", cost()}};
@@ -537,7 +537,7 @@ Status Job::train() {
           : fmt::format("{} ({} samples)", spec_.dataset, formatCount(trainSize_));
   // Stages replicated unevenly: each stage's copies, and the step's microbatches dealt over them.
   const std::string strategy = stageReplicas_.empty()
-                                   ? fmt::format("{}×{}", A_, B_)
+                                   ? plan::strategyText(A_, B_, {}, T_, false)
                                    : fmt::format("stages replicated {}", fmt::join(stageReplicas_, ", "));
   const std::int64_t microbatches = gen_.num_microbatches * (stageReplicas_.empty() ? 1 : A_);
   progress_.note(fmt::format("Training {} on {} with {} on {} {} workers (layers {}; {}{} of {}; predicted "

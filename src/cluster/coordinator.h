@@ -32,6 +32,7 @@ namespace hydrozoa::cluster {
 struct TrainOptions {
   JobSpec spec;             // with the command line's overrides applied
   std::string resume_dir;   // non-empty: continue this run from its latest checkpoint
+  bool replan = false;      // resuming: plan again (the strategy was pinned anew; NOTE [Re-planned resume])
   std::string executable;   // the hydrozoa binary for workers; "" : this one
   // Stop this invocation after this many global steps (checkpointing there),
   // leaving the job's own length (and its LR schedule) as it is: a resumed

@@ -55,13 +55,20 @@ inline std::string from(int id) { return fmt::format("w{}", id); }
 // the replicas]: the next generation's workers run beside this one's).
 struct WorkerState {
   int id = 0, rank = 0, replica = 0, stage = 0;
+  int tensor_rank = 0, tensor_parallel = 1;  // its slice of the stage's layers (NOTE [Ranks of a 3D grid], plan/plan.h)
   bool registered = false, ready = false, done = false;
   double launched_at = -1, registered_at = -1;  // now(); -1: not yet
   double started_at = -1;                        // launched_at + its start delay: its process begins
   Bytes peak_memory = 0;                         // resident, the most reported
   Bytes tensor_peak = 0;                         // tensors allocated at once in a step, the most reported
   Clock::time_point last_seen;
-  std::string name() const { return fmt::format("worker {} (replica {}, stage {})", id, replica, stage); }
+  std::string name() const {
+    if (tensor_parallel > 1) {
+      return fmt::format("worker {} (replica {}, stage {}, slice {} of {})", id, replica, stage, tensor_rank + 1,
+                         tensor_parallel);
+    }
+    return fmt::format("worker {} (replica {}, stage {})", id, replica, stage);
+  }
 };
 
 struct StepAccount {
@@ -178,6 +185,7 @@ class Job {
   Progress progress_;
 
   int A_ = 1, B_ = 1, W_ = 1;
+  int T_ = 1;  // tensor parallelism: workers per (replica, stage)
   // gen_'s stages replicated unevenly (NOTE [Unevenly replicated stages],
   // plan/plan.cc): each stage's replicas (A_ is stage 0's); else empty.
   std::vector<int> stageReplicas_;

@@ -64,9 +64,33 @@ Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spe
     return invalidArgument(fmt::format("{} needs {} workers (its stages' replicas) but cluster.workers is {}", origin,
                                        p.workersUsed(), spec.workers));
   }
-  if (p.data_parallel * p.pipeline_stages > spec.workers && p.evenlyReplicated()) {
+  if (p.data_parallel * p.pipeline_stages > spec.workers && p.evenlyReplicated() && p.tensor_parallel == 1) {
     return invalidArgument(fmt::format("{} needs {}×{} = {} workers but cluster.workers is {}", origin, p.data_parallel,
                                        p.pipeline_stages, p.data_parallel * p.pipeline_stages, spec.workers));
+  }
+  if (p.tensor_parallel > 1) {
+    if (p.workersUsed() > spec.workers) {
+      return invalidArgument(fmt::format("{} needs {}×{}×{} = {} workers (data-parallel × stages × tensor-parallel) but "
+                                         "cluster.workers is {}",
+                                         origin, p.data_parallel, p.pipeline_stages, p.tensor_parallel,
+                                         p.workersUsed(), spec.workers));
+    }
+    const bool flushes = p.schedule == plan::ScheduleKind::kGPipe || p.schedule == plan::ScheduleKind::kOneFOneB ||
+                         p.schedule == plan::ScheduleKind::kInterleaved;
+    if (!flushes || !p.evenlyReplicated()) {
+      return invalidArgument(fmt::format("{} splits layers {} ways under the {} schedule; tensor parallelism runs with "
+                                         "gpipe, 1f1b or interleaved and every stage replicated alike: pin one of "
+                                         "those schedules or tensor_parallel: 1",
+                                         origin, p.tensor_parallel, plan::scheduleName(p.schedule)));
+    }
+    if (spec.scaling.policy != "fixed") {
+      return invalidArgument(fmt::format("{} splits layers {} ways; scaling.policy {} does not resize a tensor-parallel "
+                                         "grid yet: use policy fixed",
+                                         origin, p.tensor_parallel, spec.scaling.policy));
+    }
+    JobSpec split = spec;
+    split.tensor_parallel = p.tensor_parallel;
+    HZ_RETURN_IF_ERROR(checkTensorParallel(split));
   }
   if (p.globalBatch() != spec.global_batch) {
     return invalidArgument(fmt::format("{} trains with a global batch of {} ({} replicas × {} microbatches of {}) but "
@@ -75,6 +99,18 @@ Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spe
                                        spec.global_batch, p.globalBatch()));
   }
   return Status();
+}
+
+Status checkTensorParallel(const JobSpec& spec) {
+  const int t = spec.tensor_parallel.value_or(1);
+  if (t == 1) return Status();
+  if (!model::isZooModel(spec.model)) {
+    return invalidArgument(fmt::format("tensor parallelism {} splits the zoo's transformers, and {} is not one of "
+                                       "them: use tensor parallelism 1",
+                                       t, spec.model));
+  }
+  HZ_ASSIGN_OR_RETURN(model::Arch arch, model::buildArch({spec.model, spec.model_options}));
+  return model::checkTensorParallel(arch, t);
 }
 
 namespace {
@@ -206,6 +242,9 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   HZ_ASSIGN_OR_RETURN(o.objective, plan::parseObjective(spec.objective));
   o.data_parallel = spec.data_parallel;
   o.stages = spec.stages;
+  o.tensor_parallel = spec.tensor_parallel;
+  // The local and container launchers' workers share this host: one fast link.
+  if (spec.launcher != "slurm") o.tensor_link_workers = spec.workers;
   o.microbatch_size = spec.microbatch_size;
   o.microbatches = spec.microbatches;
   if (spec.schedule) {

@@ -176,6 +176,7 @@ void readPlan(ObjectReader& top, JobSpec* s) {
   s->profile_file = r.optString("profile").value_or("");
   if (auto v = r.optCount("data_parallel", kWorkersRange)) s->data_parallel = static_cast<int>(*v);
   if (auto v = r.optCount("stages", kWorkersRange)) s->stages = static_cast<int>(*v);
+  if (auto v = r.optCount("tensor_parallel", kWorkersRange)) s->tensor_parallel = static_cast<int>(*v);
   s->microbatches = r.optCount("microbatches", kMicrobatchesRange);
   s->microbatch_size = r.optCount("microbatch_size", kSamplesRange);
   s->schedule = r.optString("schedule");
@@ -398,10 +399,23 @@ Status validateJobSpec(const JobSpec& s, const std::string& origin) {
     return bad("plan.profile", "is for planning here, but plan.file gives a plan already: keep one of them");
   }
   // Both at most kWorkersRange.max, so the product fits in 64 bits.
-  const std::int64_t A = s.data_parallel.value_or(1), B = s.stages.value_or(1);
-  if (s.data_parallel && s.stages && A * B > s.workers) {
+  const std::int64_t A = s.data_parallel.value_or(1), B = s.stages.value_or(1), T = s.tensor_parallel.value_or(1);
+  if (s.data_parallel && s.stages && A * B * T > s.workers) {
+    if (T > 1) {
+      return bad("plan", fmt::format("data_parallel {} × stages {} × tensor_parallel {} needs {} workers but "
+                                     "cluster.workers is {}",
+                                     A, B, T, A * B * T, s.workers));
+    }
     return bad("plan", fmt::format("data_parallel {} × stages {} needs {} workers but cluster.workers is {}", A, B,
                                    A * B, s.workers));
+  }
+  if (T > s.workers) {
+    return bad("plan.tensor_parallel", fmt::format("{} needs at least {} workers but cluster.workers is {}", T, T,
+                                                   s.workers));
+  }
+  if (T > 1 && !s.channel.empty()) {
+    return bad("plan.tensor_parallel", "splits layers over workers that talk to each other directly, not through a "
+                                       "channel: remove cluster.channel or use tensor_parallel: 1");
   }
   HZ_RETURN_IF_ERROR(validateScalingSpec(s.scaling, origin));
   if (s.data_parallel && s.global_batch % A != 0) {
@@ -450,6 +464,7 @@ Json jobSpecToJson(const JobSpec& s) {
   if (!s.profile_file.empty()) plan["profile"] = s.profile_file;
   if (s.data_parallel) plan["data_parallel"] = *s.data_parallel;
   if (s.stages) plan["stages"] = *s.stages;
+  if (s.tensor_parallel) plan["tensor_parallel"] = *s.tensor_parallel;
   if (s.microbatches) plan["microbatches"] = *s.microbatches;
   if (s.microbatch_size) plan["microbatch_size"] = *s.microbatch_size;
   if (s.schedule) plan["schedule"] = *s.schedule;

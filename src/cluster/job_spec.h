@@ -114,6 +114,9 @@ struct JobSpec {
   std::string plan_file;  // "" : plan here
   std::string profile_file;  // plan from this profile instead of measuring one ("" : measure, or the cache)
   std::optional<int> data_parallel, stages;
+  // Workers sharing each stage's transformer layers (plan.tensor_parallel,
+  // --tensor-parallel; docs/tensor_parallel.md); unset: the planner's choice.
+  std::optional<int> tensor_parallel;
   std::optional<std::int64_t> microbatches, microbatch_size;
   // The pipeline schedule (plan.schedule, --schedule; docs/schedules.md):
   // unset, the plan's (gpipe when planned here).

@@ -68,6 +68,7 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
   } discardUnlessStarted{&*run, !resuming};
   if (!spec.checkpoint_dir.empty()) HZ_RETURN_IF_ERROR(run->useCheckpointsDir(spec.checkpoint_dir));
   HZ_ASSIGN_OR_RETURN(ModelInfo model, inspectModel(spec));
+  if (spec.tensor_parallel.value_or(1) > 1) HZ_RETURN_IF_ERROR(checkTensorParallel(spec));
 
   // The data must be there before any worker starts.
   const data::DataSpec ds = runtime::jobDataSpec(spec, model.input, model.task);
@@ -89,7 +90,16 @@ Result<TrainResult> runTraining(const TrainOptions& o) {
   std::string checkpoint;
   plan::Plan p;
   if (resuming) {
-    HZ_ASSIGN_OR_RETURN(p, plan::loadPlan(run->file("plan.json")));
+    if (o.replan) {
+      // NOTE [Re-planned resume] (cli/cmd_train.cc): checkpoints hold whole
+      // layers (NOTE [Checkpoints of split layers]), so any split loads them.
+      auto planned = planJob(spec, model, dataBytes, *run, o.executable.empty() ? "/proc/self/exe" : o.executable,
+                             o.refresh_profile, planning, o.interrupt);
+      if (!planned.ok()) return planned.status();
+      p = std::move(*planned);
+    } else {
+      HZ_ASSIGN_OR_RETURN(p, plan::loadPlan(run->file("plan.json")));
+    }
     HZ_RETURN_IF_ERROR(checkPlan(p, model, spec, run->file("plan.json")));
     run->removePartialCheckpoints();
     HZ_ASSIGN_OR_RETURN(auto latest, run->latestCheckpoint());

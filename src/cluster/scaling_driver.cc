@@ -53,6 +53,15 @@ Status Job::scalingSchedule() {
   std::int64_t from = 1;  // the first epoch whose replicas the policy decides here
   if (resumedScaling_.is_object()) {
     HZ_ASSIGN_OR_RETURN(epochs_, EpochSchedule::fromJson(resumedScaling_, trainSize_, spec_.drop_last));
+    // NOTE [Re-planned resume] (cli/cmd_train.cc): a fixed number of
+    // replicas planned anew keeps the global batch, and so each step's
+    // samples; only their split over the replicas changes.
+    const bool sameSteps = epochs_.segments().size() == 1 &&
+                           epochs_.segments().front().replicas * epochs_.perReplicaBatch() == spec_.global_batch;
+    if (epochs_.perReplicaBatch() != perReplica && o_.replan && spec_.scaling.policy == "fixed" && sameSteps) {
+      epochs_ = EpochSchedule(trainSize_, perReplica, spec_.drop_last);
+      epochs_.append(0, plan_.data_parallel, 1.0, "");
+    }
     if (epochs_.perReplicaBatch() != perReplica) {
       return invalidArgument(fmt::format("the checkpoint was written with {} samples per replica but the job now has "
                                          "{} (training.global_batch / the plan's replicas); resume with the job it "

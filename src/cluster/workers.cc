@@ -69,7 +69,8 @@ Json Job::cpusOf(const WorkerState& w) const {
 void Job::setReplicas(int replicas) {
   A_ = replicas;
   stageReplicas_.clear();
-  W_ = A_ * B_;
+  T_ = gen_.tensor_parallel;
+  W_ = A_ * B_ * T_;
   if (!gen_.evenlyReplicated()) {
     stageReplicas_ = gen_.stageReplicas();
     W_ = gen_.workersUsed();
@@ -82,7 +83,8 @@ std::vector<WorkerState> Job::layout(int replicas, int stages, const std::vector
     if (launcher_->alive(w.id)) taken.insert(w.id);
   }
   for (const auto& w : next_) taken.insert(w.id);
-  // Replica-major ranks (plan::workerRank).
+  // Replica-major ranks (plan::workerRank), a tensor group's T_ workers
+  // consecutive (NOTE [Ranks of a 3D grid], plan/plan.h).
   std::vector<std::pair<int, int>> places;  // (replica, stage)
   const int most = stageReplicas.empty() ? replicas : *std::max_element(stageReplicas.begin(), stageReplicas.end());
   for (int r = 0; r < most; ++r) {
@@ -92,15 +94,19 @@ std::vector<WorkerState> Job::layout(int replicas, int stages, const std::vector
   }
   std::vector<WorkerState> ws;
   int id = 0;
-  for (size_t rank = 0; rank < places.size(); ++rank) {
-    while (taken.count(id)) ++id;
-    WorkerState w;
-    w.id = id++;
-    w.rank = static_cast<int>(rank);
-    w.replica = places[rank].first;
-    w.stage = places[rank].second;
-    w.last_seen = Clock::now();
-    ws.push_back(w);
+  for (size_t place = 0; place < places.size(); ++place) {
+    for (int slice = 0; slice < T_; ++slice) {
+      while (taken.count(id)) ++id;
+      WorkerState w;
+      w.id = id++;
+      w.rank = static_cast<int>(place) * T_ + slice;
+      w.replica = places[place].first;
+      w.stage = places[place].second;
+      w.tensor_rank = slice;
+      w.tensor_parallel = T_;
+      w.last_seen = Clock::now();
+      ws.push_back(w);
+    }
   }
   return ws;
 }
@@ -112,7 +118,8 @@ Status Job::launch(WorkerState& w, const std::string& token, int generation, con
   l.args = {"--log-level", "info", "worker", "--join", control_->endpoint(), "--id", std::to_string(w.id)};
   l.env = {{"HYDROZOA_TOKEN", token}};
   l.log_path = run_.workerLog(w.id);
-  l.process_name = fmt::format("hydrozoa-worker r{}s{}", w.replica, w.stage);
+  l.process_name = w.tensor_parallel > 1 ? fmt::format("hydrozoa-worker r{}s{}t{}", w.replica, w.stage, w.tensor_rank)
+                                         : fmt::format("hydrozoa-worker r{}s{}", w.replica, w.stage);
   l.cpus = spec_.cpu_limit.value_or(st.vcpus);
   l.memory = spec_.memory_limit.value_or(memory);
   l.gpus = acceleratorCount(st.accelerator);
@@ -222,6 +229,8 @@ void Job::sendAssign(const WorkerState& w) {
                  {"replicas", stageReplicas_.empty() ? A_ : stageReplicas_[static_cast<size_t>(w.stage)]},
                  {"stage", w.stage},
                  {"stages", B_},
+                 {"tensor_rank", w.tensor_rank},
+                 {"tensor_parallel", T_},
                  {"first_layer", gen_.stages[w.stage].first_layer},
                  {"layer_ranges", layerRangesJson(gen_.stages[w.stage])},
                  {"last_layer", gen_.stages[w.stage].last_layer},

@@ -12,12 +12,11 @@ namespace hydrozoa::model {
 TensorGroup::TensorGroup(int rank, int size, c10::intrusive_ptr<c10d::ProcessGroup> group)
     : rank_(rank), size_(size), group_(std::move(group)) {
   HZ_CHECK(size >= 1 && rank >= 0 && rank < size);
-  HZ_CHECK(size == 1 || group_);
 }
 
 void TensorGroup::allreduce(torch::Tensor& t, c10d::ReduceOp op) {
   if (size_ == 1) return;
-  HZ_CHECK(t.is_contiguous());
+  HZ_CHECK(t.is_contiguous() && group_);
   std::vector<at::Tensor> v = {t};
   c10d::AllreduceOptions options;
   options.reduceOp = op;
@@ -27,7 +26,7 @@ void TensorGroup::allreduce(torch::Tensor& t, c10d::ReduceOp op) {
 
 std::vector<torch::Tensor> TensorGroup::allgather(const torch::Tensor& t) {
   if (size_ == 1) return {t};
-  HZ_CHECK(t.is_contiguous());
+  HZ_CHECK(t.is_contiguous() && group_);
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < size_; ++r) out[0].push_back(torch::empty_like(t));
   std::vector<at::Tensor> in = {t};

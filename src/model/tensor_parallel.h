@@ -51,8 +51,10 @@ namespace hydrozoa::model {
 
 class TensorGroup {
  public:
-  // `group`: a process group over the t ranks (null only when size is 1).
-  TensorGroup(int rank, int size, c10::intrusive_ptr<c10d::ProcessGroup> group);
+  // `group`: a process group over the t ranks; null until attach() (the
+  // layers are built before the workers connect), and always when size is 1.
+  TensorGroup(int rank, int size, c10::intrusive_ptr<c10d::ProcessGroup> group = {});
+  void attach(c10::intrusive_ptr<c10d::ProcessGroup> group) { group_ = std::move(group); }
 
   int rank() const { return rank_; }
   int size() const { return size_; }

@@ -6,14 +6,49 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "model/tensor_parallel.h"
 #include "runtime/optimizer.h"
 
 namespace hydrozoa::runtime {
 
 std::string layerFileName(int globalLayer) { return fmt::format("layer-{:04d}.pt", globalLayer); }
 
+namespace {
+
+// NOTE [Checkpoints of split layers]
+// A layer split over a tensor-parallel group is saved whole: every rank
+// takes part in gathering each split tensor (a parameter, its optimizer
+// state, its previous weights), in the same order, and rank 0 writes the
+// file, as an unsplit stage would. Loading cuts each whole tensor for the
+// loading rank (model/tensor_parallel.h shardOf). So a checkpoint does not
+// depend on t: a run resumes at any t, or unsplit.
+
+// `t` whole: gathered over the group when it is a slice of parameter `name`.
+torch::Tensor whole(const model::Model& stage, const model::LayerModule& module, const std::string& name,
+                    const torch::Tensor& t) {
+  if (!stage.tensor || stage.tensor->size() == 1) return t;
+  const auto dim = module.shardDim(name);
+  if (!dim || t.dim() == 0) return t;
+  return model::unshard(stage.tensor->allgather(t.detach().contiguous()), *dim);
+}
+
+// `saved` (whole) cut for this rank when the model holds a slice of it.
+torch::Tensor mine(const model::Model& stage, const model::LayerModule& module, const std::string& name,
+                   const torch::Tensor& saved, const torch::Tensor& like) {
+  if (!stage.tensor || stage.tensor->size() == 1 || saved.sizes() == like.sizes() || saved.dim() == 0) return saved;
+  const auto dim = module.shardDim(name);
+  if (!dim || saved.dim() <= dim->dim || saved.size(dim->dim) != like.size(dim->dim) * stage.tensor->size()) {
+    return saved;  // the caller names the mismatch
+  }
+  return model::shardOf(saved, *dim, stage.tensor->rank(), stage.tensor->size());
+}
+
+}  // namespace
+
 Status saveStage(const std::string& dir, const model::Model& stage, torch::optim::Optimizer& optimizer,
                  const model::Model* previous) {
+  // NOTE [Checkpoints of split layers]: only rank 0 of a group writes.
+  const bool writes = !stage.tensor || stage.tensor->rank() == 0;
   for (size_t i = 0; i < stage.layers.size(); ++i) {
     const int global = stage.first + static_cast<int>(i);
     const std::string path = dir + "/" + layerFileName(global);
@@ -22,17 +57,18 @@ Status saveStage(const std::string& dir, const model::Model& stage, torch::optim
       torch::serialize::OutputArchive archive;
       const auto& module = *stage.layers[i].module;
       for (const auto& p : module.named_parameters()) {
-        archive.write("param/" + p.key(), p.value().detach().cpu());
+        archive.write("param/" + p.key(), whole(stage, module, p.key(), p.value()).detach().cpu());
         for (const auto& [name, t] : optimizerStateOf(optimizer, p.value())) {
-          archive.write("optim/" + p.key() + "/" + name, t.cpu());
+          archive.write("optim/" + p.key() + "/" + name, whole(stage, module, p.key(), t).cpu());
         }
       }
       for (const auto& b : module.named_buffers()) archive.write("buffer/" + b.key(), b.value().cpu());
       if (previous) {
         for (const auto& p : previous->layers.at(i).module->named_parameters()) {
-          archive.write("previous/" + p.key(), p.value().detach().cpu());
+          archive.write("previous/" + p.key(), whole(stage, module, p.key(), p.value()).detach().cpu());
         }
       }
+      if (!writes) continue;
       archive.save_to(tmp);
     } catch (const c10::Error& e) {
       std::remove(tmp.c_str());
@@ -65,6 +101,7 @@ Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Opti
         if (!archive.try_read("param/" + p.key(), saved)) {
           return parseError(fmt::format("{}: has no parameter {} (was it saved from another model?)", path, p.key()));
         }
+        saved = mine(stage, module, p.key(), saved, p.value());
         if (saved.sizes() != p.value().sizes()) {
           return parseError(fmt::format("{}: parameter {} has shape {} but the model's is {}", path, p.key(),
                                         model::shapeString(saved.sizes().vec()),
@@ -74,7 +111,9 @@ Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Opti
         ParamState state;
         for (const char* name : {"momentum_buffer", "step", "exp_avg", "exp_avg_sq"}) {
           torch::Tensor t;
-          if (archive.try_read("optim/" + p.key() + "/" + name, t)) state.emplace_back(name, t.to(p.value().device()));
+          if (archive.try_read("optim/" + p.key() + "/" + name, t)) {
+            state.emplace_back(name, mine(stage, module, p.key(), t, p.value()).to(p.value().device()));
+          }
         }
         setOptimizerStateOf(optimizer, p.value(), state);
       }
@@ -87,6 +126,7 @@ Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Opti
         for (auto& p : previous->layers.at(i).module->named_parameters()) {
           torch::Tensor saved;
           if (!archive.try_read("previous/" + p.key(), saved)) saved = current[p.key()];
+          saved = mine(stage, module, p.key(), saved, p.value());
           if (saved.sizes() != p.value().sizes()) {
             return parseError(fmt::format("{}: the previous weights' {} have shape {} but the model's is {}", path,
                                           p.key(), model::shapeString(saved.sizes().vec()),

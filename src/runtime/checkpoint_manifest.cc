@@ -35,6 +35,7 @@ Json checkpointManifestToJson(const CheckpointManifest& m) {
     j["plan"] = Json::object();
     if (m.data_parallel) j["plan"]["data_parallel"] = *m.data_parallel;
     if (m.pipeline_stages) j["plan"]["pipeline_stages"] = *m.pipeline_stages;
+    if (m.tensor_parallel) j["plan"]["tensor_parallel"] = *m.tensor_parallel;
   }
   return j;
 }
@@ -59,6 +60,7 @@ Result<CheckpointManifest> checkpointManifestFromJson(const Json& j, const std::
     ObjectReader p(*plan, r.child("plan"));
     if (auto a = p.optCount("data_parallel", kWorkersRange)) m.data_parallel = static_cast<int>(*a);
     if (auto b = p.optCount("pipeline_stages", kWorkersRange)) m.pipeline_stages = static_cast<int>(*b);
+    if (auto t = p.optCount("tensor_parallel", kWorkersRange)) m.tensor_parallel = static_cast<int>(*t);
     r.adopt(p.status());
   }
   if (r.has("training_seconds")) {

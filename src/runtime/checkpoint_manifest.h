@@ -30,7 +30,7 @@ struct CheckpointManifest {
   Json scaling;                                 // cluster::EpochSchedule::toJson(), or null
   std::optional<std::int64_t> layers;           // of the model
   std::string model;
-  std::optional<int> data_parallel, pipeline_stages;  // of the plan it was taken under
+  std::optional<int> data_parallel, pipeline_stages, tensor_parallel;  // of the plan it was taken under
   Seconds training_seconds = 0;
   std::int64_t samples = 0;  // trained on so far, every replica together
   Usd cost_usd = 0;

@@ -62,7 +62,7 @@ torch::Tensor StageExecutor::forwardGraph(const torch::Tensor& input, std::int64
   }
   if (last_) {
     HZ_CHECK_MSG(labels.defined(), "the last stage needs labels");
-    const torch::Tensor mean = model::taskLoss(model_.task, x, labels);
+    const torch::Tensor mean = model::modelLoss(model_, x, labels);
     if (loss) *loss = mean.item<double>();
     c.loss = mean * weight;
   }

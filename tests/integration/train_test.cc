@@ -849,6 +849,39 @@ TEST(Recovery, WithoutAReplicaTheRunRestartsFromTheLastCheckpointAndEndsTheSame)
 // The same with the checkpoints on a shared filesystem (output.checkpoint_dir,
 // issue 10 §1): the workers write the epoch's checkpoint there and the new
 // generation's read the restore point there themselves, nothing shipped.
+// A tensor-parallel group that loses one of its workers cannot gather its
+// split layers to save them (NOTE [Checkpoints of split layers]): the group
+// is restored from the last checkpoint, whole, and the run ends as if never
+// interrupted (issue 15 §2).
+TEST(Recovery, ALostSliceOfATensorParallelGroupRestoresTheGroupFromTheLastCheckpoint) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml")
+      << "name: recover-tp\n"
+         "model: {name: gpt, options: {layers: 2, hidden: 32, heads: 4, vocab: 64, seq_len: 16, dropout: 0.1}}\n"
+         "data: {dataset: synthetic, synthetic_train: 1200, synthetic_test: 48}\n"
+         "training: {epochs: 3, global_batch: 24, seed: 5, eval: false, optimizer: {name: sgd, lr: 0.05}}\n"
+         "cluster: {workers: 4, bandwidth: 1Gbit/s, launcher: local}\n"
+         "plan: {tensor_parallel: 2, stages: 2, data_parallel: 1, microbatches: 3}\n";
+  const auto [pid, victim, endpoint] = runWholeThenStart(dir, 70, 1);  // worker 1: stage 0's second slice
+  ASSERT_GT(victim, 0);
+  ::kill(victim, SIGKILL);
+  Outcome r = waitHydrozoa(dir.path().string(), pid);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("Lost worker 1 (replica 0, stage 0, slice 2 of 2)"), std::string::npos) << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["status"], "completed");
+  ASSERT_EQ((*summary)["recoveries"].size(), 1u);
+  const Json& event = (*summary)["recoveries"][0];
+  EXPECT_EQ(event["restored_from"], "checkpoint");
+  EXPECT_EQ(event["restore_step"], 50);  // the first epoch's checkpoint
+  const auto a = testing::stepLosses(dir / "whole"), b = testing::stepLosses(dir / "run");
+  ASSERT_EQ(a.size(), 150u);
+  ASSERT_EQ(b.size(), 150u);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "step " << i + 1;
+  EXPECT_TRUE(goneWithin(endpoint, 5));
+}
+
 TEST(Recovery, FromACheckpointOnASharedFilesystemTheRunEndsTheSame) {
   ScratchDir dir;
   const std::string job = recoveryJob("{data_parallel: 1, stages: 2, microbatches: 3}");
@@ -1112,6 +1145,27 @@ TEST(TrainBadInput, APlanForAnotherModel) {
             0);
   std::ofstream(dir / "job.yaml") << "model: cnn\ntraining: {global_batch: 64}\ncluster: {workers: 2}\nplan: other.json\n";
   expectRunError(dir, {"train", "job.yaml", "--out", "run"}, "other.json splits 10 layers but the job's model cnn has 4");
+}
+
+// Tensor parallelism's constraints (issue 15 §6): one line each, naming the
+// constraint and the valid values, before anything starts.
+TEST(TrainBadInput, TensorParallelismThatDoesNotFit) {
+  ScratchDir dir;
+  const std::string gpt = "model: {name: gpt, options: {layers: 2, hidden: 32, heads: 4, vocab: 256, seq_len: 16}}\n"
+                          "data: {dataset: text, path: /usr/share/common-licenses/GPL-3}\n"
+                          "training: {global_batch: 8}\n";
+  std::ofstream(dir / "job.yaml") << gpt << "cluster: {workers: 4}\n";
+  expectRunError(dir, {"train", "job.yaml", "--tensor-parallel", "3", "--out", "run"},
+                 "tensor parallelism 3 does not divide heads=4, ffn=128, vocab=256 of gpt: use 2 or 4");
+  expectRunError(dir, {"train", "job.yaml", "--tensor-parallel", "2", "--stages", "2", "--data-parallel", "2",
+                       "--workers", "4", "--out", "run"},
+                 "data_parallel 2 × stages 2 × tensor_parallel 2 needs 8 workers but cluster.workers is 4");
+  std::ofstream(dir / "cnn.yaml") << "model: cnn\ntraining: {global_batch: 8}\ncluster: {workers: 2}\n";
+  expectRunError(dir, {"train", "cnn.yaml", "--tensor-parallel", "2", "--out", "run"},
+                 "tensor parallelism 2 needs transformer blocks to split, and cnn has none: use tensor parallelism 1");
+  std::ofstream(dir / "redis.yaml") << gpt << "cluster: {workers: 4, channel: redis}\n";
+  expectRunError(dir, {"train", "redis.yaml", "--tensor-parallel", "2", "--out", "run"},
+                 "plan.tensor_parallel: splits layers over workers that talk to each other directly");
 }
 
 // Re-planning at a scaling boundary needs the planner's profile, which a job

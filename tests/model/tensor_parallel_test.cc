@@ -224,7 +224,7 @@ TEST(TensorParallel, AnInvalidSplitIsOneLineWithTheValidValues) {
   ASSERT_TRUE(cnn.ok());
   EXPECT_EQ(checkTensorParallel(*cnn, 2).message(),
             "tensor parallelism 2 needs transformer blocks to split, and cnn has none: use tensor parallelism 1");
-  auto group = std::make_shared<TensorGroup>(0, 1, c10::intrusive_ptr<c10d::ProcessGroup>());
+  auto group = std::make_shared<TensorGroup>(0, 1);
   EXPECT_TRUE(buildModel({"cnn", {}}, {0, 0, -1, group}).ok());  // t = 1: nothing to split
 }
 

@@ -21,8 +21,13 @@ namespace {
 class C10dTransport final : public Transport {
  public:
   C10dTransport(const TransportOptions& o, c10::intrusive_ptr<c10d::ProcessGroup> world,
-                c10::intrusive_ptr<c10d::ProcessGroup> stage, std::unique_ptr<SharedMemoryGroup> shared)
-      : o_(o), world_(std::move(world)), stage_(std::move(stage)), shared_(std::move(shared)) {}
+                c10::intrusive_ptr<c10d::ProcessGroup> stage, c10::intrusive_ptr<c10d::ProcessGroup> tensor,
+                std::unique_ptr<SharedMemoryGroup> shared)
+      : o_(o),
+        world_(std::move(world)),
+        stage_(std::move(stage)),
+        tensor_(std::move(tensor)),
+        shared_(std::move(shared)) {}
 
   int rank() const override { return o_.rank; }
   int worldSize() const override { return o_.world_size; }
@@ -46,11 +51,12 @@ class C10dTransport final : public Transport {
     if (shared_) return shared_->allreduce(parts);
     return {};
   }
+  c10::intrusive_ptr<c10d::ProcessGroup> tensorGroup() const override { return tensor_; }
   void barrier() override { world_->barrier()->wait(); }
 
  private:
   TransportOptions o_;
-  c10::intrusive_ptr<c10d::ProcessGroup> world_, stage_;
+  c10::intrusive_ptr<c10d::ProcessGroup> world_, stage_, tensor_;
   std::unique_ptr<SharedMemoryGroup> shared_;
 };
 
@@ -93,7 +99,10 @@ Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& o) {
     c10::intrusive_ptr<c10d::ProcessGroup> stage;
     std::unique_ptr<SharedMemoryGroup> shared;
     if (o.replicas > 1) {
-      auto stageStore = c10::make_intrusive<c10d::PrefixStore>(o.prefix + "/stage" + std::to_string(o.stage), tcp);
+      // NOTE [Ranks of a 3D grid]: one group per stage and slice.
+      const std::string group = o.tensor_parallel > 1 ? fmt::format("/stage{}.t{}", o.stage, o.tensor_rank)
+                                                      : fmt::format("/stage{}", o.stage);
+      auto stageStore = c10::make_intrusive<c10d::PrefixStore>(o.prefix + group, tcp);
       if (o.shared_memory_bytes > 0 && !o.cuda) {
         SharedMemoryOptions so;
         so.rank = o.replica;
@@ -112,7 +121,14 @@ Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& o) {
       }
       if (!shared) stage = makeGroup(stageStore, o.replica, o.replicas, o);
     }
-    return std::unique_ptr<Transport>(new C10dTransport(o, std::move(world), std::move(stage), std::move(shared)));
+    c10::intrusive_ptr<c10d::ProcessGroup> tensor;
+    if (o.tensor_parallel > 1) {
+      auto tensorStore = c10::make_intrusive<c10d::PrefixStore>(
+          fmt::format("{}/tensor{}.{}", o.prefix, o.replica, o.stage), tcp);
+      tensor = makeGroup(tensorStore, o.tensor_rank, o.tensor_parallel, o);
+    }
+    return std::unique_ptr<Transport>(
+        new C10dTransport(o, std::move(world), std::move(stage), std::move(tensor), std::move(shared)));
   } catch (const std::exception& e) {
     std::string what = e.what();
     return unavailable(fmt::format("cannot join the job's data plane ({}): {}", where, what.substr(0, what.find('\n'))));

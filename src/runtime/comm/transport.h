@@ -13,6 +13,7 @@
 // stage allreduce from one thread.
 #pragma once
 
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/torch.h>
 
@@ -52,6 +53,11 @@ class Transport {
   }
   virtual int stageReplicas() const = 0;
 
+  // The process group over this worker's tensor-parallel group (the t
+  // workers holding slices of the same layers, model/tensor_parallel.h);
+  // null without tensor parallelism.
+  virtual c10::intrusive_ptr<c10d::ProcessGroup> tensorGroup() const { return {}; }
+
   // Blocks until every worker of the job reaches it.
   virtual void barrier() = 0;
 };
@@ -68,6 +74,11 @@ struct TransportOptions {
   std::string listen_host = "127.0.0.1"; // this worker's address for data connections
   int rank = 0, world_size = 1;
   int stage = 0, stages = 1, replica = 0, replicas = 1;
+  // NOTE [Ranks of a 3D grid]: with t-way tensor parallelism, worker
+  // (replica, stage, tensor rank) has rank (replica·stages + stage)·t +
+  // tensor rank; the stage's allreduce is over the replicas holding the same
+  // slice, and the tensor group over the t workers of (replica, stage).
+  int tensor_rank = 0, tensor_parallel = 1;
   bool cuda = false;
   // The stage's replicas run on one host (a local launcher's processes):
   // their allreduce goes through a shared-memory segment of this many bytes

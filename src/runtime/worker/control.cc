@@ -56,8 +56,13 @@ void Worker::onControl(const Json& m) {
       std::lock_guard<std::mutex> lock(stateMu_);
       halted_ = true;
       completed = completedStep_;
-      if (!midStep_) steps.push_back(completed);  // NOTE [Weight versions]
-      if (before_.step >= 0 && before_.step == completed - 1) steps.push_back(before_.step);
+      // Split layers are saved by gathering over their group (NOTE
+      // [Checkpoints of split layers]), which a halted group, one of its
+      // workers perhaps gone, cannot do: the last checkpoint restores them.
+      if (role_.tensor_parallel == 1) {
+        if (!midStep_) steps.push_back(completed);  // NOTE [Weight versions]
+        if (before_.step >= 0 && before_.step == completed - 1) steps.push_back(before_.step);
+      }
     }
     haltSeen_ = true;
     control_->send({{"type", "halted"}, {"completed", completed}, {"can_save", steps}, {"stage", role_.stage}});

@@ -114,8 +114,9 @@ int Worker::run() {
     // (Not with 2bw: the step before needs the version before that too; where
     // stages are a step apart its recovery falls back to the last checkpoint.
     // Nor with pipedream, whose state mid-step is no step's.)
-    keepSnapshots_ =
-        role_.replicas > 1 && role_.stages > 1 && role_.job.max_recoveries > 0 && !schedule_->asynchronous();
+    // Nor with split layers: a halted group cannot gather them (control.cc).
+    keepSnapshots_ = role_.replicas > 1 && role_.stages > 1 && role_.job.max_recoveries > 0 &&
+                     !schedule_->asynchronous() && role_.tensor_parallel == 1;
   }
   controlRunning_ = true;
   controlThread_ = std::thread([this] {

@@ -21,6 +21,10 @@ Result<Role> parseRole(const Json& a) {
   r.replicas = static_cast<int>(o.integer("replicas", 1, kWorkersRange.max));
   r.stage = static_cast<int>(o.integer("stage", 0, kWorkersRange.max - 1));
   r.stages = static_cast<int>(o.integer("stages", 1, kWorkersRange.max));
+  if (o.has("tensor_parallel")) {
+    r.tensor_parallel = static_cast<int>(o.integer("tensor_parallel", 1, kWorkersRange.max));
+    r.tensor_rank = static_cast<int>(o.integer("tensor_rank", 0, kWorkersRange.max - 1));
+  }
   r.first_layer = static_cast<int>(o.integer("first_layer", 0, kLayersRange.max));
   r.last_layer = static_cast<int>(o.integer("last_layer", 0, kLayersRange.max));
   r.microbatch_size = o.integer("microbatch_size", 1, kSamplesRange.max);
@@ -100,6 +104,9 @@ Result<Role> parseRole(const Json& a) {
       (static_cast<int>(stageReplicas.size()) != r.stages || r.stage >= r.stages ||
        stageReplicas[static_cast<size_t>(r.stage)] != r.replicas || r.replica >= r.replicas)) {
     return invalidArgument("assign.stage_replicas: expected one count per stage, this stage's its replicas");
+  }
+  if (r.tensor_rank >= r.tensor_parallel || (r.tensor_parallel > 1 && !stageReplicas.empty())) {
+    return invalidArgument("assign.tensor_rank: expected a rank below tensor_parallel, and stages replicated evenly");
   }
   r.stage_replicas = std::move(stageReplicas);
   HZ_ASSIGN_OR_RETURN(r.job, cluster::parseJobSpec(job, "assign.job"));

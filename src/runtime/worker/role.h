@@ -16,6 +16,9 @@ namespace hydrozoa::runtime {
 struct Role {
   int generation = 0, rank = 0, world = 1;
   int replica = 0, replicas = 1, stage = 0, stages = 1;
+  // Tensor parallelism: this worker's slice of its stage's layers, of t
+  // (NOTE [Ranks of a 3D grid], runtime/comm/transport.h).
+  int tensor_rank = 0, tensor_parallel = 1;
   // Stages replicated unevenly: every stage's replicas ("stage_replicas";
   // empty: `replicas` each), the step's microbatches dealt round-robin
   // (NOTE [Round-robin over a stage's replicas], runtime/schedule/schedule.h).

@@ -214,6 +214,13 @@ void Worker::checkpoint(std::int64_t globalStep) {
   savedStep_ = globalStep;
   synchronizeBuffers();
   if (role_.replica != 0) return;  // replicas hold identical parameters and optimizer state
+  if (!speaksForSlices()) {
+    // NOTE [Checkpoints of split layers] (runtime/checkpoint.cc): this
+    // worker's slices go into the gather; its group's rank 0 writes.
+    TraceSpan span(trace_, "checkpoint", "checkpoint", TraceThread::kCompute);
+    if (Status s = saveState(""); !s.ok()) throw std::runtime_error(s.message());
+    return;
+  }
   auto dir = checkpointDir(globalStep);
   if (!dir.ok()) throw std::runtime_error(dir.status().message());
   TraceSpan span(trace_, "checkpoint", "checkpoint", TraceThread::kCompute);

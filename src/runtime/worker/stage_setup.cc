@@ -41,9 +41,12 @@ Status Worker::build() {
   }
   model::InputSpec input;
   model::TaskSpec task;
+  // Its process group joins it once the transport connects, below.
+  if (role_.tensor_parallel > 1) tensor_ = std::make_shared<model::TensorGroup>(role_.tensor_rank, role_.tensor_parallel);
   for (int c = 0; c < numChunks(); ++c) {
     const auto [first, last] = role_.layer_ranges[static_cast<size_t>(c)];
-    HZ_ASSIGN_OR_RETURN(model::Model m, model::buildModel({job.model, job.model_options}, {job.seed, first, last}));
+    HZ_ASSIGN_OR_RETURN(model::Model m,
+                        model::buildModel({job.model, job.model_options}, {job.seed, first, last, tensor_}));
     input = m.input;
     task = m.task;
     if (device_.is_cuda()) m.to(device_);
@@ -120,6 +123,8 @@ Status Worker::build() {
   to.stages = role_.stages;
   to.replica = role_.replica;
   to.replicas = role_.replicas;
+  to.tensor_rank = role_.tensor_rank;
+  to.tensor_parallel = role_.tensor_parallel;
   to.cuda = device_.is_cuda();  // NCCL on GPUs, Gloo on CPUs
   if (role_.shared_memory) {
     // A slot holds every bucket of a step, each padded to 64 bytes (NOTE
@@ -131,6 +136,7 @@ Status Worker::build() {
     to.spin = !role_.cpus.empty() && !role_.cpus_shared;
   }
   if (!role_.channel.url.empty()) {
+    if (tensor_) return invalidArgument("tensor parallelism needs workers that connect to each other, not a channel");
     // Through the store: no connection to another worker, no rendezvous.
     redis::ChannelOptions co;
     HZ_ASSIGN_OR_RETURN(co.address, redis::parseUrl(role_.channel.url, "the channel"));
@@ -146,6 +152,7 @@ Status Worker::build() {
     HZ_ASSIGN_OR_RETURN(transport_, redis::connectChannel(co));
   } else {
     HZ_ASSIGN_OR_RETURN(transport_, connectTransport(to));
+    if (tensor_) tensor_->attach(transport_->tensorGroup());
   }
   // Buckets as PyTorch DDP sizes them: 1 MB first, 25 MB after (plan/cost/allreduce.h).
   // One sync over every chunk's layers, in order: chunk c's layer i is
@@ -226,7 +233,8 @@ Status Worker::buildWeightVersions(int versions) {
     auto& copy = copies_.emplace_back();
     for (int c = 0; c < numChunks(); ++c) {
       const auto [first, last] = role_.layer_ranges[static_cast<size_t>(c)];
-      HZ_ASSIGN_OR_RETURN(model::Model m, model::buildModel({job.model, job.model_options}, {job.seed, first, last}));
+      HZ_ASSIGN_OR_RETURN(model::Model m,
+                          model::buildModel({job.model, job.model_options}, {job.seed, first, last, tensor_}));
       if (device_.is_cuda()) m.to(device_);
       // One set of buffers (BatchNorm's statistics): the latest weights'.
       const model::Model& latest = chunks_[static_cast<size_t>(c)]->model();

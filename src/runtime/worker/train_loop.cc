@@ -80,7 +80,7 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
                  {"allreduce_s", stats.allreduce},
                  {"iteration_s", since(t0)},
                  {"tensor_peak", tensors.peak()}};
-  if (lastStage()) {
+  if (lastStage() && speaksForSlices()) {
     report["loss"] = stats.lossSum;
     report["samples"] = stats.samples;
   }
@@ -176,16 +176,22 @@ void Worker::evaluate(std::int64_t epoch) {
         }
         const torch::Tensor logits = out.reshape({-1, out.size(-1)});
         const torch::Tensor labels = batches[mb].labels.reshape({-1});
-        lossSum += torch::nn::functional::cross_entropy(
-                       logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                       .item<double>();
-        correct += logits.argmax(1).eq(labels).sum().item<double>();
-        count += static_cast<double>(labels.numel());
+        const model::Model& m = chunks_[static_cast<size_t>(c)]->model();
+        const auto n = static_cast<double>(labels.numel());
+        if (m.sharded_logits) {
+          lossSum += model::modelLoss(m, logits, labels).item<double>() * n;
+        } else {
+          lossSum += torch::nn::functional::cross_entropy(
+                         logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                         .item<double>();
+        }
+        correct += model::modelPredictions(m, logits).eq(labels).sum().item<double>();
+        count += n;
       }
     }
     channels_->flush();
   }
-  if (lastStage()) {
+  if (lastStage() && speaksForSlices()) {
     post({{"type", "eval"}, {"epoch", epoch}, {"loss_sum", lossSum}, {"correct", correct}, {"count", count}});
   }
 }

@@ -26,6 +26,7 @@
 #include "core/cpus.h"
 #include "data/loader.h"
 #include "data/sampler.h"
+#include "model/tensor_parallel.h"
 #include "plan/plan.h"
 #include "runtime/checkpoint.h"
 #include "runtime/comm/transport.h"
@@ -111,10 +112,15 @@ class Worker {
   bool lastStage() const { return role_.stage == role_.stages - 1; }
   // The rank of replica `replica` of `stage` (ranks are replica-major,
   // plan::workerRank).
+  // With tensor parallelism, the worker of the same slice there (NOTE
+  // [Ranks of a 3D grid], runtime/comm/transport.h).
   int rankOf(int stage, int replica) const {
-    if (role_.stage_replicas.empty()) return replica * role_.stages + stage;
+    if (role_.stage_replicas.empty()) return (replica * role_.stages + stage) * role_.tensor_parallel + role_.tensor_rank;
     return plan::workerRank(role_.stage_replicas, stage, replica);
   }
+  // Of a tensor-parallel group, one worker reports the loss, evaluation and
+  // checkpoints (all hold the same values; the checkpoint's slices joined).
+  bool speaksForSlices() const { return role_.tensor_rank == 0; }
   int numChunks() const { return static_cast<int>(role_.layer_ranges.size()); }
   PipelineShape pipelineShape() const {
     PipelineShape shape;
@@ -151,6 +157,7 @@ class Worker {
   Role role_;
   std::unique_ptr<wire::ControlClient> control_;
   std::unique_ptr<Transport> transport_;
+  std::shared_ptr<model::TensorGroup> tensor_;  // null without tensor parallelism
   std::vector<std::unique_ptr<StageExecutor>> chunks_;  // the stage's model chunks (one unless interleaved)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   // NOTE [Weight versions]
