@@ -121,11 +121,33 @@ class BottleneckLayer : public LayerModule {
   std::shared_ptr<Shortcut> shortcut_;
 };
 
+// The transformer family below takes a tensor-parallel group (null: whole;
+// model/tensor_parallel.h says what splits and why). Whole, each computes
+// exactly as before any split existed.
+class GroupMember {
+ protected:
+  explicit GroupMember(std::shared_ptr<TensorGroup> group) : group_(std::move(group)) {}
+  std::int64_t ways() const { return group_ ? group_->size() : 1; }
+  int rank() const { return group_ ? group_->rank() : 0; }
+  // f and g (model/tensor_parallel.h); the identity when whole.
+  torch::Tensor enter(const torch::Tensor& x) { return group_ ? copyToTensorRegion(x, *group_) : x; }
+  torch::Tensor leave(const torch::Tensor& x) { return group_ ? reduceFromTensorRegion(x, *group_) : x; }
+  // A linear layer split by rows: the partial products summed over the
+  // group, then its (replicated) bias added once.
+  torch::Tensor rowSplit(nn::Linear& layer, const torch::Tensor& x) {
+    if (!group_) return layer->forward(x);
+    return leave(torch::nn::functional::linear(x, layer->weight)) + layer->bias;
+  }
+  std::shared_ptr<TensorGroup> group_;
+};
+
 // Token + position (+ segment 0) embeddings; inputs are token ids [N, S].
-class EmbeddingLayer : public LayerModule {
+// Split: the token table over the vocabulary, each rank's lookups of the ids
+// in its slice summed.
+class EmbeddingLayer : public LayerModule, GroupMember {
  public:
-  explicit EmbeddingLayer(const EmbeddingSpec& s) : s_(s) {
-    tokens_ = register_module("tokens", nn::Embedding(s.vocab, s.hidden));
+  EmbeddingLayer(const EmbeddingSpec& s, std::shared_ptr<TensorGroup> group) : GroupMember(std::move(group)), s_(s) {
+    tokens_ = register_module("tokens", nn::Embedding(s.vocab / ways(), s.hidden));
     positions_ = register_module("positions", nn::Embedding(s.max_positions, s.hidden));
     if (s.type_vocab > 0) types_ = register_module("types", nn::Embedding(s.type_vocab, s.hidden));
     if (s.layer_norm) norm_ = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({s.hidden}).eps(1e-12)));
@@ -137,10 +159,22 @@ class EmbeddingLayer : public LayerModule {
   }
   torch::Tensor forward(torch::Tensor ids) override {
     const auto seq = ids.size(1);
-    torch::Tensor x = tokens_(ids) + positions_->weight.narrow(0, 0, seq).unsqueeze(0);
+    torch::Tensor x;
+    if (!group_) {
+      x = tokens_(ids);
+    } else {
+      const std::int64_t slice = s_.vocab / ways(), first = rank() * slice;
+      const torch::Tensor mine = (ids >= first) & (ids < first + slice);
+      x = leave(tokens_((ids - first).masked_fill(~mine, 0)).masked_fill(~mine.unsqueeze(-1), 0));
+    }
+    x = x + positions_->weight.narrow(0, 0, seq).unsqueeze(0);
     if (s_.type_vocab > 0) x = x + types_->weight[0];  // single-segment inputs
     if (s_.layer_norm) x = norm_(x);
     return slicedDropout(x, s_.dropout, is_training());
+  }
+  std::optional<ShardDim> shardDim(const std::string& name) const override {
+    if (name == "tokens.weight") return ShardDim{0, 1};
+    return std::nullopt;
   }
 
  private:
@@ -149,14 +183,17 @@ class EmbeddingLayer : public LayerModule {
   nn::LayerNorm norm_{nullptr};
 };
 
-// Multi-head self-attention and a GELU MLP; post-norm (BERT) or pre-norm (GPT-2).
-class TransformerLayer : public LayerModule {
+// Multi-head self-attention and a GELU MLP; post-norm (BERT) or pre-norm
+// (GPT-2). Split: attention by heads (Q, K, V by columns, the output
+// projection by rows), the MLP's first linear by columns, its second by rows.
+class TransformerLayer : public LayerModule, GroupMember {
  public:
-  explicit TransformerLayer(const TransformerSpec& s) : s_(s) {
-    qkv_ = register_module("qkv", nn::Linear(s.hidden, 3 * s.hidden));
-    proj_ = register_module("proj", nn::Linear(s.hidden, s.hidden));
-    fc1_ = register_module("fc1", nn::Linear(s.hidden, s.ffn));
-    fc2_ = register_module("fc2", nn::Linear(s.ffn, s.hidden));
+  TransformerLayer(const TransformerSpec& s, std::shared_ptr<TensorGroup> group)
+      : GroupMember(std::move(group)), s_(s) {
+    qkv_ = register_module("qkv", nn::Linear(s.hidden, 3 * s.hidden / ways()));
+    proj_ = register_module("proj", nn::Linear(s.hidden / ways(), s.hidden));
+    fc1_ = register_module("fc1", nn::Linear(s.hidden, s.ffn / ways()));
+    fc2_ = register_module("fc2", nn::Linear(s.ffn / ways(), s.hidden));
     norm1_ = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({s.hidden}).eps(1e-5)));
     norm2_ = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({s.hidden}).eps(1e-5)));
   }
@@ -168,26 +205,33 @@ class TransformerLayer : public LayerModule {
     x = norm1_(x + drop(attention(x)));
     return norm2_(x + drop(mlp(x)));
   }
+  std::optional<ShardDim> shardDim(const std::string& name) const override {
+    if (name == "qkv.weight" || name == "qkv.bias") return ShardDim{0, 3};
+    if (name == "fc1.weight" || name == "fc1.bias") return ShardDim{0, 1};
+    if (name == "proj.weight" || name == "fc2.weight") return ShardDim{1, 1};
+    return std::nullopt;
+  }
 
  private:
-  // Dropout as the split block (model/tensor_parallel.h) draws it.
+  // Dropout as the split block draws it (model/tensor_parallel.h).
   torch::Tensor drop(const torch::Tensor& x) { return slicedDropout(x, s_.dropout, is_training()); }
 
   torch::Tensor attention(const torch::Tensor& x) {
-    const auto n = x.size(0), seq = x.size(1), h = s_.hidden, heads = s_.heads, d = h / heads;
-    // [N, S, 3H] -> three [N, heads, S, d]
-    auto parts = qkv_(x).view({n, seq, 3, heads, d}).permute({2, 0, 3, 1, 4}).unbind(0);
+    const auto n = x.size(0), seq = x.size(1), heads = s_.heads / ways(), d = s_.hidden / s_.heads;
+    // [N, S, 3H/t] -> three [N, heads/t, S, d]
+    auto parts = qkv_(enter(x)).view({n, seq, 3, heads, d}).permute({2, 0, 3, 1, 4}).unbind(0);
     torch::Tensor scores = torch::matmul(parts[0], parts[1].transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
     if (s_.causal) {
       const auto mask = torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
       scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
     }
-    torch::Tensor probs = drop(torch::softmax(scores, -1));
-    torch::Tensor context = torch::matmul(probs, parts[2]).transpose(1, 2).reshape({n, seq, h});
-    return proj_(context);
+    torch::Tensor probs =
+        slicedDropout(torch::softmax(scores, -1), s_.dropout, is_training(), 1, rank(), static_cast<int>(ways()));
+    torch::Tensor context = torch::matmul(probs, parts[2]).transpose(1, 2).reshape({n, seq, heads * d});
+    return rowSplit(proj_, context);
   }
 
-  torch::Tensor mlp(const torch::Tensor& x) { return fc2_(torch::gelu(fc1_(x))); }
+  torch::Tensor mlp(const torch::Tensor& x) { return rowSplit(fc2_, torch::gelu(fc1_(enter(x)))); }
 
   TransformerSpec s_;
   nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
@@ -212,14 +256,19 @@ class SequenceClassifierLayer : public LayerModule {
   nn::Linear pooler_{nullptr}, out_{nullptr};
 };
 
-// [LayerNorm] -> vocabulary logits (no bias, as GPT-2).
-class LmHeadLayer : public LayerModule {
+// [LayerNorm] -> vocabulary logits (no bias, as GPT-2). Split: each rank's
+// slice of the vocabulary's logits (model::modelLoss takes it from there).
+class LmHeadLayer : public LayerModule, GroupMember {
  public:
-  explicit LmHeadLayer(const LmHeadSpec& s) : s_(s) {
+  LmHeadLayer(const LmHeadSpec& s, std::shared_ptr<TensorGroup> group) : GroupMember(std::move(group)), s_(s) {
     if (s.final_norm) norm_ = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({s.hidden}).eps(1e-5)));
-    out_ = register_module("out", nn::Linear(nn::LinearOptions(s.hidden, s.vocab).bias(false)));
+    out_ = register_module("out", nn::Linear(nn::LinearOptions(s.hidden, s.vocab / ways()).bias(false)));
   }
-  torch::Tensor forward(torch::Tensor x) override { return out_(s_.final_norm ? norm_(x) : x); }
+  torch::Tensor forward(torch::Tensor x) override { return out_(enter(s_.final_norm ? norm_(x) : x)); }
+  std::optional<ShardDim> shardDim(const std::string& name) const override {
+    if (name == "out.weight") return ShardDim{0, 1};
+    return std::nullopt;
+  }
 
  private:
   LmHeadSpec s_;
@@ -229,18 +278,18 @@ class LmHeadLayer : public LayerModule {
 
 }  // namespace
 
-std::shared_ptr<LayerModule> makeLayer(const LayerSpec& spec) {
+std::shared_ptr<LayerModule> makeLayer(const LayerSpec& spec, const std::shared_ptr<TensorGroup>& group) {
   return std::visit(
-      [](const auto& s) -> std::shared_ptr<LayerModule> {
+      [&group](const auto& s) -> std::shared_ptr<LayerModule> {
         using T = std::decay_t<decltype(s)>;
         if constexpr (std::is_same_v<T, ConvSpec>) return std::make_shared<ConvLayer>(s);
         if constexpr (std::is_same_v<T, LinearSpec>) return std::make_shared<LinearLayer>(s);
         if constexpr (std::is_same_v<T, BasicBlockSpec>) return std::make_shared<BasicBlockLayer>(s);
         if constexpr (std::is_same_v<T, BottleneckSpec>) return std::make_shared<BottleneckLayer>(s);
-        if constexpr (std::is_same_v<T, EmbeddingSpec>) return std::make_shared<EmbeddingLayer>(s);
-        if constexpr (std::is_same_v<T, TransformerSpec>) return std::make_shared<TransformerLayer>(s);
+        if constexpr (std::is_same_v<T, EmbeddingSpec>) return std::make_shared<EmbeddingLayer>(s, group);
+        if constexpr (std::is_same_v<T, TransformerSpec>) return std::make_shared<TransformerLayer>(s, group);
         if constexpr (std::is_same_v<T, SequenceClassifierSpec>) return std::make_shared<SequenceClassifierLayer>(s);
-        if constexpr (std::is_same_v<T, LmHeadSpec>) return std::make_shared<LmHeadLayer>(s);
+        if constexpr (std::is_same_v<T, LmHeadSpec>) return std::make_shared<LmHeadLayer>(s, group);
       },
       spec.params);
 }

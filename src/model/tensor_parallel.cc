@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/status.h"
+#include "model/layers.h"
 
 namespace hydrozoa::model {
 
@@ -160,135 +161,10 @@ torch::Tensor vocabParallelArgmax(const torch::Tensor& logits, TensorGroup& grou
   return index;
 }
 
-namespace {
-
-namespace nn = torch::nn;
-
-// Token embedding split over the vocabulary; positions (and segment 0)
-// replicated.
-class SplitEmbedding : public LayerModule {
- public:
-  SplitEmbedding(const EmbeddingSpec& s, std::shared_ptr<TensorGroup> group) : s_(s), group_(std::move(group)) {
-    tokens_ = register_module("tokens", nn::Embedding(s.vocab / group_->size(), s.hidden));
-    positions_ = register_module("positions", nn::Embedding(s.max_positions, s.hidden));
-    if (s.type_vocab > 0) types_ = register_module("types", nn::Embedding(s.type_vocab, s.hidden));
-    if (s.layer_norm) norm_ = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({s.hidden}).eps(1e-12)));
-  }
-  torch::Tensor forward(torch::Tensor ids) override {
-    const std::int64_t slice = s_.vocab / group_->size(), first = group_->rank() * slice;
-    const torch::Tensor mine = (ids >= first) & (ids < first + slice);
-    torch::Tensor x = tokens_((ids - first).masked_fill(~mine, 0)).masked_fill(~mine.unsqueeze(-1), 0);
-    x = reduceFromTensorRegion(x, *group_);
-    x = x + positions_->weight.narrow(0, 0, ids.size(1)).unsqueeze(0);
-    if (s_.type_vocab > 0) x = x + types_->weight[0];
-    if (s_.layer_norm) x = norm_(x);
-    return slicedDropout(x, s_.dropout, is_training());
-  }
-  std::optional<ShardDim> shardDim(const std::string& name) const override {
-    if (name == "tokens.weight") return ShardDim{0, 1};
-    return std::nullopt;
-  }
-
- private:
-  EmbeddingSpec s_;
-  std::shared_ptr<TensorGroup> group_;
-  nn::Embedding tokens_{nullptr}, positions_{nullptr}, types_{nullptr};
-  nn::LayerNorm norm_{nullptr};
-};
-
-// A transformer block with its heads and MLP width split (model/layers.cc's
-// TransformerLayer, the same names and order of operations).
-class SplitTransformer : public LayerModule {
- public:
-  SplitTransformer(const TransformerSpec& s, std::shared_ptr<TensorGroup> group) : s_(s), group_(std::move(group)) {
-    const std::int64_t t = group_->size();
-    qkv_ = register_module("qkv", nn::Linear(s.hidden, 3 * s.hidden / t));
-    proj_ = register_module("proj", nn::Linear(s.hidden / t, s.hidden));
-    fc1_ = register_module("fc1", nn::Linear(s.hidden, s.ffn / t));
-    fc2_ = register_module("fc2", nn::Linear(s.ffn / t, s.hidden));
-    norm1_ = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({s.hidden}).eps(1e-5)));
-    norm2_ = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({s.hidden}).eps(1e-5)));
-  }
-  torch::Tensor forward(torch::Tensor x) override {
-    if (s_.pre_norm) {
-      x = x + drop(attention(norm1_(x)));
-      return x + drop(mlp(norm2_(x)));
-    }
-    x = norm1_(x + drop(attention(x)));
-    return norm2_(x + drop(mlp(x)));
-  }
-  std::optional<ShardDim> shardDim(const std::string& name) const override {
-    if (name == "qkv.weight" || name == "qkv.bias") return ShardDim{0, 3};
-    if (name == "fc1.weight" || name == "fc1.bias") return ShardDim{0, 1};
-    if (name == "proj.weight" || name == "fc2.weight") return ShardDim{1, 1};
-    return std::nullopt;
-  }
-
- private:
-  torch::Tensor drop(const torch::Tensor& x) { return slicedDropout(x, s_.dropout, is_training()); }
-
-  torch::Tensor attention(const torch::Tensor& x) {
-    const std::int64_t t = group_->size();
-    const auto n = x.size(0), seq = x.size(1), heads = s_.heads / t, d = s_.hidden / s_.heads;
-    auto parts = qkv_(copyToTensorRegion(x, *group_)).view({n, seq, 3, heads, d}).permute({2, 0, 3, 1, 4}).unbind(0);
-    torch::Tensor scores = torch::matmul(parts[0], parts[1].transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
-    if (s_.causal) {
-      const auto mask = torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
-      scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-    }
-    torch::Tensor probs =
-        slicedDropout(torch::softmax(scores, -1), s_.dropout, is_training(), 1, group_->rank(), group_->size());
-    torch::Tensor context = torch::matmul(probs, parts[2]).transpose(1, 2).reshape({n, seq, heads * d});
-    return rowSplit(proj_, context);
-  }
-
-  torch::Tensor mlp(const torch::Tensor& x) {
-    return rowSplit(fc2_, torch::gelu(fc1_(copyToTensorRegion(x, *group_))));
-  }
-
-  // A linear layer split by rows: the partial products summed over the
-  // group, then the (replicated) bias added once.
-  torch::Tensor rowSplit(const nn::Linear& layer, const torch::Tensor& x) {
-    return reduceFromTensorRegion(torch::nn::functional::linear(x, layer->weight), *group_) + layer->bias;
-  }
-
-  TransformerSpec s_;
-  std::shared_ptr<TensorGroup> group_;
-  nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
-  nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
-};
-
-// [LayerNorm] -> this rank's slice of the vocabulary's logits.
-class SplitLmHead : public LayerModule {
- public:
-  SplitLmHead(const LmHeadSpec& s, std::shared_ptr<TensorGroup> group) : s_(s), group_(std::move(group)) {
-    if (s.final_norm) norm_ = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({s.hidden}).eps(1e-5)));
-    out_ = register_module("out", nn::Linear(nn::LinearOptions(s.hidden, s.vocab / group_->size()).bias(false)));
-  }
-  torch::Tensor forward(torch::Tensor x) override {
-    return out_(copyToTensorRegion(s_.final_norm ? norm_(x) : x, *group_));
-  }
-  std::optional<ShardDim> shardDim(const std::string& name) const override {
-    if (name == "out.weight") return ShardDim{0, 1};
-    return std::nullopt;
-  }
-
- private:
-  LmHeadSpec s_;
-  std::shared_ptr<TensorGroup> group_;
-  nn::LayerNorm norm_{nullptr};
-  nn::Linear out_{nullptr};
-};
-
-}  // namespace
-
 std::shared_ptr<LayerModule> splitLayer(const LayerSpec& spec, const std::shared_ptr<LayerModule>& whole,
                                         const std::shared_ptr<TensorGroup>& group) {
-  std::shared_ptr<LayerModule> split;
-  if (const auto* e = std::get_if<EmbeddingSpec>(&spec.params)) split = std::make_shared<SplitEmbedding>(*e, group);
-  if (const auto* t = std::get_if<TransformerSpec>(&spec.params)) split = std::make_shared<SplitTransformer>(*t, group);
-  if (const auto* h = std::get_if<LmHeadSpec>(&spec.params)) split = std::make_shared<SplitLmHead>(*h, group);
-  if (!split || group->size() == 1) return whole;
+  if (group->size() == 1 || !tensorSplit(kindName(spec.params))) return whole;
+  std::shared_ptr<LayerModule> split = makeLayer(spec, group);
   torch::NoGradGuard guard;
   const auto from = whole->named_parameters();
   for (auto& p : split->named_parameters()) {
