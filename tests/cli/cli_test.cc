@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -238,6 +239,12 @@ TEST_F(Cli, PlanTensorParallel) {
   EXPECT_EQ(t * j["strategy"]["pipeline_stages"].get<int>() * j["strategy"]["data_parallel"].get<int>(), 8);
   EXPECT_EQ(t > 1, tensor[1].str() == "*");
   EXPECT_NE(r.out.find("Chosen: " + (t > 1 ? tensor[2].str() : without[2].str())), std::string::npos) << r.out;
+  // The command as written, on this CPU (calibrated: about 10 s).
+  std::vector<std::string> cpu = with({"--schedule", "auto"});
+  std::replace(cpu.begin(), cpu.end(), std::string("k80"), std::string("cpu"));
+  const Outcome onCpu = run(cpu);
+  ASSERT_EQ(onCpu.code, 0) << onCpu.err;
+  EXPECT_NE(onCpu.out.find("Best plan without and with tensor parallelism"), std::string::npos) << onCpu.out;
   // Pinned.
   ASSERT_EQ(run(with({"--tensor-parallel", "2", "--schedule", "1f1b"})).code, 0);
   EXPECT_EQ((*readJsonFile(path("plan.json")))["strategy"]["tensor_parallel"], 2);

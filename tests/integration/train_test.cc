@@ -156,6 +156,43 @@ TEST(Train, IssueCommandsAsWritten) {
   EXPECT_GE(accuracy[0], 0.80);  // one epoch of three
 }
 
+// Issue 15's commands: the small GPT split 2 ways in each of 2 stages for 20
+// steps, then resumed to the job's end unsplit, as 2 replicas of the
+// pipeline (the checkpoint holds whole layers).
+TEST(Train, TensorParallelIssueCommandsAsWritten) {
+  ScratchDir dir;
+  const std::string example = std::string(HYDROZOA_SOURCE_DIR) + "/examples/gpt_text.yaml";
+  Outcome r = runHydrozoa(dir.path().string(), {"train", example, "--tensor-parallel", "2", "--stages", "2",
+                                                "--data-parallel", "1", "--max-steps", "20", "--out", "runs/t"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string run = dir / "runs/t";
+  EXPECT_NE(r.err.find("with p2×t2×d1 on 4"), std::string::npos) << r.err;
+  auto summary = readJsonFile(run + "/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["plan"]["tensor_parallel"], 2);
+  ASSERT_EQ((*summary)["workers"].size(), 4u);
+  std::set<std::pair<int, int>> slices;  // (stage, slice)
+  for (const auto& w : (*summary)["workers"]) slices.emplace(w["stage"].get<int>(), w["tensor_rank"].get<int>());
+  EXPECT_EQ(slices, (std::set<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}}));
+  EXPECT_EQ(testing::stepLosses(run).size(), 20u);
+  std::ifstream log(run + "/workers/worker-0.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("tensor-parallel traffic: "), std::string::npos);
+
+  r = runHydrozoa(dir.path().string(),
+                  {"train", "--resume", "runs/t", "--tensor-parallel", "1", "--stages", "2", "--data-parallel", "2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("Resuming"), std::string::npos) << r.err;
+  summary = readJsonFile(run + "/summary.json");
+  EXPECT_EQ((*summary)["status"], "completed");
+  EXPECT_EQ((*summary)["plan"]["tensor_parallel"], 1);
+  EXPECT_EQ((*summary)["plan"]["data_parallel"], 2);
+  const std::vector<double> losses = testing::stepLosses(run);
+  ASSERT_EQ(losses.size(), 48u);  // 3 epochs of 16 steps
+  EXPECT_LT(losses.back(), 0.8 * losses.front());  // it learns, across the change of grid
+  EXPECT_TRUE(testing::noWorkersLeft(run));
+}
+
 // The main job as the README runs it: the example from scratch, at least 90%
 // test accuracy well within 10 minutes on this 2-core machine.
 TEST(Train, TheMainJobReachesNinetyPercent) {

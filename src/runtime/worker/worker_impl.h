@@ -158,6 +158,7 @@ class Worker {
   std::unique_ptr<wire::ControlClient> control_;
   std::unique_ptr<Transport> transport_;
   std::shared_ptr<model::TensorGroup> tensor_;  // null without tensor parallelism
+  std::int64_t tensorBytes_ = 0, tensorSteps_ = 0;  // its collectives' payload in training steps
   std::vector<std::unique_ptr<StageExecutor>> chunks_;  // the stage's model chunks (one unless interleaved)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   // NOTE [Weight versions]
