@@ -216,12 +216,15 @@ void Job::handle(int rank, const Json& m) {
     a.loss += m.value("loss", 0.0);
     a.samples += m.value("samples", 0.0);
     a.iteration = std::max(a.iteration, m.value("iteration_s", 0.0));
-    if (w.replica == 0) a.compute_replica0 += m.value("compute_s", 0.0);
+    // Per (replica, stage): a tensor group's first slice speaks for it (its
+    // slices compute alike).
+    const bool counted = w.tensor_rank == 0;
+    if (w.replica == 0 && counted) a.compute_replica0 += m.value("compute_s", 0.0);
     if (a.compute.empty()) {
       a.compute.assign(static_cast<size_t>(B_), 0.0);
       a.allreduce.assign(static_cast<size_t>(B_), 0.0);
     }
-    if (w.stage >= 0 && w.stage < B_) {
+    if (w.stage >= 0 && w.stage < B_ && counted) {
       a.compute[static_cast<size_t>(w.stage)] += m.value("compute_s", 0.0);
       a.allreduce[static_cast<size_t>(w.stage)] += m.value("allreduce_s", 0.0);
     }

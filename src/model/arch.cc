@@ -252,8 +252,8 @@ TensorSplitSizes tensorSplitSizes(const Arch& arch) {
   }
   if (!blocks) return out;
   out.gcd = std::gcd(std::gcd(heads, ffn), vocab);
-  out.constraint = fmt::format("heads={}, ffn={}", heads, ffn);
-  if (vocab > 0) out.constraint += fmt::format(", vocab={}", vocab);
+  out.sizes = {{"heads", heads}, {"ffn", ffn}};
+  if (vocab > 0) out.sizes.emplace_back("vocab", vocab);
   return out;
 }
 
@@ -267,16 +267,21 @@ Status checkTensorParallel(const Arch& arch, int t) {
         arch.name));
   }
   if (sizes.gcd % t == 0) return Status();
-  // The valid values nearest t: the largest divisor below it and the smallest above.
-  std::int64_t below = 1, above = 0;
+  std::string valid;
+  std::vector<std::int64_t> divisors;
   for (std::int64_t d = 1; d <= sizes.gcd; ++d) {
-    if (sizes.gcd % d != 0) continue;
-    if (d < t) below = d;
-    if (d > t && above == 0) above = d;
+    if (sizes.gcd % d == 0) divisors.push_back(d);
   }
-  const std::string use = above > 0 ? fmt::format("use {} or {}", below, above) : fmt::format("use {}", below);
-  return invalidArgument(fmt::format("tensor parallelism {} does not divide {} of {}: {}", t, sizes.constraint,
-                                     arch.name, use));
+  for (size_t i = 0; i < divisors.size(); ++i) {
+    valid += (i == 0 ? "" : i + 1 == divisors.size() ? " or " : ", ") + std::to_string(divisors[i]);
+  }
+  for (const auto& [name, value] : sizes.sizes) {
+    if (value % t != 0) {
+      return invalidArgument(
+          fmt::format("tensor parallelism {} does not divide {}={} of {}: use {}", t, name, value, arch.name, valid));
+    }
+  }
+  return invalidArgument(fmt::format("tensor parallelism {} does not divide {}: use {}", t, arch.name, valid));
 }
 
 }  // namespace hydrozoa::model

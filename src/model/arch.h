@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -144,13 +145,13 @@ bool tensorSplit(const std::string& kind);
 // vocabulary of its embedding and head) and their greatest common divisor:
 // t is valid exactly when it divides that.
 struct TensorSplitSizes {
-  std::int64_t gcd = 0;       // 0: no layer is split (no transformer block)
-  std::string constraint;     // "heads=4, ffn=1024, vocab=1024"
+  std::int64_t gcd = 0;  // 0: no layer is split (no transformer block)
+  std::vector<std::pair<std::string, std::int64_t>> sizes;  // {"heads", 4}, {"ffn", 1024}, {"vocab", 1024}
 };
 TensorSplitSizes tensorSplitSizes(const Arch& arch);
-// OK when `arch` can be split t ways; otherwise one line naming the
-// constraint and the valid values nearest t ("tensor parallelism 3 does not
-// divide heads=4, ffn=1024, vocab=1024 of gpt: use 2 or 4").
+// OK when `arch` can be split t ways; otherwise one line naming the size t
+// does not divide and every valid t ("tensor parallelism 3 does not divide
+// heads=4 of gpt: use 1, 2 or 4", as `hydrozoa plan` words it).
 Status checkTensorParallel(const Arch& arch, int t);
 
 }  // namespace hydrozoa::model

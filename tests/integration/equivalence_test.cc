@@ -440,6 +440,21 @@ const std::string kGpt =
 TEST(Equivalence, TensorParallelPipelineTwoByTwo) { expectEquivalent(kGpt, {1, 2, 4}, tensorParallel()); }
 TEST(Equivalence, TensorParallelWithDataParallel) { expectEquivalent(kGpt, {2, 1, 2}, tensorParallel()); }
 
+// ... under 1F1B, interleaved 1F1B (2 chunks a stage: one layer each) and
+// recomputation, the same training too (issue 15 §2).
+TEST(Equivalence, TensorParallelUnderEachFlushingScheduleAndRecomputation) {
+  Tolerance t = tensorParallel();
+  t.schedule = "1f1b";
+  expectEquivalent(kGpt, {1, 2, 4}, t);
+  t.schedule = "interleaved";
+  t.chunks = 2;
+  expectEquivalent(kGpt, {1, 2, 4}, t);
+  t.schedule.clear();
+  t.chunks = 0;
+  t.recompute = true;
+  expectEquivalent(kGpt, {1, 2, 4}, t);
+}
+
 // A checkpoint holds whole layers (NOTE [Checkpoints of split layers],
 // runtime/checkpoint.cc): taken at t = 2, it resumes at t = 4 and, the
 // layers' slices joined, at t = 1 on another pipeline × data-parallel grid,

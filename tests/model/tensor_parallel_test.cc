@@ -217,9 +217,12 @@ TEST(TensorParallel, AnInvalidSplitIsOneLineWithTheValidValues) {
   EXPECT_TRUE(checkTensorParallel(*arch, 2).ok());
   EXPECT_TRUE(checkTensorParallel(*arch, 6).ok());
   auto s = checkTensorParallel(*arch, 4);
-  EXPECT_EQ(s.message(), "tensor parallelism 4 does not divide heads=6, ffn=192, vocab=60 of gpt: use 3 or 6");
-  s = checkTensorParallel(*arch, 8);
-  EXPECT_EQ(s.message(), "tensor parallelism 8 does not divide heads=6, ffn=192, vocab=60 of gpt: use 6");
+  EXPECT_EQ(s.message(), "tensor parallelism 4 does not divide heads=6 of gpt: use 1, 2, 3 or 6");
+  s = checkTensorParallel(*arch, 5);
+  EXPECT_EQ(s.message(), "tensor parallelism 5 does not divide heads=6 of gpt: use 1, 2, 3 or 6");
+  auto odd = buildArch({"gpt", {{"layers", "1"}, {"hidden", "48"}, {"heads", "6"}, {"vocab", "63"}}});
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ(checkTensorParallel(*odd, 2).message(), "tensor parallelism 2 does not divide vocab=63 of gpt: use 1 or 3");
   auto cnn = buildArch({"cnn", {}});
   ASSERT_TRUE(cnn.ok());
   EXPECT_EQ(checkTensorParallel(*cnn, 2).message(),
