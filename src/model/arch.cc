@@ -237,12 +237,13 @@ bool tensorSplit(const std::string& kind) { return kind == "transformer" || kind
 
 TensorSplitSizes tensorSplitSizes(const Arch& arch) {
   TensorSplitSizes out;
-  std::int64_t heads = 0, ffn = 0, vocab = 0;
+  std::int64_t heads = 0, hidden = 0, ffn = 0, vocab = 0;
   bool blocks = false;
   for (const auto& layer : arch.layers) {
     if (const auto* t = std::get_if<TransformerSpec>(&layer.params)) {
       blocks = true;
       heads = std::gcd(heads, t->heads);
+      hidden = std::gcd(hidden, t->hidden);
       ffn = std::gcd(ffn, t->ffn);
     } else if (const auto* e = std::get_if<EmbeddingSpec>(&layer.params)) {
       vocab = std::gcd(vocab, e->vocab);
@@ -252,7 +253,8 @@ TensorSplitSizes tensorSplitSizes(const Arch& arch) {
   }
   if (!blocks) return out;
   out.gcd = std::gcd(std::gcd(heads, ffn), vocab);
-  out.sizes = {{"heads", heads}, {"ffn", ffn}};
+  // hidden is a multiple of heads: named for the planner's tables, never the first t fails.
+  out.sizes = {{"heads", heads}, {"hidden", hidden}, {"ffn", ffn}};
   if (vocab > 0) out.sizes.emplace_back("vocab", vocab);
   return out;
 }

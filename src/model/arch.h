@@ -141,12 +141,13 @@ const std::vector<std::string>& layerKinds();
 // language-model head's vocabulary. Every other layer is replicated on the t
 // ranks. Whether `kind` is one of the split kinds:
 bool tensorSplit(const std::string& kind);
-// The sizes t must divide in `arch` (heads and ffn of every block, the
-// vocabulary of its embedding and head) and their greatest common divisor:
-// t is valid exactly when it divides that.
+// The sizes t must divide in `arch` (heads, hidden and ffn of every block,
+// the vocabulary of its embedding and head; each the gcd over the layers)
+// and their greatest common divisor: t is valid exactly when it divides that.
+// The one statement of the constraint, for the runtime and the planner.
 struct TensorSplitSizes {
   std::int64_t gcd = 0;  // 0: no layer is split (no transformer block)
-  std::vector<std::pair<std::string, std::int64_t>> sizes;  // {"heads", 4}, {"ffn", 1024}, {"vocab", 1024}
+  std::vector<std::pair<std::string, std::int64_t>> sizes;  // {"heads", 4}, {"hidden", 256}, {"ffn", 1024}, {"vocab", 1024}
 };
 TensorSplitSizes tensorSplitSizes(const Arch& arch);
 // OK when `arch` can be split t ways; otherwise one line naming the size t

@@ -11,6 +11,7 @@
 #include "plan/nothing_fits.h"
 #include "plan/partition/exact.h"
 #include "plan/round_robin_search.h"
+#include "plan/strategies.h"
 
 namespace hydrozoa::plan {
 
@@ -528,28 +529,6 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
     degrees = validTensorParallel(tensorModel, o.workers, o.tensor_link_workers);
   }
 
-  // Strategies: Algorithm 1 loops B = 1..W with A = ⌊W/B⌋ over the W = workers / t
-  // tensor groups; by default only those that use every worker (A·B = W),
-  // unless pins say otherwise.
-  const int pinnedB = o.partition ? o.partition->numStages() : o.stages.value_or(0);
-  auto strategiesFor = [&](int W) {
-    std::vector<std::pair<int, int>> strategies;
-    for (int B = 1; B <= std::min(W, L); ++B) {
-      if (pinnedB && B != pinnedB) continue;
-      int A = o.data_parallel.value_or(W / B);
-      if (o.data_parallel) {
-        if (std::int64_t{A} * B > W) continue;
-      } else {
-        if (!o.all_strategies && !pinnedB && W % B != 0) continue;
-        if (o.global_batch) {
-          while (A > 1 && *o.global_batch % A != 0) --A;  // replicas must split the batch evenly
-        }
-      }
-      if (A >= 1) strategies.emplace_back(A, B);
-    }
-    return strategies;
-  };
-
   ExactPartitioner exact;
   SearchResult result;
   auto consider = [&](Candidate c) {
@@ -563,25 +542,10 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
   std::optional<profile::Profile> firstProfile;
   std::vector<std::pair<int, int>> firstStrategies;
   for (const int t : degrees) {
-    const std::vector<std::pair<int, int>> strategies = strategiesFor(o.workers / t);
+    const std::vector<std::pair<int, int>> strategies = strategiesFor(o, o.workers / t, L);
     if (strategies.empty()) {
       if (degrees.size() > 1) continue;  // another t has room for the pins
-      if (o.data_parallel && pinnedB) {
-        const std::int64_t needed = std::int64_t{*o.data_parallel} * pinnedB * t;
-        if (t > 1) {
-          const int W = o.workers;
-          const std::string fix = W % (t * pinnedB) == 0 ? fmt::format("--data-parallel {}", W / (t * pinnedB))
-                                  : W % (t * *o.data_parallel) == 0
-                                      ? fmt::format("--stages {}", W / (t * *o.data_parallel))
-                                      : fmt::format("--tensor-parallel 1 and --data-parallel × --stages = {}", W);
-          return invalidArgument(fmt::format("--tensor-parallel {} × --stages {} × --data-parallel {} needs {} workers "
-                                             "but --workers is {}: use {}",
-                                             t, pinnedB, *o.data_parallel, needed, W, fix));
-        }
-        return invalidArgument(fmt::format("--data-parallel {} × --stages {} needs {} workers but --workers is {}",
-                                           *o.data_parallel, pinnedB, needed, o.workers));
-      }
-      return invalidArgument(fmt::format("no strategy fits {} workers with these pins", o.workers));
+      return noStrategyFits(o, t);
     }
     const profile::Profile split = t > 1 ? tensorParallelProfile(profile, tensorModel, t, o.tensor_efficiency)
                                          : profile::Profile{};

@@ -25,14 +25,7 @@ constexpr Bytes kFloatBytes = 4;
 // in half precision of the block's 34·s·h + 5·a·s² are not split).
 constexpr double kReplicatedTransformerActivations = 5;
 
-bool splitsKind(const std::string& kind) { return kind == "transformer" || kind == "embedding" || kind == "lm_head"; }
-
 double fraction(double part, double whole) { return whole > 0 ? std::clamp(part / whole, 0.0, 1.0) : 1.0; }
-
-void addSize(TensorModel& m, const char* name, std::int64_t value) {
-  const std::pair<std::string, std::int64_t> size{name, value};
-  if (std::find(m.sizes.begin(), m.sizes.end(), size) == m.sizes.end()) m.sizes.push_back(size);
-}
 
 // What each rank keeps of `bytes` when a fraction `replicated` of it is whole
 // on every rank and the rest is split t ways.
@@ -49,7 +42,7 @@ TensorModel tensorModelOf(const profile::Profile& profile) {
   tm.model = profile.model;
   tm.layers.assign(profile.numLayers(), TensorLayer{});
   const bool any = std::any_of(profile.layers.begin(), profile.layers.end(),
-                               [](const profile::LayerInfo& l) { return splitsKind(l.kind); });
+                               [](const profile::LayerInfo& l) { return model::tensorSplit(l.kind); });
   if (!any) {
     tm.why_none = fmt::format("{} has no layer that tensor parallelism splits (transformer, embedding or lm_head)",
                               profile.model.empty() ? "the model" : profile.model);
@@ -74,8 +67,6 @@ TensorModel tensorModelOf(const profile::Profile& profile) {
     tm.why_none = fmt::format("the profile's layers are not those of {}'s architecture", profile.model);
     return tm;
   }
-  // Heads, hidden and ffn first, the vocabulary last: the order errors name them in.
-  std::vector<std::pair<std::string, std::int64_t>> vocab;
   for (size_t i = 0; i < analysis.size(); ++i) {
     const model::LayerAnalysis& a = analysis[i];
     TensorLayer& l = tm.layers[i];
@@ -91,9 +82,6 @@ TensorModel tensorModelOf(const profile::Profile& profile) {
             // The output projection's and the MLP's second bias, both layer norms' scale and shift.
             l.replicated_parameters = fraction(6 * h, params);
             l.replicated_activations = fraction(4.0 * kReplicatedTransformerActivations * s * h, stashed);
-            addSize(tm, "heads", spec.heads);
-            addSize(tm, "hidden", spec.hidden);
-            addSize(tm, "ffn", spec.ffn);
           } else if constexpr (std::is_same_v<T, model::EmbeddingSpec>) {
             const double h = static_cast<double>(spec.hidden);
             l.split = TensorSplit::kEmbedding;
@@ -102,23 +90,21 @@ TensorModel tensorModelOf(const profile::Profile& profile) {
                 fraction((static_cast<double>(spec.max_positions + spec.type_vocab) + (spec.layer_norm ? 2 : 0)) * h,
                          params);
             l.replicated_activations = 1;
-            vocab.emplace_back("vocab", spec.vocab);
           } else if constexpr (std::is_same_v<T, model::LmHeadSpec>) {
             const double h = static_cast<double>(spec.hidden);
             l.split = TensorSplit::kLmHead;
             l.replicated_parameters = fraction(spec.final_norm ? 2 * h : 0, params);
             // The layer norm's input and output are whole; the logits and their log-softmax split.
             l.replicated_activations = fraction(4.0 * 2 * s * h, stashed);
-            vocab.emplace_back("vocab", spec.vocab);
           }
         },
         arch->layers[i].params);
   }
-  for (const auto& [name, value] : vocab) addSize(tm, name.c_str(), value);
-  if (std::none_of(tm.layers.begin(), tm.layers.end(),
-                   [](const TensorLayer& l) { return l.split == TensorSplit::kTransformer; })) {
-    tm.why_none = fmt::format("{} has no transformer block to split", profile.model);
-  }
+  // What t must divide, heads first, the vocabulary last (the order errors
+  // name them in): the model's own statement of it (model/arch.h).
+  const model::TensorSplitSizes sizes = model::tensorSplitSizes(*arch);
+  tm.sizes = sizes.sizes;
+  if (sizes.gcd == 0) tm.why_none = fmt::format("{} has no transformer block to split", profile.model);
   return tm;
 }
 
