@@ -69,7 +69,7 @@ struct TrainArgs {
   std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
   std::string scaling, min_replicas, max_replicas, every_epochs;
   std::string partition, account, slurm_args, coordinator_host, schedule, chunks, events;
-  bool no_progress = false, replan = false, refresh_profile = false, recompute = false;
+  bool no_progress = false, replan = false, refresh_profile = false, recompute = false, scatter_gather = false;
 };
 
 // Every range given below fits the field it fills, so narrowing is safe.
@@ -94,6 +94,7 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
   HZ_RETURN_IF_ERROR(overrideCount(a.microbatch_size, "--microbatch-size", kSamplesRange, &s->microbatch_size));
   HZ_RETURN_IF_ERROR(overrideCount(a.chunks, "--chunks", kChunksRange, &s->chunks));
   if (a.recompute) s->recompute = true;
+  if (a.scatter_gather) s->scatter_gather = true;
   HZ_RETURN_IF_ERROR(overrideCount(a.epochs, "--epochs", kStepsRange, &s->epochs));
   HZ_RETURN_IF_ERROR(overrideCount(a.workers, "--workers", kWorkersRange, &s->workers));
   HZ_RETURN_IF_ERROR(overrideCount(a.global_batch, "--global-batch", kSamplesRange, &s->global_batch));
@@ -276,6 +277,9 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_option("--stages", a->stages, "Pin the number of pipeline stages");
   cmd->add_option("--tensor-parallel", a->tensor_parallel,
                   "Pin the workers that split each stage's transformer layers (docs/tensor_parallel.md)");
+  cmd->add_flag("--scatter-gather", a->scatter_gather,
+                "With tensor parallelism, send each stage boundary 1/t from every worker of a tensor group and "
+                "all-gather it at the receivers (Megatron's scatter/gather) instead of whole from every worker");
   cmd->add_option("--microbatches", a->microbatches, "Pin the number of microbatches per step");
   cmd->add_option("--microbatch-size", a->microbatch_size, "Pin the microbatch size");
   cmd->add_option("--schedule", a->schedule,

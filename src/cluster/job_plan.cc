@@ -243,6 +243,7 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   o.data_parallel = spec.data_parallel;
   o.stages = spec.stages;
   o.tensor_parallel = spec.tensor_parallel;
+  o.scatter_gather = spec.scatter_gather.value_or(false);
   // The local and container launchers' workers share this host: one fast link.
   if (spec.launcher != "slurm") o.tensor_link_workers = spec.workers;
   o.microbatch_size = spec.microbatch_size;
@@ -283,6 +284,7 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
     HZ_ASSIGN_OR_RETURN(plan::Plan p, plan::loadPlan(spec.plan_file));
     HZ_RETURN_IF_ERROR(checkPlan(p, model, spec, spec.plan_file));
     if (spec.recompute) p.recompute = *spec.recompute;
+    if (spec.scatter_gather) p.scatter_gather = *spec.scatter_gather && p.tensor_parallel > 1;
     if (spec.schedule) {  // the pin runs the plan's stages with another schedule
       const std::string madeFor = plan::scheduleName(p.schedule);
       HZ_ASSIGN_OR_RETURN(p.schedule, plan::parseSchedule(*spec.schedule, "plan.schedule"));
@@ -397,6 +399,7 @@ Result<plan::Plan> replanForReplicas(const JobSpec& spec, const plan::Plan& jobP
   o.schedule = jobPlan.schedule;
   if (jobPlan.chunks > 1) o.chunks = jobPlan.chunks;
   o.recompute = jobPlan.recompute;
+  o.scatter_gather = jobPlan.scatter_gather;
   auto result = plan::searchPlan(prof, catalog, o);
   if (!result.ok()) {
     return Status(result.status().code(), fmt::format("re-planning for {} replicas on {} workers: {}", replicas,

@@ -177,6 +177,7 @@ void readPlan(ObjectReader& top, JobSpec* s) {
   if (auto v = r.optCount("data_parallel", kWorkersRange)) s->data_parallel = static_cast<int>(*v);
   if (auto v = r.optCount("stages", kWorkersRange)) s->stages = static_cast<int>(*v);
   if (auto v = r.optCount("tensor_parallel", kWorkersRange)) s->tensor_parallel = static_cast<int>(*v);
+  if (r.has("scatter_gather")) s->scatter_gather = r.boolean("scatter_gather");
   s->microbatches = r.optCount("microbatches", kMicrobatchesRange);
   s->microbatch_size = r.optCount("microbatch_size", kSamplesRange);
   s->schedule = r.optString("schedule");
@@ -465,6 +466,7 @@ Json jobSpecToJson(const JobSpec& s) {
   if (s.data_parallel) plan["data_parallel"] = *s.data_parallel;
   if (s.stages) plan["stages"] = *s.stages;
   if (s.tensor_parallel) plan["tensor_parallel"] = *s.tensor_parallel;
+  if (s.scatter_gather) plan["scatter_gather"] = *s.scatter_gather;
   if (s.microbatches) plan["microbatches"] = *s.microbatches;
   if (s.microbatch_size) plan["microbatch_size"] = *s.microbatch_size;
   if (s.schedule) plan["schedule"] = *s.schedule;

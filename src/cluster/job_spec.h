@@ -117,6 +117,10 @@ struct JobSpec {
   // Workers sharing each stage's transformer layers (plan.tensor_parallel,
   // --tensor-parallel; docs/tensor_parallel.md); unset: the planner's choice.
   std::optional<int> tensor_parallel;
+  // Stage boundaries sent 1/t from each slice of a tensor group and
+  // all-gathered by the receivers (plan.scatter_gather, --scatter-gather;
+  // PTD-P §4.4.1; no effect at t = 1); unset: the plan's.
+  std::optional<bool> scatter_gather;
   std::optional<std::int64_t> microbatches, microbatch_size;
   // The pipeline schedule (plan.schedule, --schedule; docs/schedules.md):
   // unset, the plan's (gpipe when planned here).

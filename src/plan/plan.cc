@@ -69,6 +69,7 @@ Plan makePlan(const SearchResult& result, const profile::Profile& profile, const
   p.data_parallel = c.data_parallel;
   p.pipeline_stages = c.stages;
   p.tensor_parallel = c.tensor_parallel;
+  p.scatter_gather = o.scatter_gather && c.tensor_parallel > 1;
   p.microbatch_size = c.microbatch_size;
   p.num_microbatches = c.microbatches;
   p.schedule = o.schedule;
@@ -266,13 +267,14 @@ Json planToJson(const Plan& p) {
                             {"max_worker_memory_bytes", a.max_worker_memory}});
     if (!a.stage_replicas.empty()) alternatives.back()["stage_replicas"] = a.stage_replicas;
   }
+  Json strategy = {{"data_parallel", p.data_parallel},
+                   {"pipeline_stages", p.pipeline_stages},
+                   {"tensor_parallel", p.tensor_parallel}};
+  if (p.scatter_gather) strategy["scatter_gather"] = true;
   return {{"schema", kPlanSchema},
           {"model", {{"name", p.model}, {"options", options}, {"layers", p.layer_names}}},
           {"profile", {{"source", p.profile_source}, {"device", p.device}}},
-          {"strategy",
-           {{"data_parallel", p.data_parallel},
-            {"pipeline_stages", p.pipeline_stages},
-            {"tensor_parallel", p.tensor_parallel}}},
+          {"strategy", strategy},
           {"microbatch_size", p.microbatch_size},
           {"num_microbatches", p.num_microbatches},
           {"schedule", scheduleName(p.schedule)},
@@ -343,6 +345,7 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
     p.data_parallel = static_cast<int>(s.count("data_parallel", kWorkersRange));
     p.pipeline_stages = static_cast<int>(s.count("pipeline_stages", kWorkersRange));
     p.tensor_parallel = static_cast<int>(s.optCount("tensor_parallel", kWorkersRange).value_or(1));  // older plans: 1
+    if (s.has("scatter_gather")) p.scatter_gather = s.boolean("scatter_gather");
     HZ_RETURN_IF_ERROR(s.status());
   }
   p.microbatch_size = top.count("microbatch_size", kSamplesRange);
@@ -382,6 +385,11 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
                                   origin, p.data_parallel, p.pipeline_stages,
                                   p.tensor_parallel > 1 ? fmt::format(" × tensor_parallel {}", p.tensor_parallel) : "",
                                   workers, describeRange(kWorkersRange)));
+  }
+  if (p.scatter_gather && p.tensor_parallel == 1) {
+    return parseError(fmt::format("{}: strategy.scatter_gather splits stage boundaries over a tensor group, but "
+                                  "tensor_parallel is 1: remove it or set tensor_parallel above 1",
+                                  origin));
   }
   if (p.tensor_parallel > 1 && asynchronous(p.schedule)) {
     return parseError(fmt::format("{}: strategy.tensor_parallel {} needs a schedule that flushes every step (gpipe, "

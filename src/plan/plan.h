@@ -79,6 +79,9 @@ struct Plan {
   // (plan.json strategy.tensor_parallel; absent: 1; docs/plan.md "Tensor
   // parallelism"). Each stage's figures below are one of its t workers'.
   int tensor_parallel = 1;
+  // Stage boundaries sent 1/t from each slice and all-gathered by the
+  // receiving group (strategy.scatter_gather; absent: false; t > 1 only).
+  bool scatter_gather = false;
   std::int64_t microbatch_size = 1, num_microbatches = 1;
   ScheduleKind schedule = ScheduleKind::kGPipe;  // plan.json "schedule" (absent: gpipe)
   int chunks = 1;  // model chunks per stage (plan.json "chunks"; > 1 only interleaved)

@@ -50,7 +50,7 @@ training:
   threads: 2
 cluster: {workers: 4, bandwidth: 1Gbit/s, memory: 2GB, heartbeat_interval: 500ms, heartbeat_timeout: 5s}
 plan: {data_parallel: 2, stages: 2, microbatches: 4, objective: samples-per-dollar, schedule: 1f1b, chunks: 3,
-       recompute: true}
+       recompute: true, scatter_gather: true}
 output: {dir: runs/full, checkpoint_every_epochs: 2, trace_steps: 5}
 )");
   ASSERT_TRUE(s.ok()) << s.status().message();
@@ -61,6 +61,7 @@ output: {dir: runs/full, checkpoint_every_epochs: 2, trace_steps: 5}
   EXPECT_EQ(s->schedule, "1f1b");
   EXPECT_EQ(s->chunks, 3);
   EXPECT_EQ(s->recompute, true);
+  EXPECT_EQ(s->scatter_gather, true);
   auto back = parseJobSpec(parseYaml(toYaml(jobSpecToJson(*s)), "resolved.yaml").value(), "resolved.yaml");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(jobSpecToJson(*back), jobSpecToJson(*s));

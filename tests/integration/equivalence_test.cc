@@ -58,6 +58,8 @@ struct Tolerance {
   bool recompute = false;  // --recompute
   std::vector<std::string> args;  // more of `hydrozoa train`'s flags
   int tensor_parallel = 1;        // what the run's plan.json must say
+  // > 0: what every worker's "pipeline traffic" line must say it sent per step.
+  std::int64_t pipeline_bytes_per_step = 0;
 };
 
 // The parameters saved in checkpoint `ckpt` equal `ref`'s, layer by layer.
@@ -154,6 +156,19 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
     std::ifstream log(dir.path() / "run" / "workers" / "worker-0.log");
     const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("allreduce goes through shared memory"), std::string::npos) << text;
+  }
+
+  if (t.pipeline_bytes_per_step > 0) {
+    auto summary = readJsonFile(std::filesystem::path(dir / "run") / "summary.json");
+    ASSERT_TRUE(summary.ok());
+    EXPECT_EQ((*summary)["plan"]["scatter_gather"], true);
+    EXPECT_EQ((*planned)["strategy"]["scatter_gather"], true);
+    for (const Json& w : (*summary)["workers"]) {
+      std::ifstream log(w["log"].get<std::string>());
+      const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+      EXPECT_NE(text.find(fmt::format("steps, {} per step", t.pipeline_bytes_per_step)), std::string::npos)
+          << "worker " << w["id"] << ": " << text;
+    }
   }
 
   const bool pipedream = t.schedule == "pipedream" || t.schedule == "pipedream-vs";
@@ -452,6 +467,20 @@ TEST(Equivalence, TensorParallelUnderEachFlushingScheduleAndRecomputation) {
   t.schedule.clear();
   t.chunks = 0;
   t.recompute = true;
+  expectEquivalent(kGpt, {1, 2, 4}, t);
+}
+
+// With scatter/gather (PTD-P §4.4.1; NOTE [Scatter/gather of stage
+// boundaries], runtime/exec/step_executor.cc) each slice sends half of
+// each boundary and the receivers all-gather it: every worker sends half
+// the bytes (24 samples × 32 positions × 32 floats each way per step, over
+// 2) and the training is the same, under GPipe and under 1F1B.
+TEST(Equivalence, TensorParallelScatterGatherSendsHalfAndTrainsTheSame) {
+  Tolerance t = tensorParallel();
+  t.args.push_back("--scatter-gather");
+  t.pipeline_bytes_per_step = 24 * 32 * 32 * 4 / 2;
+  expectEquivalent(kGpt, {1, 2, 4}, t);
+  t.schedule = "1f1b";
   expectEquivalent(kGpt, {1, 2, 4}, t);
 }
 

@@ -65,6 +65,15 @@ TEST(PlanJson, RoundTrips) {
   Json old = planToJson(oneF);
   old.erase("schedule");
   EXPECT_EQ(planFromJson(old, "plan.json")->schedule, ScheduleKind::kGPipe);
+  // Scatter/gather of stage boundaries: written only when on (t > 1), read back.
+  EXPECT_FALSE(planToJson(p)["strategy"].contains("scatter_gather"));
+  Plan gathered = p;
+  gathered.tensor_parallel = 2;
+  gathered.scatter_gather = true;
+  auto sg = planFromJson(planToJson(gathered), "plan.json");
+  ASSERT_TRUE(sg.ok()) << sg.status().message();
+  EXPECT_TRUE(sg->scatter_gather);
+  EXPECT_EQ(planToJson(*sg), planToJson(gathered));
   // Replicas summing through shared memory: the fit round-trips and the
   // header says so.
   Plan shm = p;
@@ -132,6 +141,9 @@ TEST(PlanJson, RejectsInconsistentPlans) {
       {[](Json& j) { j["stages"][0]["replicas"] = 0; }, "plan.json.stages[0].replicas: 0 is out of range"},
       {[](Json& j) { j["schedule"] = "pipedream-9"; },
        "plan.json.schedule: unknown pipeline schedule \"pipedream-9\"; available: gpipe, 1f1b, interleaved"},
+      {[](Json& j) { j["strategy"]["scatter_gather"] = true; },
+       "plan.json: strategy.scatter_gather splits stage boundaries over a tensor group, but tensor_parallel is 1"},
+      {[](Json& j) { j["strategy"]["scatter_gather"] = 1; }, "plan.json.strategy.scatter_gather"},
   };
   for (const auto& c : cases) {
     Json j = planToJson(samplePlan());

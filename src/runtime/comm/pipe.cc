@@ -133,6 +133,7 @@ Outbound::~Outbound() {
 
 void Outbound::send(int tag, torch::Tensor tensor, const std::string& label) {
   Pending p{tag, tensor.contiguous(), {}, traceNowUs(), label};
+  bytes_ += static_cast<std::int64_t>(p.tensor.nbytes());
   if (posting_ == Posting::kCaller) p.work = transport_.send(p.tensor, peer_, tag);
   {
     std::lock_guard<std::mutex> lock(mu_);

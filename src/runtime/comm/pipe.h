@@ -18,7 +18,9 @@
 // Destructors abort what is still pending.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <map>
@@ -104,6 +106,8 @@ class Outbound {
   void send(int tag, torch::Tensor tensor, const std::string& label);
   // Waits until every send so far has completed; rethrows a failure.
   void flush();
+  // Bytes of every tensor send() was given so far.
+  std::int64_t bytesSent() const { return bytes_.load(); }
 
  private:
   struct Pending {
@@ -123,6 +127,7 @@ class Outbound {
   std::condition_variable cv_;
   std::deque<Pending> pending_;
   size_t inFlight_ = 0;
+  std::atomic<std::int64_t> bytes_{0};
   std::exception_ptr error_;
   bool stop_ = false;
   const Posting posting_;

@@ -35,6 +35,14 @@ void Channels::flush() {
   for (auto& [key, o] : out_) o->flush();
 }
 
+std::int64_t Channels::bytesSent() const {
+  std::int64_t bytes = 0;
+  for (const auto& [key, o] : out_) {
+    if (std::get<2>(key) != Payload::kControl) bytes += o->bytesSent();
+  }
+  return bytes;
+}
+
 std::vector<int> listeners(const PipelineShape& shape, int to) {
   if (!shape.roundRobin()) return {shape.replica};
   std::vector<int> out;

@@ -2,6 +2,7 @@
 // neighbouring stages, and which of those hear what is not per microbatch.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -27,6 +28,8 @@ class Channels {
   Outbound& out(int peerStage, int peerReplica, Payload payload);
   // Waits until everything sent so far has left.
   void flush();
+  // Bytes of activations and gradients sent so far (not the control words).
+  std::int64_t bytesSent() const;
 
  private:
   using Key = std::tuple<int, int, Payload>;

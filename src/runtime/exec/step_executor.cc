@@ -10,6 +10,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "model/tensor_parallel.h"
 #include "runtime/exec/tags.h"
 
 namespace hydrozoa::runtime {
@@ -24,6 +25,50 @@ int edgeOf(const Action& a, const PipelineShape& shape) {
   const int v = shape.virtualStage(a.chunk);
   const bool towardsNext = (a.kind == ActionKind::kSend) == (a.payload == Payload::kActivation);
   return towardsNext ? v : v - 1;
+}
+
+// NOTE [Scatter/gather of stage boundaries]
+// Under tensor parallelism every worker of a stage's tensor group holds the
+// same boundary tensor: a stage ends on the output of g or of a replicated
+// layer (model/tensor_parallel.h), and the gradient of a stage's input is
+// the same on every slice too (f's allreduce leaves one sum on all of
+// them). Sent whole from each of the t slices to its counterpart, it
+// crosses the stages' link t times. With scatter/gather (PTD-P §4.4.1)
+// slice i sends only part i of t of the flattened tensor to slice i of
+// the neighbouring stage (the parts are equal: a boundary is b·s·h, and t
+// divides h, model/arch.h checkTensorParallel), and
+// the receiving group all-gathers the parts over its tensor group — the
+// fast link — so the stages' link carries each boundary once. The tensor
+// each slice then holds is the sent one, element for element. The
+// all-gather runs on the compute thread where the schedule takes the
+// receive: every slice runs the same actions, so the group's collectives
+// come in the same order on all of them. Evaluation sends boundaries whole.
+std::int64_t partOf(std::int64_t elements, int parts) {
+  if (elements % parts != 0) {
+    throw std::logic_error(fmt::format("a stage boundary of {} elements does not split into {} equal parts for "
+                                       "scatter/gather: run without it",
+                                       elements, parts));
+  }
+  return elements / parts;
+}
+
+std::int64_t elementsOf(const SampleShape& shape, std::int64_t samples) {
+  std::int64_t n = samples;
+  for (std::int64_t d : shape.dims) n *= d;
+  return n;
+}
+
+torch::Tensor boundaryPart(const torch::Tensor& whole, int rank, int parts) {
+  const torch::Tensor flat = whole.reshape(-1);
+  const std::int64_t part = partOf(flat.numel(), parts);
+  return flat.narrow(0, rank * part, part);
+}
+
+torch::Tensor wholeBoundary(model::TensorGroup& group, const torch::Tensor& part, const SampleShape& shape,
+                            std::int64_t samples) {
+  std::vector<std::int64_t> dims = {samples};
+  dims.insert(dims.end(), shape.dims.begin(), shape.dims.end());
+  return torch::cat(group.allgather(part)).view(dims);
 }
 
 
@@ -104,13 +149,18 @@ struct StepExecutor::Pending {
     bool next;  // of the next step
   };
   Inbound* channel = nullptr;
+  int parts = 1;  // > 1: each receive is one part of the boundary (NOTE [Scatter/gather of stage boundaries])
   std::deque<Receive> toPost;
   int posted = 0;  // posted and not yet taken
 
   void post(int window, bool nextAllowed) {
     while (!toPost.empty() && (window <= 0 || posted < window) && (nextAllowed || !toPost.front().next)) {
       const Receive& r = toPost.front();
-      channel->expect(r.tag, r.tag, r.shape->buffer(r.samples), r.label);
+      channel->expect(r.tag, r.tag,
+                      parts == 1 ? r.shape->buffer(r.samples)
+                                 : torch::empty({partOf(elementsOf(*r.shape, r.samples), parts)},
+                                                torch::TensorOptions().dtype(r.shape->dtype).device(r.shape->device)),
+                      r.label);
       toPost.pop_front();
       ++posted;
     }
@@ -165,6 +215,11 @@ StepStats StepExecutor::run(const StepInput& in) {
   };
   auto peerOf = [&](const Action& a) { return shape_.onPeer(a.peer, a.microbatch).first; };
   auto sizeOf = [&](const Action& a) { return (a.step ? in.nextSizes : in.sizes).at(a.microbatch); };
+  // What a receive brings, per sample (every version's shapes are the same).
+  auto shapeOf = [&](const Action& a) -> const SampleShape& {
+    const ChunkParts& c = versions_.front().at(a.chunk);
+    return a.payload == Payload::kActivation ? c.in : c.out;
+  };
 
   // Receives, per channel in the order taken; the first few posted now.
   std::map<std::tuple<int, int, Payload>, Pending> pending;
@@ -172,8 +227,8 @@ StepStats StepExecutor::run(const StepInput& in) {
     if (a.kind != ActionKind::kRecv) continue;
     Pending& p = pending[{a.peer, peerOf(a), a.payload}];
     p.channel = &channels_.in(a.peer, peerOf(a), a.payload);
-    const ChunkParts& c = versions_.front().at(a.chunk);  // every version's shapes are the same
-    const SampleShape& shape = a.payload == Payload::kActivation ? c.in : c.out;
+    if (scatter_) p.parts = scatter_->size();
+    const SampleShape& shape = shapeOf(a);
     p.toPost.push_back({tagOf(a), &shape, sizeOf(a), label(a.payload == Payload::kActivation ? "act" : "grad", a),
                         a.step != 0});
   }
@@ -282,6 +337,13 @@ StepStats StepExecutor::run(const StepInput& in) {
         stats.wait += waited;
         --p.posted;
         p.post(window_, drain.has_value() && !*drain);
+        if (scatter_) {
+          const auto g0 = std::chrono::steady_clock::now();
+          TraceSpan span(trace_, label(a.payload == Payload::kActivation ? "gather act" : "gather grad", a), "tensor",
+                         TraceThread::kCompute);
+          t = wholeBoundary(*scatter_, t, shapeOf(a), sizeOf(a));
+          stats.wait += since(g0);
+        }
         (a.payload == Payload::kActivation ? inputs_ : gradOutputs_)[key] = std::move(t);
         break;
       }
@@ -289,8 +351,10 @@ StepStats StepExecutor::run(const StepInput& in) {
         auto& from = a.payload == Payload::kActivation ? outputs_ : gradInputs_;
         auto it = from.find(key);
         if (it == from.end()) throw missing(a, "has nothing to send");
+        torch::Tensor t = std::move(it->second);
+        if (scatter_) t = boundaryPart(t, scatter_->rank(), scatter_->size());
         channels_.out(a.peer, peerOf(a), a.payload)
-            .send(tagOf(a), std::move(it->second), label(a.payload == Payload::kActivation ? "act" : "grad", a));
+            .send(tagOf(a), std::move(t), label(a.payload == Payload::kActivation ? "act" : "grad", a));
         from.erase(it);
         break;
       }

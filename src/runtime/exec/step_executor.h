@@ -40,6 +40,10 @@
 #include "runtime/stage.h"
 #include "runtime/trace.h"
 
+namespace hydrozoa::model {
+class TensorGroup;
+}
+
 namespace hydrozoa::runtime {
 
 // A per-sample shape and element type, as exchanged between stages.
@@ -120,6 +124,10 @@ class StepExecutor {
   // before the worker pins its compute thread, whose core they would
   // otherwise inherit (NOTE [Cores for compute threads], worker/stage_setup.cc).
   void openChannels();
+  // Under tensor parallelism: stage boundaries travel as slices, each of the
+  // group's t workers sending 1/t and the receivers all-gathering over
+  // `group` (NOTE [Scatter/gather of stage boundaries] in step_executor.cc).
+  void scatterBoundaries(model::TensorGroup* group) { scatter_ = group; }
   // False while the last step began the next (an asynchronous schedule
   // that did not drain): the next step must run before the worker stops,
   // evaluates or saves.
@@ -143,6 +151,7 @@ class StepExecutor {
   std::function<bool(bool)> agree_;
   std::map<std::tuple<int, int, int, int>, std::vector<Action>> actions_;  // by (microbatches, step's, carried, next)
   int window_ = 0;                                                     // receives posted ahead per channel (0: all)
+  model::TensorGroup* scatter_ = nullptr;                              // null: boundaries travel whole
   // Between steps (asynchronous schedules): forwards of the coming step
   // already run, what they produced and received, their data.
   int carried_ = 0;

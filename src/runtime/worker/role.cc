@@ -25,6 +25,7 @@ Result<Role> parseRole(const Json& a) {
     r.tensor_parallel = static_cast<int>(o.integer("tensor_parallel", 1, kWorkersRange.max));
     r.tensor_rank = static_cast<int>(o.integer("tensor_rank", 0, kWorkersRange.max - 1));
   }
+  if (o.has("scatter_gather")) r.scatter_gather = o.boolean("scatter_gather");
   r.first_layer = static_cast<int>(o.integer("first_layer", 0, kLayersRange.max));
   r.last_layer = static_cast<int>(o.integer("last_layer", 0, kLayersRange.max));
   r.microbatch_size = o.integer("microbatch_size", 1, kSamplesRange.max);

@@ -19,6 +19,9 @@ struct Role {
   // Tensor parallelism: this worker's slice of its stage's layers, of t
   // (NOTE [Ranks of a 3D grid], runtime/comm/transport.h).
   int tensor_rank = 0, tensor_parallel = 1;
+  // Stage boundaries sent 1/t per slice and all-gathered ("scatter_gather";
+  // NOTE [Scatter/gather of stage boundaries], runtime/exec/step_executor.cc).
+  bool scatter_gather = false;
   // Stages replicated unevenly: every stage's replicas ("stage_replicas";
   // empty: `replicas` each), the step's microbatches dealt round-robin
   // (NOTE [Round-robin over a stage's replicas], runtime/schedule/schedule.h).

@@ -205,6 +205,7 @@ Status Worker::build() {
                                                applyUpdate(step, from, to, last, scale);
                                              },
                                              std::move(agree));
+  if (tensor_ && role_.scatter_gather) executor_->scatterBoundaries(tensor_.get());
   executor_->openChannels();
   // NOTE [Cores for compute threads]: with a core of its own, the compute
   // thread is never queued behind its neighbour's; the helper threads

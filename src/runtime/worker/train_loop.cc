@@ -233,12 +233,11 @@ void Worker::train() {
       const bool nextStep = step + 1 < perEpoch && global + 1 < role_.stop_step;
       const std::int64_t stopAt = stopAt_.load(), checkpointAt = checkpointAt_.load();
       const bool drain = (stopAt >= 0 && stopAt <= global + 1) || (checkpointAt >= 0 && checkpointAt <= global);
-      const std::int64_t reducedBefore = tensor_ ? tensor_->bytesReduced() : 0;
+      const std::int64_t reducedBefore = tensor_ ? tensor_->bytesReduced() : 0, sentBefore = channels_->bytesSent();
       iteration(epoch, step, global, nextStep, drain);
-      if (tensor_) {
-        tensorBytes_ += tensor_->bytesReduced() - reducedBefore;
-        ++tensorSteps_;
-      }
+      if (tensor_) tensorBytes_ += tensor_->bytesReduced() - reducedBefore;
+      pipelineBytes_ += channels_->bytesSent() - sentBefore;
+      ++stepsRun_;
       ++global;
       const bool due = schedule_->asynchronous() ? checkpointAt >= 0 && global - 1 >= checkpointAt
                                                  : checkpointAt_.load() >= 0 && global - 1 == checkpointAt_.load();
@@ -266,12 +265,14 @@ void Worker::train() {
     (void)trace_.flush(role_.trace_path);
   }
   if (!stopRequested_) checkpoint(global);  // the final weights
-  if (tensor_ && tensorSteps_ > 0) {
-    // What the tensor group's collectives carried in training steps (not
-    // the shape probe, evaluation or checkpoints): bench/tensor_parallel_bench.sh
-    // compares it with the cost model's volumes.
-    spdlog::info("tensor-parallel traffic: {} bytes allreduced in {} steps, {} per step", tensorBytes_, tensorSteps_,
-                 tensorBytes_ / tensorSteps_);
+  // bench/tensor_parallel_bench.sh compares these with the cost model's volumes.
+  if (tensor_ && stepsRun_ > 0) {
+    spdlog::info("tensor-parallel traffic: {} bytes in {} steps, {} per step", tensorBytes_, stepsRun_,
+                 tensorBytes_ / stepsRun_);
+  }
+  if (role_.stages > 1 && stepsRun_ > 0) {
+    spdlog::info("pipeline traffic: {} bytes sent in {} steps, {} per step", pipelineBytes_, stepsRun_,
+                 pipelineBytes_ / stepsRun_);
   }
 }
 

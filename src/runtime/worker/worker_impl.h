@@ -158,7 +158,10 @@ class Worker {
   std::unique_ptr<wire::ControlClient> control_;
   std::unique_ptr<Transport> transport_;
   std::shared_ptr<model::TensorGroup> tensor_;  // null without tensor parallelism
-  std::int64_t tensorBytes_ = 0, tensorSteps_ = 0;  // its collectives' payload in training steps
+  // Training steps run, the tensor group's collectives' payload and the
+  // activations and gradients sent to other stages in them (not the shape
+  // probe, evaluation or checkpoints): bench/tensor_parallel_bench.sh.
+  std::int64_t stepsRun_ = 0, tensorBytes_ = 0, pipelineBytes_ = 0;
   std::vector<std::unique_ptr<StageExecutor>> chunks_;  // the stage's model chunks (one unless interleaved)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   // NOTE [Weight versions]
