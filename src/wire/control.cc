@@ -16,6 +16,7 @@
 #include <cstring>
 #include <map>
 #include <string_view>
+#include <thread>
 #include <zmq.hpp>
 
 namespace hydrozoa::wire {
@@ -252,11 +253,23 @@ Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string&
   return c;
 }
 
+// NOTE [Senders before a receive loop]
+// A worker's control thread receives in a loop, holding the socket's lock
+// through each poll of up to 50 ms and taking it again at once, while its
+// compute thread sends a checkpoint's files directly, 24 KB a message. A
+// mutex is not fair: the sender, woken when the lock is let go, mostly
+// found it taken again, and a GPT stage's 1,600 messages took 40 to 90 s
+// (bench/tensor_parallel_bench.sh). So a sender says it waits and wakes a
+// receive under way, which returns; the next receive stands aside until
+// no sender waits.
 void ControlClient::send(Json message) {
   message["token"] = token_;
   message["sender"] = name_;
   const std::string body = message.dump();
+  ++senders_;
+  if (receiving_.load()) wake();
   std::lock_guard<std::mutex> lock(mu_);
+  --senders_;
   socket_->send(zmq::buffer(body), zmq::send_flags::none);
 }
 
@@ -266,7 +279,13 @@ void ControlClient::wake() {
 }
 
 bool ControlClient::receive(Json* message, int timeoutMs) {
+  while (senders_.load() > 0) std::this_thread::yield();
   std::lock_guard<std::mutex> lock(mu_);
+  receiving_ = true;
+  struct Done {
+    std::atomic<bool>& flag;
+    ~Done() { flag = false; }
+  } done{receiving_};
   zmq::pollitem_t items[2] = {{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0}, {nullptr, wakeFd_, ZMQ_POLLIN, 0}};
   for (;;) {
     if (pollOnce(items, timeoutMs, 2) <= 0) return false;

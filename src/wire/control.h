@@ -37,6 +37,7 @@
 // coordinator's single thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -118,9 +119,11 @@ class ControlClient {
                                                         std::string token);
   ~ControlClient();
 
+  // Thread-safe; a receive() under way on another thread returns to let it
+  // through (NOTE [Senders before a receive loop]).
   void send(Json message);
   // The next message with the token within `timeoutMs`; false on timeout,
-  // and at once (false) when another thread calls wake().
+  // and at once (false) when another thread calls wake() or send().
   bool receive(Json* message, int timeoutMs);
   // Ends a receive() under way, or the next one, early: for a thread that
   // has something to send (thread-safe).
@@ -129,6 +132,8 @@ class ControlClient {
  private:
   ControlClient() = default;
   std::mutex mu_;
+  std::atomic<int> senders_{0};        // send()s waiting for mu_
+  std::atomic<bool> receiving_{false};  // a receive() holds mu_
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<zmq::socket_t> socket_;
   std::string token_, name_;
