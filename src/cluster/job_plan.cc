@@ -83,11 +83,6 @@ Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spe
                                          "those schedules or tensor_parallel: 1",
                                          origin, p.tensor_parallel, plan::scheduleName(p.schedule)));
     }
-    if (spec.scaling.policy != "fixed") {
-      return invalidArgument(fmt::format("{} splits layers {} ways; scaling.policy {} does not resize a tensor-parallel "
-                                         "grid yet: use policy fixed",
-                                         origin, p.tensor_parallel, spec.scaling.policy));
-    }
     JobSpec split = spec;
     split.tensor_parallel = p.tensor_parallel;
     HZ_RETURN_IF_ERROR(checkTensorParallel(split));

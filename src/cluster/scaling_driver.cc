@@ -39,6 +39,9 @@ void Job::countSteps() {
 // workers write at their stop step), and the next generation of A' replicas
 // starts from that state with a new token. The sampler shards each step over
 // the replicas of its epoch, so every sample is still used once per epoch.
+// Under tensor parallelism each tensor group gathers its split layers into
+// that checkpoint (whole layers: runtime/checkpoint.cc), and the next
+// generation's groups cut them again, for whatever t its plan has.
 // Policies that read only the epoch (schedule, adabatch) are laid out ahead,
 // and the next generation's workers are pre-started so they are running
 // when the boundary comes: from the measured step time, the last evaluation
@@ -172,6 +175,9 @@ void Job::maybePrestart() {
   const int replicas = epochs_.atStep(genStop_).replicas;
   auto plan = planAt(genStop_);
   if (!plan.ok()) return;  // said at the boundary
+  // The layout below lays out this generation's tensor groups; a plan that
+  // splits its layers otherwise starts its workers at the boundary.
+  if (plan->tensor_parallel != T_) return;
   nextPlan_ = std::move(*plan);
   nextToken_ = wire::newToken();
   control_->admit(nextToken_);
@@ -267,7 +273,7 @@ Status Job::rescale() {
 
   // The next generation: the pre-started workers when they fit, else new ones.
   const bool prestarted = !next_.empty() && static_cast<int>(next_.size()) == W_ &&
-                          nextPlan_.pipeline_stages == B_;
+                          nextPlan_.pipeline_stages == B_ && nextPlan_.tensor_parallel == T_;
   if (prestarted) {
     token_ = nextToken_;
     workers_ = std::move(next_);

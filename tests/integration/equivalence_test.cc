@@ -771,5 +771,61 @@ TEST(Scaling, ARuleIsDecidedAtEachEpochEndAndCanScaleDown) {
   EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
 }
 
+// Scaling a tensor-parallel grid (issue 15 §2): AdaBatch takes a t = 2
+// GPT from 1 to 2 replicas (2 to 4 workers) after its first epoch. Each
+// tensor group gathers its split layers into the boundary's checkpoint and
+// the next generation's groups cut them again; every step's loss and the
+// final weights equal one process's with the same replicas per epoch, to
+// the split's rounding (tensorParallel()).
+TEST(Scaling, ATensorParallelGridChangesItsReplicasLikeOneProcessWould) {
+  const Tolerance t = tensorParallel();
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml")
+      << "name: scaled-tp\n"
+         "model: " + kGpt + "\n"
+         "data: {dataset: text, path: /usr/share/common-licenses/Artistic}\n"
+         "training: {epochs: 2, global_batch: 12, seed: 7, eval: false,\n"
+         "           optimizer: {name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}}\n"
+         "cluster: {workers: 4, launcher: local}\n"
+         "plan: {data_parallel: 1, stages: 1, tensor_parallel: 2, microbatches: 3}\n"
+         "scaling: {policy: adabatch, min_replicas: 1, max_replicas: 2}\n"
+         "output: {trace_steps: 2}\n";
+  const auto r = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["status"], "completed");
+  EXPECT_EQ((*summary)["generations"], 2);
+  EXPECT_EQ((*summary)["plan"]["tensor_parallel"], 2);
+  EXPECT_EQ((*summary)["plan"]["data_parallel"], 2);
+  const Json& events = (*summary)["scaling"]["events"];
+  ASSERT_EQ(events.size(), 1u) << events.dump();
+  EXPECT_EQ(events[0]["replicas_before"], 1);
+  EXPECT_EQ(events[0]["replicas"], 2);
+  EXPECT_EQ(events[0]["workers_released"], 2);
+  EXPECT_EQ(events[0]["workers"], 4);
+  // 167 training windows of the text: 14 steps of 12 samples, then 7 of 24.
+  const int steps = 21;
+  EXPECT_EQ((*summary)["steps"]["done"], steps);
+
+  auto spec = cluster::loadJobSpec(dir / "job.yaml");
+  ASSERT_TRUE(spec.ok());
+  runtime::ReferenceOptions ro;
+  ro.job = *spec;
+  ro.microbatch_size = 4;
+  ro.steps = steps;
+  ro.epochs.emplace(167, 12, false);
+  ro.epochs->append(0, 1, 1.0, "");
+  ro.epochs->append(1, 2, events[0]["lr_factor"].get<double>(), "");
+  auto ref = runtime::trainReference(ro);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  const std::vector<double> losses = testing::stepLosses(dir / "run");
+  ASSERT_EQ(losses.size(), static_cast<size_t>(steps));
+  for (int s = 0; s < steps; ++s) {
+    EXPECT_NEAR(losses[s], ref->losses[s], t.loss * std::fabs(ref->losses[s])) << "step " << s + 1;
+  }
+  expectSameWeights(checkpointOf(dir, "run", steps), ref->model, t);
+}
+
 }  // namespace
 }  // namespace hydrozoa
