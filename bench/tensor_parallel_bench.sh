@@ -37,8 +37,10 @@ EOF
 echo "gpt: $layers blocks, hidden 256, 4 heads, context 128; global batch 16, $steps steps; $(nproc) cores"
 printf '%-9s %-10s %9s %11s %11s %8s %14s %11s %6s %12s %6s\n' workers plan samples/s measured predicted error \
   "tensor MB/wkr" "TP MB/step" "/formula" "pipe MB/step" "/formula"
+runs=0
 run() {  # p t d [sg]
-  local p=$1 t=$2 d=$3 sg=${4:-} name="p$1t$2d$3${4:+-sg}"
+  runs=$((runs + 1))
+  local p=$1 t=$2 d=$3 sg=${4:-} name="$runs-p$1t$2d$3${4:+-sg}"
   (cd "$work" && $hz train job.yaml --stages "$p" --tensor-parallel "$t" --data-parallel "$d" --microbatches 4 \
     --workers $((p * t * d)) --max-steps "$steps" --no-progress --out "$name" ${sg:+--scatter-gather} \
     > "$name.log" 2>&1) || { cat "$work/$name.log" >&2; exit 1; }
@@ -95,3 +97,5 @@ run 1 4 1
 run 2 2 1
 run 2 2 1 sg
 run 1 2 2
+run 2 2 1 sg  # the pair again, in the other order (one run's noise on this machine is ±10%)
+run 2 2 1

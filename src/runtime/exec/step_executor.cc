@@ -34,15 +34,15 @@ int edgeOf(const Action& a, const PipelineShape& shape) {
 // the same on every slice too (f's allreduce leaves one sum on all of
 // them). Sent whole from each of the t slices to its counterpart, it
 // crosses the stages' link t times. With scatter/gather (PTD-P §4.4.1)
-// slice i sends only part i of t of the flattened tensor to slice i of
-// the neighbouring stage (the parts are equal: a boundary is b·s·h, and t
-// divides h, model/arch.h checkTensorParallel), and
-// the receiving group all-gathers the parts over its tensor group — the
-// fast link — so the stages' link carries each boundary once. The tensor
-// each slice then holds is the sent one, element for element. The
-// all-gather runs on the compute thread where the schedule takes the
-// receive: every slice runs the same actions, so the group's collectives
-// come in the same order on all of them. Evaluation sends boundaries whole.
+// slice i sends only part i of t of the flattened tensor to slice i of the
+// neighbouring stage (equal parts: a boundary is b·s·h and t divides h,
+// model/arch.h checkTensorParallel), and the receiving group all-gathers
+// the parts over its tensor group — the fast link — so the stages' link
+// carries each boundary once. The tensor each slice then holds is the sent
+// one, element for element. The all-gather runs on the compute thread
+// where the schedule takes the receive: every slice runs the same actions,
+// so the group's collectives come in the same order on all of them.
+// Evaluation sends boundaries whole.
 std::int64_t partOf(std::int64_t elements, int parts) {
   if (elements % parts != 0) {
     throw std::logic_error(fmt::format("a stage boundary of {} elements does not split into {} equal parts for "
