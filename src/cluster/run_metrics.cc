@@ -173,7 +173,7 @@ void Job::finish(const std::string& status, const std::string& reason) {
        {{"data_parallel", A_},
         {"pipeline_stages", B_},
         {"tensor_parallel", T_},
-        {"scatter_gather", T_ > 1 && gen_.scatter_gather},
+        {"scatter_gather", gen_.scatter_gather},
         {"microbatch_size", gen_.microbatch_size},
         {"num_microbatches", gen_.num_microbatches},
         {"global_batch", spec_.global_batch},

@@ -231,7 +231,7 @@ void Job::sendAssign(const WorkerState& w) {
                  {"stages", B_},
                  {"tensor_rank", w.tensor_rank},
                  {"tensor_parallel", T_},
-                 {"scatter_gather", T_ > 1 && gen_.scatter_gather},
+                 {"scatter_gather", gen_.scatter_gather},
                  {"first_layer", gen_.stages[w.stage].first_layer},
                  {"layer_ranges", layerRangesJson(gen_.stages[w.stage])},
                  {"last_layer", gen_.stages[w.stage].last_layer},

@@ -80,7 +80,8 @@ struct Plan {
   // parallelism"). Each stage's figures below are one of its t workers'.
   int tensor_parallel = 1;
   // Stage boundaries sent 1/t from each slice and all-gathered by the
-  // receiving group (strategy.scatter_gather; absent: false; t > 1 only).
+  // receiving group (strategy.scatter_gather; absent: false). Only with
+  // tensor_parallel > 1: makePlan and planFromJson keep that so.
   bool scatter_gather = false;
   std::int64_t microbatch_size = 1, num_microbatches = 1;
   ScheduleKind schedule = ScheduleKind::kGPipe;  // plan.json "schedule" (absent: gpipe)

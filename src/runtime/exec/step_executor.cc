@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <functional>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -52,12 +54,6 @@ std::int64_t partOf(std::int64_t elements, int parts) {
   return elements / parts;
 }
 
-std::int64_t elementsOf(const SampleShape& shape, std::int64_t samples) {
-  std::int64_t n = samples;
-  for (std::int64_t d : shape.dims) n *= d;
-  return n;
-}
-
 torch::Tensor boundaryPart(const torch::Tensor& whole, int rank, int parts) {
   const torch::Tensor flat = whole.reshape(-1);
   const std::int64_t part = partOf(flat.numel(), parts);
@@ -66,18 +62,26 @@ torch::Tensor boundaryPart(const torch::Tensor& whole, int rank, int parts) {
 
 torch::Tensor wholeBoundary(model::TensorGroup& group, const torch::Tensor& part, const SampleShape& shape,
                             std::int64_t samples) {
-  std::vector<std::int64_t> dims = {samples};
-  dims.insert(dims.end(), shape.dims.begin(), shape.dims.end());
-  return torch::cat(group.allgather(part)).view(dims);
+  return torch::cat(group.allgather(part)).view(shape.sizes(samples));
 }
 
 
 }  // namespace
 
-torch::Tensor SampleShape::buffer(std::int64_t n) const {
+std::vector<std::int64_t> SampleShape::sizes(std::int64_t n) const {
   std::vector<std::int64_t> s = {n};
   s.insert(s.end(), dims.begin(), dims.end());
-  return torch::empty(s, torch::TensorOptions().dtype(dtype).device(device));
+  return s;
+}
+
+torch::Tensor SampleShape::buffer(std::int64_t n) const {
+  return torch::empty(sizes(n), torch::TensorOptions().dtype(dtype).device(device));
+}
+
+torch::Tensor SampleShape::partBuffer(std::int64_t n, int parts) const {
+  const std::vector<std::int64_t> s = sizes(n);
+  const std::int64_t elements = std::accumulate(s.begin(), s.end(), std::int64_t{1}, std::multiplies<>());
+  return torch::empty({partOf(elements, parts)}, torch::TensorOptions().dtype(dtype).device(device));
 }
 
 // -------------------------------------------------------------- StepExecutor
@@ -156,10 +160,7 @@ struct StepExecutor::Pending {
   void post(int window, bool nextAllowed) {
     while (!toPost.empty() && (window <= 0 || posted < window) && (nextAllowed || !toPost.front().next)) {
       const Receive& r = toPost.front();
-      channel->expect(r.tag, r.tag,
-                      parts == 1 ? r.shape->buffer(r.samples)
-                                 : torch::empty({partOf(elementsOf(*r.shape, r.samples), parts)},
-                                                torch::TensorOptions().dtype(r.shape->dtype).device(r.shape->device)),
+      channel->expect(r.tag, r.tag, parts == 1 ? r.shape->buffer(r.samples) : r.shape->partBuffer(r.samples, parts),
                       r.label);
       toPost.pop_front();
       ++posted;

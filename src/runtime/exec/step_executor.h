@@ -51,7 +51,11 @@ struct SampleShape {
   std::vector<std::int64_t> dims;
   torch::ScalarType dtype = torch::kFloat;
   torch::Device device = torch::kCPU;
+  std::vector<std::int64_t> sizes(std::int64_t n) const;  // n samples': {n, dims...}
   torch::Tensor buffer(std::int64_t n) const;
+  // One of `parts` equal parts of n samples' elements, flattened (NOTE
+  // [Scatter/gather of stage boundaries] in step_executor.cc).
+  torch::Tensor partBuffer(std::int64_t n, int parts) const;
 };
 
 // One model chunk of the stage (one, unless interleaved), in one weight
