@@ -286,6 +286,9 @@ bool ControlClient::receive(Json* message, int timeoutMs) {
     std::atomic<bool>& flag;
     ~Done() { flag = false; }
   } done{receiving_};
+  // A sender that came after the wait above saw receiving_ false and did
+  // not wake this poll: it goes first (it counted itself before looking).
+  if (senders_.load() > 0) return false;
   zmq::pollitem_t items[2] = {{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0}, {nullptr, wakeFd_, ZMQ_POLLIN, 0}};
   for (;;) {
     if (pollOnce(items, timeoutMs, 2) <= 0) return false;
