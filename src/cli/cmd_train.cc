@@ -68,8 +68,9 @@ struct TrainArgs {
   std::string channel, channel_password_file, channel_sync, platform, function_timeout;
   std::string launcher, bandwidth, latency, start_delay, memory_limit, cpu_limit, max_recoveries;
   std::string scaling, min_replicas, max_replicas, every_epochs;
-  std::string partition, account, slurm_args, coordinator_host, schedule, chunks, events;
+  std::string partition, account, slurm_args, coordinator_host, schedule, chunks, events, stragglers;
   bool no_progress = false, replan = false, refresh_profile = false, recompute = false, scatter_gather = false;
+  bool flexrr = false;
 };
 
 // Every range given below fits the field it fills, so narrowing is safe.
@@ -95,6 +96,10 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
   HZ_RETURN_IF_ERROR(overrideCount(a.chunks, "--chunks", kChunksRange, &s->chunks));
   if (a.recompute) s->recompute = true;
   if (a.scatter_gather) s->scatter_gather = true;
+  if (a.flexrr) s->flexrr.enabled = true;
+  if (!a.stragglers.empty()) {
+    HZ_ASSIGN_OR_RETURN(s->stragglers, cluster::parseStragglers(a.stragglers, "--stragglers"));
+  }
   HZ_RETURN_IF_ERROR(overrideCount(a.epochs, "--epochs", kStepsRange, &s->epochs));
   HZ_RETURN_IF_ERROR(overrideCount(a.workers, "--workers", kWorkersRange, &s->workers));
   HZ_RETURN_IF_ERROR(overrideCount(a.global_batch, "--global-batch", kSamplesRange, &s->global_batch));
@@ -280,6 +285,12 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_flag("--scatter-gather", a->scatter_gather,
                 "With tensor parallelism, send each stage boundary 1/t from every worker of a tensor group and "
                 "all-gather it at the receivers (Megatron's scatter/gather) instead of whole from every worker");
+  cmd->add_flag("--flexrr", a->flexrr,
+                "Data-parallel replicas that fall behind hand some of their microbatches to faster ones within the "
+                "step (FlexRR's rapid reassignment; the same training; docs/stragglers.md)");
+  cmd->add_option("--stragglers", a->stragglers,
+                  "Slow workers down for experiments: 'worker=1,slowdown=3x[,mode=quota|pause|sleep][,start=10s,"
+                  "for=30s]' or 'worker=2,pause=200ms,every=2s'; several separated by ';' (docs/stragglers.md)");
   cmd->add_option("--microbatches", a->microbatches, "Pin the number of microbatches per step");
   cmd->add_option("--microbatch-size", a->microbatch_size, "Pin the microbatch size");
   cmd->add_option("--schedule", a->schedule,

@@ -21,6 +21,7 @@
 #include "cluster/run_dir.h"
 #include "cluster/scaling/epochs.h"
 #include "cluster/scaling/policy.h"
+#include "cluster/straggler_driver.h"
 #include "core/cpus.h"
 #include "data/sampler.h"
 #include "wire/control.h"
@@ -92,6 +93,12 @@ Status Job::start() {
   }
   token_ = wire::newToken();
   HZ_RETURN_IF_ERROR(makeLauncher());
+  if (!spec_.stragglers.empty()) {
+    // A quota needs a launcher that gives its workers one (containers).
+    WorkerHandle quota;
+    if (std::string(launcher_->name()) == "container") quota.quota_file = "(the container's)";
+    for (const StragglerSpec& x : spec_.stragglers) HZ_RETURN_IF_ERROR(StragglerDriver::modeFor(x, quota).status());
+  }
   launched_ = Clock::now();
   HZ_ASSIGN_OR_RETURN(control_, wire::ControlServer::bind(launcher_->coordinatorHost(), spec_.control_port, token_));
   // NOTE [The rendezvous]
@@ -215,6 +222,7 @@ void Job::handle(int rank, const Json& m) {
     a.epoch = m.value("epoch", 0);
     a.loss += m.value("loss", 0.0);
     a.samples += m.value("samples", 0.0);
+    a.reassigned += m.value("reassigned", 0);
     a.iteration = std::max(a.iteration, m.value("iteration_s", 0.0));
     // Per (replica, stage): a tensor group's first slice speaks for it (its
     // slices compute alike).
@@ -330,6 +338,18 @@ Status Job::watch() {
   for (auto& w : workers_) {
     control_->send(from(w.id), {{"type", "go"}});
     w.last_seen = Clock::now();
+  }
+  // Slow workers for experiments (cluster.stragglers): this generation's,
+  // continued and their quota restored when it ends.
+  std::optional<StragglerDriver> stragglers;
+  if (!spec_.stragglers.empty()) {
+    std::vector<StragglerDriver::Target> targets;
+    for (const StragglerSpec& x : spec_.stragglers) {
+      for (const auto& w : workers_) {
+        if (w.rank == x.worker) targets.push_back({x, launcher_->handle(w.id), w.name()});
+      }
+    }
+    stragglers.emplace(std::move(targets), since(trainingStart_), spec_.seed);
   }
   emit({{"event", "running"},
         {"generation", generation_},

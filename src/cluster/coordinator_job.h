@@ -75,6 +75,7 @@ struct StepAccount {
   int reports = 0;
   double loss = 0, samples = 0;
   double compute_replica0 = 0;  // summed over replica 0's stages
+  int reassigned = 0;           // microbatches computed by another replica than their own (FlexRR)
   double iteration = 0;         // the slowest worker's
   int epoch = 0;
   // Per stage, summed over its replicas: the passes' compute, and the wait
@@ -206,6 +207,9 @@ class Job {
   std::map<std::int64_t, std::set<int>> checkpoints_;
   std::map<std::int64_t, std::string> spoiled_;  // steps with a refused checkpoint file, and why
   std::int64_t stepsDone_ = 0, maxStarted_ = 0;
+  // FlexRR: microbatches computed by another replica than their own, and
+  // the microbatches of the steps done.
+  std::int64_t reassigned_ = 0, microbatchesDone_ = 0;
   double samples_ = 0, lastLoss_ = 0, rateEma_ = 0;
   std::vector<double> stepSeconds_, bubbles_;
   void checkPrediction(double stepSeconds);

@@ -39,6 +39,25 @@ Result<ModelInfo> inspectModel(const JobSpec& spec) {
   return info;
 }
 
+// NOTE [Where FlexRR reassigns]: a helper computes a straggler's whole
+// microbatch, forward and backward, from the data; in a pipeline a
+// microbatch's input on stage s > 0 comes from stage s − 1 of its own
+// replica, sent before the straggler could give it away, so only one-stage
+// replicas reassign (docs/stragglers.md).
+Status checkFlexrr(const plan::Plan& p, const JobSpec& spec, const std::string& origin) {
+  if (!spec.flexrr.enabled || p.data_parallel < 2) return Status();
+  const bool flushes = p.schedule == plan::ScheduleKind::kGPipe || p.schedule == plan::ScheduleKind::kOneFOneB;
+  if (p.pipeline_stages == 1 && p.tensor_parallel == 1 && flushes && p.evenlyReplicated() && spec.channel.empty()) {
+    return Status();
+  }
+  return invalidArgument(fmt::format(
+      "{}: flexrr reassigns microbatches among data-parallel replicas of one stage (gpipe or 1f1b, workers "
+      "connected to each other), but the plan has {} stages × {}-way tensor parallelism under {}{}: use "
+      "--stages 1 --tensor-parallel 1, or turn flexrr off",
+      origin, p.pipeline_stages, p.tensor_parallel, plan::scheduleName(p.schedule),
+      spec.channel.empty() ? "" : " through a channel"));
+}
+
 Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spec, const std::string& origin) {
   const int L = static_cast<int>(model.layer_names.size());
   if (p.pieces().back().last + 1 != L) {
@@ -87,6 +106,7 @@ Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spe
     split.tensor_parallel = p.tensor_parallel;
     HZ_RETURN_IF_ERROR(checkTensorParallel(split));
   }
+  HZ_RETURN_IF_ERROR(checkFlexrr(p, spec, origin));
   if (p.globalBatch() != spec.global_batch) {
     return invalidArgument(fmt::format("{} trains with a global batch of {} ({} replicas × {} microbatches of {}) but "
                                        "training.global_batch is {}; re-plan, or set global_batch: {}",
@@ -248,6 +268,22 @@ Result<plan::SearchOptions> searchOptions(const JobSpec& spec, const profile::Pr
   }
   if (spec.chunks) o.chunks = *spec.chunks;
   o.recompute = spec.recompute.value_or(false);
+  if (spec.flexrr.enabled) {
+    // One-stage plans only (NOTE [Where FlexRR reassigns]); and since work
+    // moves a microbatch at a time, up to 8 microbatches per replica unless
+    // pinned (FlexRR's first offer is 2.5% of a replica's work).
+    if (!o.stages) o.stages = 1;
+    if (!o.tensor_parallel) o.tensor_parallel = 1;
+    if (!o.microbatches && !o.microbatch_size && o.data_parallel && spec.global_batch % *o.data_parallel == 0) {
+      const std::int64_t per = spec.global_batch / *o.data_parallel;
+      for (std::int64_t m = std::min<std::int64_t>(8, per); m >= 1; --m) {
+        if (per % m == 0) {
+          o.microbatches = m;
+          break;
+        }
+      }
+    }
+  }
   // Scaling changes every stage's replicas alike: stages replicated
   // unevenly only with a fixed set of workers (checkPlan).
   o.round_robin = spec.scaling.policy == "fixed";
@@ -266,6 +302,7 @@ Result<plan::Plan> planFromProfile(const JobSpec& spec, const profile::Profile& 
                                            : fmt::format("the {} catalog's figure", catalog.name)));
   HZ_ASSIGN_OR_RETURN(plan::SearchResult result, plan::searchPlan(prof, catalog, o));
   plan::Plan p = plan::makePlan(result, prof, o, catalog.name);
+  HZ_RETURN_IF_ERROR(checkFlexrr(p, spec, "the plan"));
   HZ_RETURN_IF_ERROR(run.writeJson("plan.json", plan::planToJson(p)));
   return p;
 }

@@ -37,6 +37,9 @@ Result<ModelInfo> inspectModel(const JobSpec& spec);
 
 // Checks that a plan fits the model and the job (layers, workers, batch).
 Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spec, const std::string& origin);
+// With flexrr on: a plan of data-parallel replicas of one stage (NOTE [Where
+// FlexRR reassigns]).
+Status checkFlexrr(const plan::Plan& p, const JobSpec& spec, const std::string& origin);
 // OK when the job's model splits spec.tensor_parallel ways (a zoo model
 // whose transformer blocks t divides: model/arch.h checkTensorParallel);
 // otherwise one line naming the constraint and the valid values.

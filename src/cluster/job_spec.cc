@@ -150,6 +150,14 @@ void readCluster(ObjectReader& top, JobSpec* s) {
   s->channel_sync = r.optString("channel_sync").value_or(s->channel_sync);
   if (r.has("channel_timeout")) s->channel_timeout = r.seconds("channel_timeout");
   if (r.has("function_timeout")) s->function_timeout = r.seconds("function_timeout");
+  if (const Json* stragglers = r.raw("stragglers")) {
+    auto parsed = readStragglers(*stragglers, r.child("stragglers"));
+    if (parsed.ok()) {
+      s->stragglers = *parsed;
+    } else {
+      r.adopt(parsed.status());
+    }
+  }
   if (const Json* slurm = r.raw("slurm")) {
     ObjectReader q(*slurm, r.child("slurm"));
     s->slurm.partition = q.optString("partition").value_or("");
@@ -419,6 +427,8 @@ Status validateJobSpec(const JobSpec& s, const std::string& origin) {
                                        "channel: remove cluster.channel or use tensor_parallel: 1");
   }
   HZ_RETURN_IF_ERROR(validateScalingSpec(s.scaling, origin));
+  HZ_RETURN_IF_ERROR(validateStragglers(s.stragglers, s.workers, origin + ": cluster.stragglers"));
+  HZ_RETURN_IF_ERROR(validateFlexrr(s.flexrr, origin + ": flexrr"));
   if (s.data_parallel && s.global_batch % A != 0) {
     return bad("plan.data_parallel", fmt::format("{} replicas do not divide training.global_batch {}", A,
                                                  s.global_batch));
@@ -445,6 +455,14 @@ Result<JobSpec> parseJobSpec(const Json& j, const std::string& origin) {
   readPlan(top, &s);
   readScaling(top, &s);
   readOutput(top, &s);
+  if (const Json* flexrr = top.raw("flexrr")) {
+    auto parsed = readFlexrr(*flexrr, top.child("flexrr"));
+    if (parsed.ok()) {
+      s.flexrr = *parsed;
+    } else {
+      top.adopt(parsed.status());
+    }
+  }
   top.rejectUnknownKeys();
   HZ_RETURN_IF_ERROR(top.status());
   HZ_RETURN_IF_ERROR(validateJobSpec(s, origin));
@@ -515,6 +533,11 @@ Json jobSpecToJson(const JobSpec& s) {
     cluster["channel_timeout"] = s.channel_timeout;
     if (!s.channel_password_file.empty()) cluster["channel_password_file"] = s.channel_password_file;
   }
+  if (!s.stragglers.empty()) {
+    Json list = Json::array();
+    for (const StragglerSpec& x : s.stragglers) list.push_back(formatStraggler(x));
+    cluster["stragglers"] = list;
+  }
   if (s.launcher == "slurm") {
     std::string args;
     for (const auto& a : s.slurm.args) args += (args.empty() ? "" : " ") + a;
@@ -537,6 +560,7 @@ Json jobSpecToJson(const JobSpec& s) {
           {"cluster", cluster},
           {"plan", plan},
           {"scaling", scalingToJson(s.scaling)},
+          {"flexrr", flexrrToJson(s.flexrr)},
           {"output",
            {{"dir", s.out_dir},
             {"checkpoint_every_epochs", s.checkpoint_every_epochs},

@@ -14,6 +14,7 @@
 
 #include "core/files.h"
 #include "cluster/scaling/policy.h"
+#include "cluster/stragglers.h"
 #include "core/status.h"
 #include "core/units.h"
 
@@ -102,6 +103,9 @@ struct JobSpec {
   int max_recoveries = 3;                   // lost workers recovered per run; 0: a loss stops the job
   int control_port = 0;                     // 0: any free port
   SlurmSpec slurm;                          // slurm: partition, account, more options
+  // Slow workers injected for experiments (cluster.stragglers, --stragglers;
+  // docs/stragglers.md).
+  std::vector<StragglerSpec> stragglers;
   // The data plane (docs/functions.md, "The channel"): "" : workers connect
   // to each other (Gloo); "redis": through a redis-server the job starts
   // beside the coordinator; "redis://host:port": through that server, with
@@ -128,6 +132,9 @@ struct JobSpec {
   std::optional<int> chunks;  // model chunks per stage, interleaved (plan.chunks, --chunks)
   std::optional<bool> recompute;  // recompute activations in the backward pass (plan.recompute, --recompute)
   std::string objective = "fastest";
+  // FlexRR's rapid reassignment among data-parallel replicas (flexrr:,
+  // --flexrr; docs/stragglers.md).
+  FlexrrSpec flexrr;
   // scaling (policy at epoch boundaries; docs/scaling.md)
   ScalingSpec scaling;
   // output

@@ -97,13 +97,19 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
   checkPrediction(span);
   if (a.iteration > 0) bubbles_.push_back(std::max(0.0, 1.0 - a.compute_replica0 / (B_ * a.iteration)));
   recordStageTimes(a);
-  report({{"t", priorSeconds_ + since(trainingStart_)},
-          {"epoch", a.epoch + 1},
-          {"step", step + 1},
-          {"loss", a.loss},
-          {"samples_per_s", rate},
-          {"workers", W_},
-          {"cost_usd", cost()}});
+  Json line = {{"t", priorSeconds_ + since(trainingStart_)},
+               {"epoch", a.epoch + 1},
+               {"step", step + 1},
+               {"loss", a.loss},
+               {"samples_per_s", rate},
+               {"workers", W_},
+               {"cost_usd", cost()}};
+  if (spec_.flexrr.enabled) {
+    reassigned_ += a.reassigned;
+    microbatchesDone_ += static_cast<std::int64_t>(A_) * gen_.num_microbatches;
+    line["reassigned_microbatches"] = a.reassigned;
+  }
+  report(std::move(line));
   ProgressState p;
   p.epoch = a.epoch + 1;
   p.epochs = epochs_.epochOf(std::max<std::int64_t>(0, totalSteps_ - 1)) + 1;
@@ -218,6 +224,16 @@ void Job::finish(const std::string& status, const std::string& reason) {
        {{"metrics", run_.file("metrics.jsonl")},
         {"trace", run_.file("trace.json")},
         {"checkpoints", run_.checkpointsDir()}}}};
+  if (spec_.flexrr.enabled) {
+    summary["flexrr"] = flexrrToJson(spec_.flexrr);
+    summary["flexrr"]["reassigned_microbatches"] = reassigned_;
+    summary["flexrr"]["microbatches"] = microbatchesDone_;
+  }
+  if (!spec_.stragglers.empty()) {
+    Json list = Json::array();
+    for (const StragglerSpec& x : spec_.stragglers) list.push_back(formatStraggler(x));
+    summary["stragglers"] = list;
+  }
   if (channel_) {
     // Keys the workers left (a completed run consumes every message: 0);
     // the coordinator deletes them when it closes the channel.

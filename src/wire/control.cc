@@ -40,13 +40,17 @@ bool sameToken(const Json& v, const std::string& token) {
 }
 
 // A worker's name as the coordinator uses it: "w" and digits.
-// "w3": a worker; "w3.store": its connection to the c10d Store (wire/store.h).
+// "w3": a worker; "w3.store": its connection to the c10d Store (wire/store.h);
+// "w3.flexrr" and "w3.inbox": its FlexRR connections to the store
+// (runtime/comm/reassign.h).
 bool validName(const Json& j) {
   if (!j.is_string()) return false;
   std::string s = j.get<std::string>();
-  constexpr std::string_view kStore = ".store";
-  if (s.size() > kStore.size() && s.compare(s.size() - kStore.size(), kStore.size(), kStore) == 0) {
-    s.resize(s.size() - kStore.size());
+  for (const std::string_view suffix : {".store", ".flexrr", ".inbox"}) {
+    if (s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      s.resize(s.size() - suffix.size());
+      break;
+    }
   }
   return s.size() >= 2 && s.size() <= 12 && s[0] == 'w' && s.find_first_not_of("0123456789", 1) == std::string::npos;
 }

@@ -181,6 +181,14 @@ std::vector<StoreService::Reply> StoreService::handle(const std::string& from, c
       Json r = reply(id);
       r["deleted"] = values_.erase(key(request)) > 0;
       out.push_back({from, std::move(r)});
+    } else if (op == "delete_prefix") {
+      // Every key that starts with it (a step's FlexRR messages,
+      // runtime/comm/reassign.h): one request instead of one per key.
+      const std::string prefix = key(request);
+      if (prefix.empty()) throw BadRequest{"delete_prefix needs a non-empty prefix"};
+      Json r = reply(id);
+      r["deleted"] = erasePrefix(prefix);
+      out.push_back({from, std::move(r)});
     } else if (op == "check") {
       Json r = reply(id);
       r["present"] = present(keys(request));
@@ -203,7 +211,7 @@ std::vector<StoreService::Reply> StoreService::handle(const std::string& from, c
         waiters_.push_back(std::move(w));
       }
     } else {
-      throw BadRequest{fmt::format("unknown op \"{}\" (set, get, add, compare_set, delete, check, num_keys, wait)",
+      throw BadRequest{fmt::format("unknown op \"{}\" (set, get, add, compare_set, delete, delete_prefix, check, num_keys, wait)",
                                    op.substr(0, 32))};
     }
   } catch (const BadRequest& e) {

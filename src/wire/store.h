@@ -12,6 +12,7 @@
 //   {id, op: "add",         key, amount}               -> {count}   (a missing key counts from 0)
 //   {id, op: "compare_set", key, expected, value}      -> {value}   (the value now held)
 //   {id, op: "delete",      key}                       -> {deleted}
+//   {id, op: "delete_prefix", key}                     -> {deleted}   (every key starting with it: a count)
 //   {id, op: "check",       keys}                      -> {present}
 //   {id, op: "num_keys"}                               -> {count}
 //   {id, op: "wait",        keys, timeout_ms}          -> {}        (waits for every key)

@@ -60,6 +60,8 @@ struct Tolerance {
   int tensor_parallel = 1;        // what the run's plan.json must say
   // > 0: what every worker's "pipeline traffic" line must say it sent per step.
   std::int64_t pipeline_bytes_per_step = 0;
+  // > 0: FlexRR must have moved at least this many microbatches (summary.json).
+  std::int64_t min_reassigned = 0;
 };
 
 // The parameters saved in checkpoint `ckpt` equal `ref`'s, layer by layer.
@@ -169,6 +171,14 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
       EXPECT_NE(text.find(fmt::format("steps, {} per step", t.pipeline_bytes_per_step)), std::string::npos)
           << "worker " << w["id"] << ": " << text;
     }
+  }
+
+  if (t.min_reassigned > 0) {
+    auto summary = readJsonFile(std::filesystem::path(dir / "run") / "summary.json");
+    ASSERT_TRUE(summary.ok());
+    EXPECT_GE((*summary)["flexrr"]["reassigned_microbatches"].get<std::int64_t>(), t.min_reassigned)
+        << (*summary)["flexrr"].dump();
+    EXPECT_EQ((*summary)["flexrr"]["microbatches"], t.steps * p.replicas * p.microbatches);
   }
 
   const bool pipedream = t.schedule == "pipedream" || t.schedule == "pipedream-vs";
@@ -534,6 +544,30 @@ TEST(Equivalence, ACheckpointAtTensorParallelTwoResumesAtOneAndAtFour) {
 // for weights of order 0.1), at a learning rate where this ResNet is stable.
 // The running statistics are not compared: they are averaged over replicas
 // at checkpoints, not accumulated in one order, by design.
+// FlexRR (docs/stragglers.md): a replica slowed 8x (sleeping after each
+// pass, so it answers its helpers at once) hands microbatches to the others,
+// who read them and add their gradients; the training is the same (NOTE
+// [Reassigned microbatches] in runtime/exec/reassigning_step.h). A wider MLP
+// than kMlp, so that a pass outlasts a message through the store.
+TEST(Equivalence, FlexrrUnderAStragglerTrainsTheSame) {
+  Tolerance t;
+  t.steps = 8;
+  t.args = {"--flexrr", "--stragglers", "worker=1,slowdown=8x,mode=sleep"};
+  t.min_reassigned = 4;
+  expectEquivalent("{name: mlp, options: {hidden: 1024, depth: 2}}", {4, 1, 6}, t);
+}
+
+// Paused from outside (SIGSTOP for 7/8 of every 20 ms: the local
+// launcher's way), the straggler answers late; whatever moves, the training
+// is the same.
+TEST(Equivalence, FlexrrUnderAPausedStragglerTrainsTheSame) {
+  Tolerance t;
+  t.steps = 6;
+  t.launcher = "local";
+  t.args = {"--flexrr", "--stragglers", "worker=2,slowdown=8x"};
+  expectEquivalent("{name: mlp, options: {hidden: 1024, depth: 2}}", {4, 1, 6}, t);
+}
+
 TEST(Equivalence, BatchNormModelWithinALooserBound) {
   Tolerance t;
   t.loss = 1e-3;

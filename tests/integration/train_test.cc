@@ -1231,6 +1231,40 @@ TEST(TrainBadInput, ABadScalingPolicyNamesTheFieldAndTheChoices) {
                  "scaling.every_steps is 50: hydrozoa train changes the replicas at epoch boundaries only");
 }
 
+// Stragglers and FlexRR (issue 16 §5): one line each, before anything starts.
+TEST(TrainBadInput, StragglersAndFlexrrThatCannotBe) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << "model: cnn\ndata: {dataset: fashion_mnist}\ntraining: {global_batch: 32}\n"
+                                     "cluster: {workers: 4}\n";
+  expectRunError(dir, {"train", "job.yaml", "--stragglers", "worker=4,slowdown=3x"},
+                 "worker 4 does not exist: the job's workers are 0 to 3");
+  expectRunError(dir, {"train", "job.yaml", "--stragglers", "worker=1"}, "says nothing to do");
+  expectRunError(dir, {"train", "job.yaml", "--stragglers", "worker=1,slowdown=3x,mode=quota", "--launcher", "local"},
+                 "mode quota cuts a container's CPU quota, but this launcher gives its workers none");
+  expectRunError(dir, {"train", "job.yaml", "--flexrr", "--data-parallel", "2", "--stages", "2", "--out", "run"},
+                 "flexrr reassigns microbatches among data-parallel replicas of one stage");
+}
+
+// A paused straggler is paused (the coordinator says so), and continued at
+// the end: the run finishes and leaves no worker behind.
+TEST(Train, APausedStragglerIsPausedAndTheRunEnds) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << "model: cnn\ndata: {dataset: fashion_mnist}\ntraining: {global_batch: 32}\n"
+                                     "cluster: {workers: 2}\n";
+  const auto r = runHydrozoa(dir.path().string(), {"train", "job.yaml", "--data-parallel", "2", "--stages", "1",
+                                                   "--launcher", "local", "--max-steps", "6", "--no-progress",
+                                                   "--stragglers", "worker=1,slowdown=4x", "--flexrr", "--out", "run"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("stragglers: pausing worker 1 (replica 1, stage 0) (4x slower: stopped 75% of every 20 ms)"),
+            std::string::npos)
+      << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["stragglers"], Json::array({"worker=1,slowdown=4x"}));
+  EXPECT_EQ((*summary)["flexrr"]["microbatches"], 6 * 2 * 8);  // up to 8 per replica with flexrr
+  EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
+}
+
 TEST(TrainBadInput, InvalidYaml) {
   ScratchDir dir;
   std::ofstream(dir / "job.yaml") << "model: {name: cnn\ntraining: [1, 2\n";

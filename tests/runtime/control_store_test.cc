@@ -12,8 +12,8 @@
 #include <atomic>
 #include <thread>
 
+#include "runtime/store_server.h"
 #include "wire/control.h"
-#include "wire/store.h"
 
 namespace hydrozoa::runtime {
 namespace {
@@ -21,46 +21,6 @@ namespace {
 using namespace std::chrono_literals;
 
 std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
-
-// The coordinator's side: its control server and store service, served
-// from a thread as the coordinator's event loop serves them.
-class StoreServer {
- public:
-  StoreServer() {
-    auto server = wire::ControlServer::bind("127.0.0.1", 0, token_);
-    EXPECT_TRUE(server.ok()) << server.status().message();
-    server_ = std::move(*server);
-    thread_ = std::thread([this] {
-      while (!stop_) {
-        std::string from;
-        Json m;
-        const bool got = server_->receive(&from, &m, 20);
-        wire::serveStore(*server_, store_, from, got ? &m : nullptr);
-      }
-    });
-  }
-  ~StoreServer() {
-    stop_ = true;
-    thread_.join();
-  }
-  std::string endpoint() const { return server_->endpoint(); }
-  const std::string& token() const { return token_; }
-  int refused() const { return server_->refused(); }
-
-  c10::intrusive_ptr<ControlStore> client(const std::string& name, std::chrono::milliseconds timeout = 5s,
-                                          const std::string& token = "") const {
-    auto c = ControlStore::connect(endpoint(), name, token.empty() ? token_ : token, timeout);
-    EXPECT_TRUE(c.ok()) << c.status().message();
-    return *c;
-  }
-
- private:
-  std::string token_ = wire::newToken();
-  std::unique_ptr<wire::ControlServer> server_;
-  wire::StoreService store_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
 
 TEST(ControlStore, TheStoreContract) {
   StoreServer server;

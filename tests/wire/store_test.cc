@@ -124,6 +124,20 @@ TEST(StoreService, AFinishedGenerationsKeysAreErased) {
   EXPECT_TRUE(only(s.handle("w0", request(2, "check", {{"keys", {"gen10/0", "gen2/0"}}}), now))["present"]);
 }
 
+TEST(StoreService, DeletePrefixErasesAStepsKeysInOneRequest) {
+  StoreService s;
+  const auto now = Clock::now();
+  for (const char* k : {"gen0/flexrr/3/1/n", "gen0/flexrr/3/1/m0", "gen0/flexrr/3/1/c7", "gen0/flexrr/3/10/n",
+                        "gen0/flexrr/4/1/n"}) {
+    s.handle("w0", request(1, "set", {{"key", k}, {"value", ""}}), now);
+  }
+  EXPECT_EQ(only(s.handle("w0", request(2, "delete_prefix", {{"key", "gen0/flexrr/3/1/"}}), now))["deleted"], 3);
+  EXPECT_EQ(s.size(), 2u);
+  const Json empty = only(s.handle("w0", request(3, "delete_prefix", {{"key", ""}}), now));
+  EXPECT_FALSE(empty["ok"]);
+  EXPECT_EQ(s.size(), 2u);
+}
+
 TEST(StoreService, HostileRequestsAreRefusedNamingTheField) {
   StoreService s;
   const auto now = Clock::now();

@@ -42,6 +42,17 @@ struct WorkerExit {
   bool killed = false;         // ended by a signal
 };
 
+// What an injected straggler (cluster.stragglers, cluster/straggler_driver.h)
+// acts on: a worker's process here (0: not one of this machine's) and the
+// file of its CPU quota ("" : none; v2's cpu.max or v1's cpu.cfs_quota_us,
+// the period 100 ms) with the vCPUs it was given.
+struct WorkerHandle {
+  pid_t pid = 0;
+  std::string quota_file;
+  bool cgroup_v2 = false;
+  double cpus = 0;
+};
+
 class Launcher {
  public:
   virtual ~Launcher() = default;
@@ -84,6 +95,8 @@ class Launcher {
   // platform's price per GB-hour); < 0: the plan's figure for its stage.
   virtual UsdPerHour hourlyRate(int /*id*/) const { return -1; }
 
+  // Worker `id`'s process and CPU quota, while it runs ({} : none here).
+  virtual WorkerHandle handle(int /*id*/) const { return {}; }
   // Starts a worker. Fails when the process cannot be created.
   virtual Status launch(const WorkerLaunch& launch) = 0;
   // Workers that ended since the last call (each reported once).

@@ -84,6 +84,10 @@ bool ControlStore::deleteKey(const std::string& key) {
   return call({{"op", "delete"}, {"key", key}}, timeout_)["deleted"].get<bool>();
 }
 
+int64_t ControlStore::deletePrefix(const std::string& prefix) {
+  return call({{"op", "delete_prefix"}, {"key", prefix}}, timeout_)["deleted"].get<int64_t>();
+}
+
 bool ControlStore::check(const std::vector<std::string>& keys) {
   return call({{"op", "check"}, {"keys", keys}}, timeout_)["present"].get<bool>();
 }

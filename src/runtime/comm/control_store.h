@@ -43,6 +43,8 @@ class ControlStore final : public c10d::Store {
   std::vector<uint8_t> get(const std::string& key) override;
   int64_t add(const std::string& key, int64_t value) override;
   bool deleteKey(const std::string& key) override;
+  // Deletes every key that starts with `prefix` in one request; how many.
+  int64_t deletePrefix(const std::string& prefix);
   bool check(const std::vector<std::string>& keys) override;
   int64_t getNumKeys() override;
   void wait(const std::vector<std::string>& keys) override;

@@ -387,6 +387,7 @@ StepStats StepExecutor::run(const StepInput& in) {
                                      static_cast<double>(n) / samples, &loss);
         }
         stats.compute += since(c0);
+        if (afterPass_) afterPass_(since(c0));
         if (last) {
           if (a.step != 0) throw missing(a, "computes a loss of the next step");  // no schedule does
           stats.lossSum += loss * static_cast<double>(n) / in.stepSamples;
@@ -416,6 +417,7 @@ StepStats StepExecutor::run(const StepInput& in) {
                               : std::function<void(int)>());
         }
         stats.compute += since(c0);
+        if (afterPass_) afterPass_(since(c0));
         if (!shape_.firstVirtual(a.chunk)) gradInputs_[key] = gradIn;
         break;
       }

@@ -104,6 +104,7 @@ struct StepInput {
 struct StepStats {
   double compute = 0, wait = 0, allreduce = 0;
   double lossSum = 0, samples = 0;  // the last virtual stage's
+  int reassigned = 0;               // microbatches of other replicas computed here (FlexRR)
 };
 
 class StepExecutor {
@@ -132,6 +133,9 @@ class StepExecutor {
   // group's t workers sending 1/t and the receivers all-gathering over
   // `group` (NOTE [Scatter/gather of stage boundaries] in step_executor.cc).
   void scatterBoundaries(model::TensorGroup* group) { scatter_ = group; }
+  // Called after each forward and backward pass with its seconds (an
+  // injected "sleep" straggler, cluster.stragglers).
+  void afterPass(std::function<void(double)> f) { afterPass_ = std::move(f); }
   // False while the last step began the next (an asynchronous schedule
   // that did not drain): the next step must run before the worker stops,
   // evaluates or saves.
@@ -156,6 +160,7 @@ class StepExecutor {
   std::map<std::tuple<int, int, int, int>, std::vector<Action>> actions_;  // by (microbatches, step's, carried, next)
   int window_ = 0;                                                     // receives posted ahead per channel (0: all)
   model::TensorGroup* scatter_ = nullptr;                              // null: boundaries travel whole
+  std::function<void(double)> afterPass_;
   // Between steps (asynchronous schedules): forwards of the coming step
   // already run, what they produced and received, their data.
   int carried_ = 0;

@@ -13,6 +13,7 @@
 #include "data/dataset.h"
 #include "model/model.h"
 #include "plan/cost/allreduce.h"
+#include "runtime/comm/control_store.h"
 #include "runtime/comm/redis/redis_transport.h"
 #include "runtime/exec/tags.h"
 #include "runtime/job_data.h"
@@ -103,6 +104,7 @@ Status Worker::build() {
     const int depth = static_cast<int>(2 * role_.microbatches);
     HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
     trainLoader_ = std::make_unique<data::PrefetchLoader>(train, *trainSampler_, role_.replica, depth);
+    trainData_ = train;
     if (testSampler_) {
       HZ_ASSIGN_OR_RETURN(auto test, data::openDataset(ds, data::Split::kTest));
       testLoader_ = std::make_unique<data::PrefetchLoader>(test, *testSampler_, role_.replica, depth);
@@ -207,6 +209,11 @@ Status Worker::build() {
                                              std::move(agree));
   if (tensor_ && role_.scatter_gather) executor_->scatterBoundaries(tensor_.get());
   executor_->openChannels();
+  for (const cluster::StragglerSpec& x : job.stragglers) {
+    if (x.worker == role_.rank && x.mode == "sleep") sleeper_ = &x;
+  }
+  if (sleeper_) executor_->afterPass([this](double seconds) { straggle(seconds); });
+  HZ_RETURN_IF_ERROR(buildReassignment());  // its reading thread before the compute thread is pinned
   // NOTE [Cores for compute threads]: with a core of its own, the compute
   // thread is never queued behind its neighbour's; the helper threads
   // (transfers, data, heartbeats) stay free to run on any of the process's
@@ -224,6 +231,42 @@ Status Worker::build() {
     }
   }
   setThreadSlice(std::chrono::microseconds(0));  // NOTE [Helper threads wake at once]
+  return Status();
+}
+
+// FlexRR among the replicas of a one-stage job (the coordinator refuses
+// it for anything else: job_plan.cc checkPlan). Its messages go through two
+// connections of their own to the coordinator's store: one for sends and
+// claims, one for the inbox's long waits.
+Status Worker::buildReassignment() {
+  const cluster::FlexrrSpec& f = role_.job.flexrr;
+  if (!f.enabled || role_.replicas < 2) return Status();
+  if (role_.stages != 1 || numChunks() != 1 || role_.tensor_parallel != 1 || schedule_->asynchronous() ||
+      !role_.channel.url.empty() || !role_.stage_replicas.empty() || !trainLoader_) {
+    return invalidArgument("flexrr reassigns the microbatches of data-parallel replicas of one stage, one "
+                              "chunk, a flushing schedule, over workers connected to each other");
+  }
+  const auto timeout = std::chrono::milliseconds(120000);
+  HZ_ASSIGN_OR_RETURN(auto store, ControlStore::connect(args_.join, fmt::format("w{}.flexrr", args_.id), args_.token,
+                                                        timeout));
+  HZ_ASSIGN_OR_RETURN(auto inbox, ControlStore::connect(args_.join, fmt::format("w{}.inbox", args_.id), args_.token,
+                                                        std::chrono::milliseconds(1000)));
+  ReassignOptions o;
+  o.helper_group = f.helper_group;
+  o.report_at = f.report_at;
+  o.threshold = f.threshold;
+  o.initial = f.initial;
+  o.follow_up = f.follow_up;
+  reassigner_ = std::make_unique<Reassigner>(store, inbox, fmt::format("gen{}/flexrr/", role_.generation),
+                                             role_.replica, role_.replicas, o);
+  reassigning_ = std::make_unique<ReassigningStep>(
+      *chunks_.front(), *syncs_.front(), *trainLoader_, *reassigner_, device_, trace_,
+      [this](std::int64_t step, int from, int to, bool last, double scale) { applyUpdate(step, from, to, last, scale); });
+  if (sleeper_) reassigning_->afterPass([this](double seconds) { straggle(seconds); });
+  spdlog::info("flexrr: helpers {}, helpees {} (report at {:.0f}%, threshold {:.0f}%)",
+               fmt::join(helpersOf(role_.replica, role_.replicas, o.helper_group), ","),
+               fmt::join(helpeesOf(role_.replica, role_.replicas, o.helper_group), ","), 100 * o.report_at,
+               100 * o.threshold);
   return Status();
 }
 

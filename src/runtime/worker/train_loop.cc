@@ -68,7 +68,7 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
   // hold rather than by the resident size, which glibc's caching blurs.
   profile::MemoryTracker& tensors = profile::MemoryTracker::instance();
   tensors.resetPeak();
-  const StepStats stats = executor_->run(in);
+  const StepStats stats = reassigning_ ? reassignedIteration(in, epoch, stepInEpoch) : executor_->run(in);
   if (schedule_->updatePerMicrobatch() && !executor_->drained()) {
     std::lock_guard<std::mutex> lock(stateMu_);
     midStep_ = true;  // the next step is begun: no step's state
@@ -85,7 +85,40 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
     report["loss"] = stats.lossSum;
     report["samples"] = stats.samples;
   }
+  if (reassigning_) report["reassigned"] = stats.reassigned;
   post(std::move(report));
+}
+
+StepStats Worker::reassignedIteration(const StepInput& in, std::int64_t epoch, std::int64_t stepInEpoch) {
+  const data::EpochSampler& sampler = *trainSampler_;
+  std::vector<int> perReplica;
+  for (int r = 0; r < role_.replicas; ++r) perReplica.push_back(sampler.microbatches(stepInEpoch, r));
+  auto sizeOf = [&](int r, int k) { return sampler.microbatchSize(stepInEpoch, r, k); };
+  auto load = [&](int r, int k) {
+    if (helpEpoch_ != epoch) {
+      helpPermutation_ = sampler.permutation(epoch);
+      helpEpoch_ = epoch;
+    }
+    return trainData_->get(sampler.indicesIn(helpPermutation_, stepInEpoch, r, k));
+  };
+  Reassigner::Counts counts;
+  StepStats stats = reassigning_->run(in, role_.replica, perReplica, static_cast<int>(role_.microbatches), sizeOf, load,
+                                      &counts);
+  tookMicrobatches_ += counts.took;
+  gaveMicrobatches_ += counts.gave;
+  stats.reassigned = counts.took;
+  return stats;
+}
+
+// NOTE [Sleeping stragglers]: FlexRR's Slow Worker Pattern (seed 002
+// §3.4.1): a pass of t seconds is followed by a sleep of (s − 1)·t, so the
+// worker runs s times slower while its process stays responsive (its
+// messages are answered at once), unlike a paused or throttled one.
+void Worker::straggle(double seconds) {
+  const cluster::StragglerSpec& x = *sleeper_;
+  const double t = since(trainStart_);
+  if (t < x.start || (x.duration > 0 && t >= x.start + x.duration)) return;
+  std::this_thread::sleep_for(std::chrono::duration<double>((x.slowdown - 1) * seconds));
 }
 
 std::int64_t Worker::epochOf(std::int64_t globalStep) const {
@@ -215,6 +248,7 @@ void Worker::train() {
   // Global steps from the beginning of this generation's first epoch.
   auto sinceStart = [this](std::int64_t global) { return global - role_.epoch_start_step; };
   std::int64_t global = role_.start_step;
+  trainStart_ = Clock::now();
   while (global < role_.stop_step && !stopRequested_) {
     const std::int64_t epoch = role_.first_epoch + sinceStart(global) / perEpoch;
     const std::int64_t first = sinceStart(global) % perEpoch;
@@ -269,6 +303,10 @@ void Worker::train() {
   if (tensor_ && stepsRun_ > 0) {
     spdlog::info("tensor-parallel traffic: {} bytes in {} steps, {} per step", tensorBytes_, stepsRun_,
                  tensorBytes_ / stepsRun_);
+  }
+  if (reassigning_ && stepsRun_ > 0) {
+    spdlog::info("flexrr: computed {} microbatches of other replicas, {} of this one's computed by others, in {} steps",
+                 tookMicrobatches_, gaveMicrobatches_, stepsRun_);
   }
   if (role_.stages > 1 && stepsRun_ > 0) {
     spdlog::info("pipeline traffic: {} bytes sent in {} steps, {} per step", pipelineBytes_, stepsRun_,

@@ -29,7 +29,9 @@
 #include "model/tensor_parallel.h"
 #include "plan/plan.h"
 #include "runtime/checkpoint.h"
+#include "runtime/comm/reassign.h"
 #include "runtime/comm/transport.h"
+#include "runtime/exec/reassigning_step.h"
 #include "runtime/exec/step_executor.h"
 #include "runtime/grad_sync.h"
 #include "runtime/optimizer.h"
@@ -196,6 +198,22 @@ class Worker {
   std::vector<std::int64_t> samplePermutation_;
   void recordSamples(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep);
   std::unique_ptr<data::PrefetchLoader> trainLoader_, testLoader_;
+  std::shared_ptr<const data::Dataset> trainData_;
+  // FlexRR (docs/stragglers.md): with flexrr on and replicas to help, steps
+  // run through reassigning_ instead of executor_; a helper reads another
+  // replica's microbatch from trainData_ through the epoch's permutation.
+  std::unique_ptr<Reassigner> reassigner_;
+  std::unique_ptr<ReassigningStep> reassigning_;
+  std::int64_t helpEpoch_ = -1;
+  std::vector<std::int64_t> helpPermutation_;
+  std::int64_t tookMicrobatches_ = 0, gaveMicrobatches_ = 0;
+  Status buildReassignment();
+  StepStats reassignedIteration(const StepInput& in, std::int64_t epoch, std::int64_t stepInEpoch);
+  // A "sleep" straggler (cluster.stragglers): after each pass of `seconds`,
+  // sleeps (slowdown − 1) times as long while the pattern is on.
+  void straggle(double seconds);
+  const cluster::StragglerSpec* sleeper_ = nullptr;
+  Clock::time_point trainStart_ = Clock::now();
   std::unique_ptr<Channels> channels_;
   std::unique_ptr<StepExecutor> executor_;
   std::vector<SampleShape> inShapes_, outShapes_;  // per chunk

@@ -339,6 +339,7 @@ Status ContainerLauncher::launch(const WorkerLaunch& w) {
                               : writeSmall(cpuDir + "/cpu.cfs_period_us", std::to_string(kPeriod)) &&
                                     writeSmall(cpuDir + "/cpu.cfs_quota_us", std::to_string(quota));
     if (!ok) return ioError(fmt::format("worker {}: cannot set its CPU quota in {}", w.id, cpuDir));
+    cpus_[w.id] = w.cpus;
   }
   if (w.memory > 0) {
     const std::string bytes = std::to_string(static_cast<std::int64_t>(w.memory));
@@ -388,6 +389,16 @@ std::string ContainerLauncher::diagnose(int id) const {
                      formatBytes(used), formatBytes(limit->second));
 }
 
+WorkerHandle ContainerLauncher::handle(int id) const {
+  WorkerHandle h = processes_.handle(id);
+  const CgroupLayout layout = cgroupLayout();
+  h.cgroup_v2 = layout.v2;
+  h.quota_file = cgroupDirs(id).front() + (layout.v2 ? "/cpu.max" : "/cpu.cfs_quota_us");
+  auto it = cpus_.find(id);
+  h.cpus = it == cpus_.end() ? 0 : it->second;
+  return h;
+}
+
 void ContainerLauncher::removeWorker(int id) {
   const std::string ns = netns(id);
   if (exists("/run/netns/" + ns)) {
@@ -396,6 +407,7 @@ void ContainerLauncher::removeWorker(int id) {
   for (const auto& d : cgroupDirs(id)) removeCgroup(d);
   workers_.erase(id);
   memory_.erase(id);
+  cpus_.erase(id);
   (void)saveRecord();
 }
 

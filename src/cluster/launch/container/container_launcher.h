@@ -68,6 +68,7 @@ class ContainerLauncher final : public Launcher {
   void signal(int id, bool force) override { processes_.signal(id, force); }
   std::vector<WorkerExit> stopAll(Seconds grace) override;
   std::string diagnose(int id) const override;
+  WorkerHandle handle(int id) const override;
   std::string jobId() const override { return job_; }
 
   const std::string& job() const { return job_; }
@@ -89,6 +90,7 @@ class ContainerLauncher final : public Launcher {
   LocalLauncher processes_;
   std::set<int> workers_;                 // created and not yet removed
   std::map<int, Bytes> memory_;           // each worker's limit
+  std::map<int, double> cpus_;            // each worker's CPU quota in vCPUs
 };
 
 }  // namespace hydrozoa::cluster

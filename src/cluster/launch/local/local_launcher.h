@@ -36,6 +36,12 @@ class LocalLauncher final : public Launcher {
   bool alive(int id) const override;
   void signal(int id, bool force) override;
   std::vector<WorkerExit> stopAll(Seconds grace) override;
+  WorkerHandle handle(int id) const override {
+    auto it = live_.find(id);
+    WorkerHandle h;
+    if (it != live_.end()) h.pid = it->second;
+    return h;
+  }
 
  private:
   std::string executable_;
