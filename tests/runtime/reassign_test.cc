@@ -95,7 +95,6 @@ Outcome runReplicas(StoreServer& server, const std::vector<int>& passMs, int ste
           for (int k = a->last - 1; k >= a->first && re.claimHelp(*a, k); --k, ++n) compute(step, a->replica, k);
           re.completed(*a, n);
         }
-        re.flush();
         allreduce.arrive();
         const Reassigner::Counts c = re.endStep();
         std::lock_guard<std::mutex> lock(mu);
@@ -103,6 +102,10 @@ Outcome runReplicas(StoreServer& server, const std::vector<int>& passMs, int ste
         out.counts[static_cast<size_t>(r)].gave += c.gave;
         out.counts[static_cast<size_t>(r)].offered += c.offered;
       }
+      // As a generation's end: every send of the last step is in before any
+      // reassigner erases its last steps' keys.
+      re.flush();
+      allreduce.arrive();
     });
   }
   for (std::thread& t : threads) t.join();

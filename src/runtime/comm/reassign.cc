@@ -1,6 +1,7 @@
 #include "runtime/comm/reassign.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -20,10 +21,12 @@ std::int64_t wallMicros() {
       .count();
 }
 
-// How long a helper waits for a helpee it helps to follow up or cancel: the
-// allreduce would wait as long for that helpee anyway; past this the helpee
-// is taken to be gone and the allreduce tells.
-constexpr std::chrono::seconds kLingerLimit{120};
+// How long a helper waits for its helpees to finish (NOTE [Helpers wait
+// for their helpees]) before it takes them to be gone and lets the
+// allreduce tell.
+constexpr std::chrono::seconds kWaitLimit{120};
+// Claim keys the fallback erase looks for (a step's microbatches, at most).
+constexpr int kMaxClaimKeys = 1 << 16;
 
 }  // namespace
 
@@ -51,15 +54,23 @@ Reassigner::Reassigner(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr
       helpees_(helpeesOf(replica, replicas, options.helper_group)) {
   reader_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(mu_);
-    std::int64_t served = -1;
+    std::int64_t previous = -1;
     while (true) {
-      cv_.wait(lock, [&] { return stopping_ || (reading_ && step_ != served); });
+      cv_.wait(lock, [&] { return stopping_ || step_ != served_; });
       if (stopping_) return;
-      served = step_;
+      // Every step's inbox in turn (steps are consecutive), however far
+      // behind the compute thread this reader is.
+      served_ = served_ < 0 ? step_ : served_ + 1;
+      const std::int64_t step = served_;
       lock.unlock();
-      readInbox(served);
+      const bool ended = readInbox(step);
+      // NOTE [A step's FlexRR keys]: the step before this one's is over on
+      // every worker.
+      if (ended && previous >= 0) erase(previous);
+      previous = step;
       lock.lock();
-      reading_ = false;
+      if (!ended) return;
+      readTo_ = step;
       cv_.notify_all();
     }
   });
@@ -69,13 +80,17 @@ Reassigner::Reassigner(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr
 Reassigner::~Reassigner() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    // A step whose "end" is on its way is read to it, its keys erased.
-    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return outbox_.empty() && !sending_ && !reading_; });
+    // The last step's "end" goes out and is read.
+    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return outbox_.empty() && !sending_ && readTo_ == step_; });
     stopping_ = true;
   }
   cv_.notify_all();
   sender_.join();
   reader_.join();
+  // The last two steps' keys (NOTE [A step's FlexRR keys]); the coordinator
+  // erases a generation's anyway.
+  if (step_ >= 0) erase(step_);
+  if (step_ >= 1) erase(step_ - 1);
 }
 
 std::string Reassigner::key(std::int64_t step, int owner, const std::string& what) const {
@@ -124,7 +139,7 @@ void Reassigner::flush() {
   cv_.wait(lock, [&] { return (outbox_.empty() && !sending_) || stopping_; });
 }
 
-void Reassigner::readInbox(std::int64_t step) {
+bool Reassigner::readInbox(std::int64_t step) {
   for (int i = 0;; ++i) {
     const std::string k = key(step, replica_, fmt::format("m{}", i));
     std::string message;
@@ -134,16 +149,14 @@ void Reassigner::readInbox(std::int64_t step) {
         break;
       } catch (const std::exception&) {
         std::lock_guard<std::mutex> lock(mu_);
-        if (stopping_) return;
+        if (stopping_) return false;
       }
     }
-    if (message == "end") break;
-    handle(message);
+    if (message == "end") return true;
+    handle(step, message);
   }
-  erase(step);
 }
 
-// NOTE [A step's FlexRR keys]: after its "end", none of the step's are read.
 void Reassigner::erase(std::int64_t step) {
   try {
     if (auto* control = dynamic_cast<ControlStore*>(inbox_.get())) {
@@ -153,9 +166,8 @@ void Reassigner::erase(std::int64_t step) {
     const std::int64_t n = inbox_->add(key(step, replica_, "n"), 0);
     for (std::int64_t i = 0; i < n; ++i) inbox_->deleteKey(key(step, replica_, fmt::format("m{}", i)));
     inbox_->deleteKey(key(step, replica_, "n"));
-    std::lock_guard<std::mutex> lock(mu_);
-    for (int k = 0; k < sizes_.at(static_cast<size_t>(replica_)); ++k) {
-      inbox_->deleteKey(key(step, replica_, fmt::format("c{}", k)));
+    for (int k = 0; k < kMaxClaimKeys; ++k) {
+      if (!inbox_->deleteKey(key(step, replica_, fmt::format("c{}", k)))) break;
     }
   } catch (const std::exception& e) {
     spdlog::debug("flexrr: could not erase step {}'s keys: {}", step, e.what());
@@ -163,9 +175,9 @@ void Reassigner::erase(std::int64_t step) {
 }
 
 void Reassigner::beginStep(std::int64_t step, std::vector<int> microbatches) {
+  flush();  // the last step's messages are in (NOTE [A step's FlexRR keys])
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !reading_ || stopping_; });  // the last step read to its end
+    std::lock_guard<std::mutex> lock(mu_);
     step_ = step;
     sizes_ = std::move(microbatches);
     next_ = done_ = 0;
@@ -174,12 +186,11 @@ void Reassigner::beginStep(std::int64_t step, std::vector<int> microbatches) {
     stepStartUs_ = wallMicros();
     offeredTo_.clear();
     cancelled_.clear();
-    helping_.clear();
     begun_.clear();
     offers_.clear();
+    waitingFor_ = std::set<int>(helpees_.begin(), helpees_.end());
     counts_ = Counts();
     seq_ = 0;
-    reading_ = true;
   }
   cv_.notify_all();
 }
@@ -209,14 +220,12 @@ void Reassigner::ownDone(int k) {
 }
 
 void Reassigner::finishedOwn() {
-  std::set<int> offered;
   std::int64_t seq = 0;
   bool report = false;
   int total = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     finished_ = true;
-    offered = offeredTo_;
     seq = ++seq_;
     report = !reported_;
     reported_ = true;
@@ -228,13 +237,15 @@ void Reassigner::finishedOwn() {
   if (report) {
     for (int h : helpees_) send(h, fmt::format("report {} {} {} {}", replica_, total, total, wallMicros()));
   }
-  for (int h : offered) send(h, fmt::format("cancel {} {}", replica_, seq));
+  // To every helper, not only those offered work: a helper waits for its
+  // helpees' (NOTE [Helpers wait for their helpees]).
+  for (int h : helpers_) send(h, fmt::format("cancel {} {}", replica_, seq));
 }
 
 // FlexRR's Algorithm 1 (the progress difference, as a fraction of a step)
 // and the reassignment it triggers; Algorithm 2's helping decision is in
 // "offer": this worker takes offers once its own work is done.
-void Reassigner::handle(const std::string& message) {
+void Reassigner::handle(std::int64_t step, const std::string& message) {
   std::istringstream in(message);
   std::string kind;
   int from = -1;
@@ -243,7 +254,8 @@ void Reassigner::handle(const std::string& message) {
     spdlog::warn("flexrr: ignored a malformed message \"{}\"", message);
     return;
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (step != step_) return;  // read late: its step is over here
   if (kind == "report") {
     double done = 0, total = 0;
     std::int64_t at = 0;
@@ -252,7 +264,8 @@ void Reassigner::handle(const std::string& message) {
     const int mine = sizes_[static_cast<size_t>(replica_)];
     const double myProgress = mine > 0 ? static_cast<double>(done_) / mine : 1.0;
     const double since = stepSeconds_ > 0 ? static_cast<double>(wallMicros() - at) / 1e6 / stepSeconds_ : 0;
-    const double behind = done / total + since - myProgress;
+    // The helper's progress now, from its report and the time since (at most all of its step).
+    const double behind = std::min(1.0, done / total + since) - myProgress;
     if (behind > o_.threshold) {
       offerLocked(from, std::max(1, static_cast<int>(std::ceil(o_.initial * mine))));
     }
@@ -276,7 +289,7 @@ void Reassigner::handle(const std::string& message) {
     cv_.notify_all();
   } else if (kind == "cancel") {
     cancelled_.insert(from);
-    helping_.erase(from);
+    waitingFor_.erase(from);
     offers_.erase(std::remove_if(offers_.begin(), offers_.end(), [&](const Assignment& a) { return a.replica == from; }),
                   offers_.end());
     cv_.notify_all();
@@ -296,18 +309,28 @@ void Reassigner::offerLocked(int helper, int count) {
   cv_.notify_all();
 }
 
+// NOTE [Helpers wait for their helpees]
+// A helper whose own work is done takes the offers it has; then, rather
+// than join the allreduce at once, it waits until each of its helpees has
+// finished its own work (their "cancel"): the allreduce would wait for
+// them anyway, and a helpee that could not answer its helpers' reports in
+// time (a container throttled at its CPU quota runs for a few milliseconds
+// in every hundred; a paused process not at all) still finds them there
+// when it can. The cost, without stragglers: a message's latency a step.
 std::optional<Assignment> Reassigner::nextAssignment() {
   std::unique_lock<std::mutex> lock(mu_);
-  const auto until = std::chrono::steady_clock::now() + kLingerLimit;
-  while (true) {
-    if (!offers_.empty()) {
-      Assignment a = offers_.front();
-      offers_.pop_front();
-      return a;
+  const auto until = std::chrono::steady_clock::now() + kWaitLimit;
+  while (offers_.empty() && !waitingFor_.empty() && !stopping_) {
+    if (cv_.wait_until(lock, until) == std::cv_status::timeout) {
+      spdlog::warn("flexrr: step {}: no word from helpees {} in {} s; joining the allreduce", step_,
+                   fmt::join(waitingFor_, ","), kWaitLimit.count());
+      waitingFor_.clear();
     }
-    if (helping_.empty() || stopping_) return std::nullopt;
-    if (cv_.wait_until(lock, until) == std::cv_status::timeout) return std::nullopt;
   }
+  if (offers_.empty()) return std::nullopt;
+  Assignment a = offers_.front();
+  offers_.pop_front();
+  return a;
 }
 
 bool Reassigner::claimHelp(const Assignment& a, int k) {
@@ -316,7 +339,6 @@ bool Reassigner::claimHelp(const Assignment& a, int k) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!begun_.insert({a.replica, a.first}).second) return true;
-    if (!cancelled_.count(a.replica)) helping_.insert(a.replica);
   }
   send(a.replica, fmt::format("begun {} {} {}", replica_, a.first, a.last));
   return true;

@@ -16,7 +16,9 @@
 //             helpee answers with a follow-up offer while it has more to give;
 //   completed (help-completed) the helper's gradients of n of them are in;
 //   cancel    (cancel-help) the helpee finished what it kept: offers not yet
-//             begun are void, and the helper stops waiting for more.
+//             begun are void, and the helper stops waiting for more (sent
+//             to every helper: they wait for it, NOTE [Helpers wait for
+//             their helpees]).
 // A microbatch's claim is the store's compare-and-set on its key: the helpee
 // claims an offered microbatch before running it (which cancels it if no
 // helper has begun it), a helper before computing it.
@@ -26,7 +28,7 @@
 //   for k in own microbatches: if (r.claimOwn(k)) { run k; } r.ownDone(k);
 //   r.finishedOwn();
 //   while (auto a = r.nextAssignment()) for k in a->microbatches(): if (r.claimHelp(*a, k)) run it; r.completed(*a)
-//   r.flush();  ... allreduce ...; Counts c = r.endStep();
+//   ... allreduce ...; Counts c = r.endStep();
 //
 // Thread-safety: one compute thread calls the methods above. Two threads of
 // the reassigner's own: one sends the messages (the compute thread waits
@@ -36,11 +38,13 @@
 // NOTE [A step's FlexRR keys]
 // Worker w's keys of step S are <prefix>S/w/: its inbox (n, the counter;
 // m0, m1, ... the messages) and the claims of its microbatches (c0, ...).
-// Every worker flushes its sends before joining the step's allreduce, so
-// once that allreduce is done every message and claim of the step is in
-// the store; the reader then reads up to the "end" its worker sends itself
-// after the allreduce and deletes the prefix (one request: the store's
-// delete_prefix). Nothing of a step is left behind.
+// Its reader reads step S's inbox up to the "end" w sends itself after S's
+// allreduce (what comes later is of no use: S is over), then deletes the
+// keys of step S − 1 (one request: the store's delete_prefix). None is
+// written after: every worker flushes its sends of step S − 1 when it
+// begins S, before S's allreduce, which w's reader is past. The last two
+// steps' keys go with the reassigner. Nothing of a step is left behind, and
+// no worker waits for a message but its claims.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -103,8 +107,9 @@ class Reassigner {
   void ownDone(int k);
   // Every own microbatch is done: cancels what was offered and not begun.
   void finishedOwn();
-  // The next offer to take, waiting while a helpee this worker helped is
-  // still at work (it may follow up); nullopt when there is none to wait for.
+  // The next offer to take (Algorithm 2: once this worker's own work is
+  // done), waiting for one while a helpee has not finished its own work
+  // (NOTE [Helpers wait for their helpees]); nullopt once all have.
   std::optional<Assignment> nextAssignment();
   // Claims microbatch k of `a` (false: its owner or another helper has it;
   // the rest of the offer below k is gone too). The first claim of an offer
@@ -112,8 +117,8 @@ class Reassigner {
   bool claimHelp(const Assignment& a, int k);
   // The claimed microbatches of `a` are computed: "completed".
   void completed(const Assignment& a, int computed);
-  // Waits until every message queued so far is in the store: before the
-  // step's allreduce (NOTE [A step's FlexRR keys]).
+  // Waits until every message queued so far is in the store (beginStep
+  // does, for the step before: NOTE [A step's FlexRR keys]).
   void flush();
   // After the step's allreduce: what was reassigned. The reader finishes the
   // step in the background.
@@ -125,9 +130,10 @@ class Reassigner {
   void send(int to, std::string message);
   void sendNow(std::int64_t step, int to, const std::string& message);
   void sendLoop();
-  void readInbox(std::int64_t step);
+  // Reads step `step`'s inbox up to its "end" (false: stopped first).
+  bool readInbox(std::int64_t step);
   void erase(std::int64_t step);
-  void handle(const std::string& message);
+  void handle(std::int64_t step, const std::string& message);
   // Under mu_: offers `count` microbatches from the end of what is still
   // unclaimed and unoffered to `helper`.
   void offerLocked(int helper, int count);
@@ -150,12 +156,13 @@ class Reassigner {
   double stepSeconds_ = 0;          // an average of this worker's steps (0: none yet)
   std::set<int> offeredTo_;         // helpers with an offer from here this step
   std::set<int> cancelled_;         // helpees that finished their own work this step
-  std::set<int> helping_;           // helpees whose offer this worker began, not yet cancelled
+  std::set<int> waitingFor_;        // helpees that have not (NOTE [Helpers wait for their helpees])
   std::set<std::pair<int, int>> begun_;  // offers (helpee, first) this worker began
   std::deque<Assignment> offers_;   // to take once own work is done
   Counts counts_;
   std::int64_t seq_ = 0;            // offers and cancels sent this step
-  bool reading_ = false;            // the reader serves a step (until its "end")
+  std::int64_t served_ = -1;        // the step whose inbox the reader reads
+  std::int64_t readTo_ = -1;        // the last step read to its "end"
   struct Outgoing {
     std::int64_t step;
     int to;

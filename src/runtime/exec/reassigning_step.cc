@@ -73,7 +73,6 @@ StepStats ReassigningStep::run(const StepInput& in, int me, const std::vector<in
     }
     reassigner_.completed(*a, computed);
   }
-  reassigner_.flush();  // NOTE [A step's FlexRR keys]
   double waited = 0;
   sync_.finish(&waited);
   stats.allreduce += waited;
