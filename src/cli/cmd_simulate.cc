@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "cli/cmd_bidbrain.h"
 #include "cli/commands.h"
 #include "core/table.h"
 #include "core/units.h"
@@ -26,6 +27,8 @@ struct SimulateArgs {
   double rate = 0;
   bool multiple = false, json = false, space_sharing = false;
   std::uint64_t seed = 0;
+  bool bidbrain = false;
+  BidBrainArgs bid;  // with --bidbrain (cli/cmd_bidbrain.h)
 };
 
 // The simulation on a spot market drawn from `spot`, over a horizon that
@@ -51,6 +54,17 @@ Result<sim::SimResult> simulateOnDrawnSpot(const std::vector<sched::TraceJob>& t
 }
 
 Status runSimulate(const SimulateArgs& a) {
+  if (a.bidbrain) {
+    BidBrainArgs b = a.bid;
+    b.spot_trace = a.spot_trace;
+    b.write_spot_trace = a.write_spot_trace;
+    b.seed = a.seed;
+    b.json = a.json;
+    return runBidBrain(b);
+  }
+  if (a.throughputs.empty() || a.cluster.empty()) {
+    return invalidArgument("simulate needs --throughputs and --cluster (or --bidbrain, docs/spot.md)");
+  }
   HZ_ASSIGN_OR_RETURN(const std::vector<sched::WorkerType> types, sched::parseCluster(a.cluster, "--cluster"));
   sim::SimOptions o;
   HZ_ASSIGN_OR_RETURN(o.round, parseSeconds(a.round, "--round"));
@@ -217,8 +231,8 @@ void addSimulateCommand(CLI::App& app, Status* status) {
   cmd->add_option("--write-trace", args->write_trace, "--generate: also write the trace there (Gavel's format)");
   cmd->add_option("--measure", args->measure,
                   "Average the completion times of jobs FIRST-LAST only (trace indices; steady state)");
-  cmd->add_option("--throughputs", args->throughputs, "Gavel's throughputs file")->required();
-  cmd->add_option("--cluster", args->cluster, "Worker types and counts: v100=4,p100=4,k80=4")->required();
+  cmd->add_option("--throughputs", args->throughputs, "Gavel's throughputs file");
+  cmd->add_option("--cluster", args->cluster, "Worker types and counts: v100=4,p100=4,k80=4");
   cmd->add_option("--policy", args->policy, "A policy (hydrozoa allocate --help lists them), or all")
       ->capture_default_str();
   cmd->add_option("--round", args->round, "Length of a scheduling round")->capture_default_str();
@@ -242,6 +256,22 @@ void addSimulateCommand(CLI::App& app, Status* status) {
   cmd->add_flag("--space-sharing", args->space_sharing,
                 "Let pairs of jobs share workers at the throughputs file's pair rates (policies that weigh them)");
   cmd->add_flag("--json", args->json, "Print the results (and each job's arrival and finish) as JSON");
+  cmd->add_flag("--bidbrain", args->bidbrain,
+                "Proteus's BidBrain on a spot price history (--spot-trace: the cloud's JSON export) against on-demand, "
+                "spot with checkpoint-restart and a fixed bid, for --job or --work-hours (docs/spot.md)");
+  cmd->add_option("--job", args->bid.job, "--bidbrain: the job spec whose samples make the work");
+  cmd->add_option("--samples-per-s", args->bid.samples_per_s,
+                  "--bidbrain: one instance's pace on the job (a one-worker run's throughput)")
+      ->capture_default_str();
+  cmd->add_option("--work-hours", args->bid.work_hours, "--bidbrain: the job's work in instance-hours, instead of --job");
+  cmd->add_option("--tiers", args->bid.tiers, "--bidbrain: reliable (on-demand) and at most this many transient instances")
+      ->capture_default_str();
+  cmd->add_option("--on-demand", args->bid.on_demand, "--bidbrain: on-demand prices, TYPE=USD_PER_HOUR,...");
+  cmd->add_option("--start", args->bid.start, "--bidbrain: when the job starts in the history (2016-03-14T00:00:00Z)");
+  cmd->add_option("--starts", args->bid.starts, "--bidbrain: without --start, this many starts spread over the history")
+      ->capture_default_str();
+  cmd->add_option("--synthetic-spot-days", args->bid.synthetic_days,
+                  "--bidbrain: replay a synthetic history of this many days instead (seeded by --seed; docs/spot.md)");
   cmd->callback([status, args] { *status = runSimulate(*args); });
 }
 

@@ -527,6 +527,59 @@ TEST_F(Cli, SimulateOnTheSpotMarket) {
               "no spot worker types in the cluster");
 }
 
+// Proteus's BidBrain as issue 16 writes it: four strategies on the example
+// history, BidBrain the cheapest of the spot ones on a job long enough to
+// bid for; a synthetic history written in the cloud's format and replayed
+// the same; bad input named.
+TEST_F(Cli, BidBrainAsWritten) {
+  const std::string src = std::string(HYDROZOA_SOURCE_DIR) + "/";
+  Outcome r = run({"simulate", "--bidbrain", "--spot-trace", src + "examples/spot_prices.json", "--job",
+                   src + "examples/fashion_mnist_cnn.yaml"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"on-demand", "spot+checkpoint", "fixed bid", "bidbrain", "180000 samples"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  r = run({"simulate", "--bidbrain", "--spot-trace", src + "examples/spot_prices.json", "--work-hours", "32",
+           "--tiers", "reliable=1,transient=7", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  ASSERT_EQ(j["strategies"].size(), 4u);
+  const double onDemand = j["strategies"][0]["cost_usd"], checkpoint = j["strategies"][1]["cost_usd"],
+               bidbrain = j["strategies"][3]["cost_usd"];
+  EXPECT_LT(bidbrain, checkpoint) << r.out;
+  EXPECT_LT(bidbrain, 0.5 * onDemand) << r.out;
+  EXPECT_EQ(j["strategies"][3]["lost_instance_hours"], 0);
+
+  r = run({"simulate", "--bidbrain", "--synthetic-spot-days", "1", "--seed", "2", "--write-spot-trace",
+           path("synthetic.json"), "--work-hours", "8", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Outcome again = run({"simulate", "--bidbrain", "--spot-trace", path("synthetic.json"), "--work-hours", "8",
+                             "--json"});
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(Json::parse(again.out), Json::parse(r.out));
+
+  expectError({"simulate", "--bidbrain", "--work-hours", "8"}, "--bidbrain needs a spot price history");
+  expectError({"simulate", "--bidbrain", "--spot-trace", src + "examples/spot_prices.json", "--work-hours", "8",
+               "--tiers", "reliable=0,transient=4"},
+              "leaves no reliable worker, and the training state lives on the reliable tier");
+  {
+    std::ofstream out(path("no_prices.json"));
+    out << R"({"SpotPriceHistory": [{"InstanceType": "m4.large", "AvailabilityZone": "us-east-1a",
+              "ProductDescription": "Linux/UNIX", "SpotPrice": "0.02", "Timestamp": "2016-03-14T00:00:00Z"}]})";
+  }
+  expectError({"simulate", "--bidbrain", "--spot-trace", path("no_prices.json"), "--work-hours", "8"},
+              "records for m4.large but no on-demand price for it");
+  r = run({"simulate", "--bidbrain", "--spot-trace", path("no_prices.json"), "--work-hours", "8", "--on-demand",
+           "m4.large=0.1"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  expectError({"simulate", "--bidbrain", "--spot-trace", path("no_prices.json"), "--work-hours", "8",
+               "--on-demand", "m4.large"},
+              "--on-demand: \"m4.large\" is not TYPE=USD_PER_HOUR");
+  std::ofstream(path("other.json")) << R"({"prices": []})";
+  expectError({"simulate", "--bidbrain", "--spot-trace", path("other.json"), "--work-hours", "8"},
+              "expected the cloud's spot price history");
+}
+
 // The issue's command (FuncPipe's co-optimiser on Lambda): the frontier,
 // fastest first, its recommendation marked, --json; bad input named.
 TEST_F(Cli, FuncPipePlannerAsWritten) {

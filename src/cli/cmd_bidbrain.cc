@@ -1,0 +1,153 @@
+// `hydrozoa simulate --bidbrain`: Proteus's BidBrain replayed on a spot
+// price history against on-demand, spot with checkpoint-restart and a
+// fixed bid (docs/spot.md).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <iostream>
+#include <sstream>
+
+#include "cli/cmd_bidbrain.h"
+#include "cli/common.h"
+#include "cluster/job_plan.h"
+#include "cluster/job_spec.h"
+#include "core/table.h"
+#include "data/dataset.h"
+#include "runtime/job_data.h"
+#include "sim/bidbrain.h"
+
+namespace hydrozoa::cli {
+
+namespace {
+
+// The job's samples: max_steps × global batch, or its epochs over its
+// training set (opened to count it).
+Result<double> jobSamples(const cluster::JobSpec& spec) {
+  if (spec.max_steps) return static_cast<double>(*spec.max_steps) * static_cast<double>(spec.global_batch);
+  HZ_ASSIGN_OR_RETURN(cluster::ModelInfo model, cluster::inspectModel(spec));
+  HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(runtime::jobDataSpec(spec, model.input, model.task),
+                                                    data::Split::kTrain));
+  return static_cast<double>(spec.epochs) * static_cast<double>(train->size());
+}
+
+}  // namespace
+
+Status runBidBrain(const BidBrainArgs& a) {
+  sim::SpotHistory history;
+  if (a.synthetic_days > 0) {
+    if (!a.spot_trace.empty()) return invalidArgument("give --spot-trace or --synthetic-spot-days, not both");
+    if (a.synthetic_days > 366) return invalidArgument("--synthetic-spot-days must be at most 366");
+    sim::SpotGenOptions g;
+    g.days = a.synthetic_days;
+    g.seed = a.seed;
+    history = sim::generateSpotHistory(g);
+  } else if (!a.spot_trace.empty()) {
+    HZ_ASSIGN_OR_RETURN(history, sim::loadSpotHistory(a.spot_trace));
+  } else {
+    return invalidArgument("--bidbrain needs a spot price history: --spot-trace FILE (the cloud's export, "
+                           "docs/spot.md) or --synthetic-spot-days N");
+  }
+  if (!a.on_demand.empty()) {
+    std::istringstream in(a.on_demand);
+    for (std::string item; std::getline(in, item, ',');) {
+      const auto eq = item.find('=');
+      char* end = nullptr;
+      const double usd = eq == std::string::npos ? NAN : std::strtod(item.c_str() + eq + 1, &end);
+      if (eq == std::string::npos || !end || *end != '\0' || !(usd > 0 && usd < 1e5)) {
+        return invalidArgument(fmt::format("--on-demand: \"{}\" is not TYPE=USD_PER_HOUR (c4.xlarge=0.199)", item));
+      }
+      history.on_demand[item.substr(0, eq)] = usd;
+    }
+  }
+  if (!a.write_spot_trace.empty()) {
+    HZ_RETURN_IF_ERROR(writeFileAtomically(a.write_spot_trace, sim::spotHistoryToJson(history).dump(1) + "\n"));
+  }
+  sim::BidBrainJob job;
+  HZ_ASSIGN_OR_RETURN(const auto tiers, sim::parseTiers(a.tiers, "--tiers"));
+  job.reliable = tiers.first;
+  job.transient = tiers.second;
+  std::string source;
+  if (a.work_hours > 0) {
+    job.work_hours = a.work_hours;
+    source = fmt::format("{:g} instance-hours of work", a.work_hours);
+  } else if (!a.job.empty()) {
+    HZ_ASSIGN_OR_RETURN(cluster::JobSpec spec, cluster::loadJobSpec(a.job));
+    if (!(a.samples_per_s > 0 && a.samples_per_s < 1e9)) return invalidArgument("--samples-per-s must be positive");
+    HZ_ASSIGN_OR_RETURN(const double samples, jobSamples(spec));
+    job.work_hours = samples / a.samples_per_s / 3600;
+    source = fmt::format("{}: {:.0f} samples at {:g} samples/s per instance = {:.3g} instance-hours", a.job, samples,
+                         a.samples_per_s, job.work_hours);
+  } else {
+    return invalidArgument("--bidbrain needs the job: --job job.yaml, or --work-hours H");
+  }
+  // One start (--start), or --starts spread over the history, each job
+  // replayed from there; the figures are their means.
+  sim::BidBrainOptions o;
+  std::vector<Seconds> starts;
+  if (!a.start.empty()) {
+    HZ_ASSIGN_OR_RETURN(Seconds t, sim::parseTimestamp(a.start, "--start"));
+    starts.push_back(t);
+  } else {
+    if (a.starts < 1 || a.starts > 1000) return invalidArgument("--starts must be from 1 to 1000");
+    // Room for the on-demand run's length (all instances, whole hours) before the history ends.
+    const Seconds length = std::ceil(job.work_hours / (job.reliable + job.transient)) * 3600;
+    const Seconds room = std::max<Seconds>(0, history.end - history.begin - length);
+    for (int i = 0; i < a.starts; ++i) starts.push_back(history.begin + room * i / a.starts);
+  }
+  std::vector<sim::StrategyResult> results;
+  for (Seconds start : starts) {
+    o.start = start;
+    HZ_ASSIGN_OR_RETURN(const auto one, sim::compareBidding(history, job, o));
+    if (results.empty()) {
+      results = one;
+      for (auto& r : results) r = sim::StrategyResult{r.name};
+    }
+    for (size_t i = 0; i < one.size(); ++i) {
+      const double n = static_cast<double>(starts.size());
+      results[i].cost += one[i].cost / n;
+      results[i].time += one[i].time / n;
+      results[i].lost_hours += one[i].lost_hours / n;
+      results[i].instance_hours += one[i].instance_hours / n;
+      results[i].evictions += one[i].evictions;
+      results[i].finished = results[i].finished && one[i].finished;
+    }
+  }
+  const sim::StrategyResult& onDemand = results[0];
+  const sim::StrategyResult& checkpoint = results[1];
+  if (a.json) {
+    Json out = {{"work_hours", job.work_hours},
+                {"reliable", job.reliable},
+                {"transient", job.transient},
+                {"starts", starts.size()}};
+    for (const auto& r : results) {
+      out["strategies"].push_back({{"name", r.name},
+                                   {"cost_usd", r.cost},
+                                   {"hours", r.time / 3600},
+                                   {"evictions", r.evictions},
+                                   {"lost_instance_hours", r.lost_hours},
+                                   {"instance_hours", r.instance_hours},
+                                   {"finished", r.finished}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return Status();
+  }
+  TextTable table({"strategy", "cost", "hours", "evicted", "redone inst-h", "cost vs on-demand", "vs spot+ckpt: cost",
+                   "time"},
+                  {false, true, true, true, true, true, true, true});
+  for (const auto& r : results) {
+    table.addRow({r.name + (r.finished ? "" : " (unfinished)"), formatUsd(r.cost), fmt::format("{:.2f}", r.time / 3600),
+                  std::to_string(r.evictions), fmt::format("{:.2f}", r.lost_hours),
+                  fmt::format("{:+.0f}%", 100 * (r.cost / onDemand.cost - 1)),
+                  fmt::format("{:+.0f}%", 100 * (r.cost / checkpoint.cost - 1)),
+                  fmt::format("{:+.0f}%", 100 * (r.time / checkpoint.time - 1))});
+  }
+  std::cout << fmt::format("{}; tiers: {} reliable (on demand) + up to {} transient; {} spot markets from {} to {}; "
+                           "means over {} start{} (evictions: all):\n",
+                           source, job.reliable, job.transient, history.markets.size(),
+                           sim::formatTimestamp(history.begin), sim::formatTimestamp(history.end), starts.size(),
+                           starts.size() == 1 ? "" : "s")
+            << table.render();
+  return Status();
+}
+
+}  // namespace hydrozoa::cli
