@@ -71,6 +71,7 @@ struct TrainArgs {
   std::string partition, account, slurm_args, coordinator_host, schedule, chunks, events, stragglers;
   bool no_progress = false, replan = false, refresh_profile = false, recompute = false, scatter_gather = false;
   bool flexrr = false;
+  std::string tiers, spot_trace;
 };
 
 // Every range given below fits the field it fills, so narrowing is safe.
@@ -156,6 +157,22 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
   if (!a.out.empty()) s->out_dir = a.out;
   if (!a.plan.empty()) s->plan_file = a.plan;
   if (!a.profile.empty()) s->profile_file = a.profile;
+  if (!a.tiers.empty()) {
+    HZ_RETURN_IF_ERROR(cluster::parseTierCounts(a.tiers, "--tiers", &s->tiers));
+    // The tiers make the job's workers data-parallel replicas of one stage,
+    // whatever the spec pinned (the command line's own pins still hold).
+    if (a.data_parallel.empty()) s->data_parallel.reset();
+    if (a.stages.empty()) s->stages.reset();
+    if (a.microbatches.empty()) s->microbatches.reset();
+  }
+  if (!a.spot_trace.empty()) {
+    if (!s->tiers.enabled()) {
+      return invalidArgument("--spot-trace replays the transient tier's spot market: give --tiers "
+                             "reliable=R,transient=T too (or cluster.tiers in the job spec)");
+    }
+    s->tiers.spot_trace = a.spot_trace;
+  }
+  cluster::applyTiers(s);
   // Pinning the strategy on the command line pins the workers it needs.
   if (s->data_parallel && s->stages && a.workers.empty()) {
     s->workers = std::max(s->workers, *s->data_parallel * *s->stages * s->tensor_parallel.value_or(1));
@@ -291,6 +308,12 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_option("--stragglers", a->stragglers,
                   "Slow workers down for experiments: 'worker=1,slowdown=3x[,mode=quota|pause|sleep][,start=10s,"
                   "for=30s]' or 'worker=2,pause=200ms,every=2s'; several separated by ';' (docs/stragglers.md)");
+  cmd->add_option("--tiers", a->tiers,
+                  "Reliable (on-demand) and transient (spot) workers, 'reliable=1,transient=3': data-parallel "
+                  "replicas; the transient ones leave at a step boundary when their spot market, replayed from "
+                  "--spot-trace, rises above the bid, and come back when it falls (docs/spot.md)");
+  cmd->add_option("--spot-trace", a->spot_trace,
+                  "The transient tier's spot price history (the cloud's JSON export, e.g. examples/spot_prices.json)");
   cmd->add_option("--microbatches", a->microbatches, "Pin the number of microbatches per step");
   cmd->add_option("--microbatch-size", a->microbatch_size, "Pin the microbatch size");
   cmd->add_option("--schedule", a->schedule,

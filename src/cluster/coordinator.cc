@@ -93,11 +93,18 @@ Status Job::start() {
   }
   token_ = wire::newToken();
   HZ_RETURN_IF_ERROR(makeLauncher());
-  if (!spec_.stragglers.empty()) {
-    // A quota needs a launcher that gives its workers one (containers).
-    WorkerHandle quota;
-    if (std::string(launcher_->name()) == "container") quota.quota_file = "(the container's)";
-    for (const StragglerSpec& x : spec_.stragglers) HZ_RETURN_IF_ERROR(StragglerDriver::modeFor(x, quota).status());
+  for (const StragglerSpec& x : spec_.stragglers) {
+    HZ_RETURN_IF_ERROR(StragglerDriver::modeFor(x, launcher_->cpuQuotas()).status());
+  }
+  if (spec_.tiers.enabled()) {
+    HZ_ASSIGN_OR_RETURN(TierMarket market, TierMarket::open(spec_.tiers));
+    tierMarket_ = std::move(market);
+    progress_.note(fmt::format("Tiers: {} on demand at ${}/h and {} bidding ${}/h in {}/{}, its prices replayed "
+                               "{}x from {}",
+                               countOf(spec_.tiers.reliable, "reliable replica", "reliable replicas"),
+                               tierMarket_->onDemand(), countOf(spec_.tiers.transient, "transient one", "transient ones"),
+                               tierMarket_->bid(), tierMarket_->market().type, tierMarket_->market().zone,
+                               spec_.tiers.speed, spec_.tiers.spot_trace));
   }
   launched_ = Clock::now();
   HZ_ASSIGN_OR_RETURN(control_, wire::ControlServer::bind(launcher_->coordinatorHost(), spec_.control_port, token_));
@@ -369,6 +376,7 @@ Status Job::watch() {
     }
     // A worker that ended before saying it was done has failed.
     maybePrestart();
+    pollTiers();
     for (const auto& [e, cw] : endedWorkers()) {
       WorkerState& w = *cw;
       exits_.emplace_back(w.name(), e.how);
@@ -511,7 +519,9 @@ Result<TrainResult> Job::run() {
       s = rescale();
       continue;
     }
-    if (s.ok() || interrupted_ || !loss_.recoverable || recoveries_ >= spec_.max_recoveries) break;
+    if (s.ok() || interrupted_ || !loss_.recoverable || (recoveries_ >= spec_.max_recoveries && !loss_.evicted)) {
+      break;
+    }
     s = recover();
   }
   stopWorkers(s.ok() ? 5.0 : 3.0);

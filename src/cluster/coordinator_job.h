@@ -27,6 +27,7 @@
 #include "cluster/run_dir.h"
 #include "cluster/scaling/epochs.h"
 #include "cluster/scaling/policy.h"
+#include "cluster/tiers.h"
 #include "data/sampler.h"
 #include "wire/control.h"
 
@@ -157,6 +158,18 @@ class Job {
   // events], cluster/job_handle.h); emit(): an event alone.
   void report(Json line);
   void emit(Json event) const;
+  // Tiers (NOTE [Evicting at a step boundary], tier_driver.cc): the
+  // transient tier's market at this moment, acted on; the change at a new
+  // generation (rescale(), recover()); the summary's record.
+  void pollTiers();
+  void issueTierStop();
+  void evictTransients(const std::string& why);
+  void tiersAtNewGeneration();
+  Json tierEvent(const char* name) const;
+  Json tiersSummary() const;
+  // The global batch: the segment's replicas' (the tiers keep it while the
+  // transient replicas are gone).
+  std::int64_t globalBatch() const { return static_cast<std::int64_t>(segmentReplicas_) * epochs_.perReplicaBatch(); }
   // Requests from the job's handle, taken in watch(): a resize (NOTE
   // [Resizing from the handle]) and a preemption.
   void takeRequests();
@@ -241,6 +254,7 @@ class Job {
   struct Loss {
     int worker = -1;
     bool recoverable = false, out_of_memory = false;
+    bool evicted = false;  // taken by the spot market (cluster.tiers): not counted in max_recoveries
   };
   Loss loss_;
   bool fatal_ = false;            // a worker failed on its own (its error would recur)
@@ -257,6 +271,21 @@ class Job {
   double recoveringSince_ = -1;   // now() at the loss, until training again
   std::vector<std::pair<std::string, std::string>> exits_;  // worker name -> how it ended
   std::map<int, std::string> everyWorker_;  // id -> name, over all generations (traces)
+
+  // Tiers (NOTE [Evicting at a step boundary]).
+  enum class TierState {
+    kIn,         // the transient replicas train
+    kNoticed,    // evicted: they leave at the step the workers were told to stop at
+    kOut,        // gone; they come back when the price falls to the bid
+    kReturning,  // back: they join at the step the workers were told to stop at
+  };
+  std::optional<TierMarket> tierMarket_;
+  TierState tierState_ = TierState::kIn;
+  bool tierStopIssued_ = false;    // this generation was told where to stop for the change
+  double noticeDeadline_ = -1;     // training seconds at which the noticed workers are taken
+  int tierNotices_ = 0, tierTaken_ = 0, tierReturns_ = 0;
+  std::set<int> evictedIds_;       // workers the market took (their loss is no failure)
+  int segmentReplicas_ = 1;        // the segment's replicas (A_ unless the transient ones are gone)
 
   // Scaling (NOTE [Changing the replicas]).
   std::unique_ptr<ScalingPolicy> policy_;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <numeric>
 #include <thread>
 
 #include "cluster/launch/container/container_launcher.h"
@@ -56,6 +57,32 @@ Status checkFlexrr(const plan::Plan& p, const JobSpec& spec, const std::string& 
       "--stages 1 --tensor-parallel 1, or turn flexrr off",
       origin, p.pipeline_stages, p.tensor_parallel, plan::scheduleName(p.schedule),
       spec.channel.empty() ? "" : " through a channel"));
+}
+
+// NOTE [Tiers are data-parallel replicas] (cluster/job_spec.cc): with the
+// transient tier gone, the R reliable replicas compute the step's R + T
+// replicas' microbatches, M·(R + T)/R each, so R must divide M·(R + T).
+Status checkTiers(const plan::Plan& p, const JobSpec& spec, const std::string& origin) {
+  const TierSpec& t = spec.tiers;
+  if (!t.enabled()) return Status();
+  const int all = t.reliable + t.transient;
+  const bool flushes = p.schedule == plan::ScheduleKind::kGPipe || p.schedule == plan::ScheduleKind::kOneFOneB;
+  if (p.pipeline_stages != 1 || p.tensor_parallel != 1 || p.data_parallel != all || !flushes ||
+      !p.evenlyReplicated()) {
+    return invalidArgument(fmt::format("{}: cluster.tiers trains {} data-parallel replicas of one stage under gpipe "
+                                       "or 1f1b, but the plan has {} replicas × {} stages × {}-way tensor "
+                                       "parallelism under {}: plan with --data-parallel {} --stages 1",
+                                       origin, all, p.data_parallel, p.pipeline_stages, p.tensor_parallel,
+                                       plan::scheduleName(p.schedule), all));
+  }
+  if ((p.num_microbatches * all) % t.reliable != 0) {
+    return invalidArgument(fmt::format("{}: without the transient tier the {} reliable replicas take over the step's "
+                                       "{} × {} microbatches, which they cannot share evenly: pin --microbatches to "
+                                       "a multiple of {}",
+                                       origin, t.reliable, all, p.num_microbatches,
+                                       t.reliable / std::gcd(t.reliable, all)));
+  }
+  return Status();
 }
 
 Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spec, const std::string& origin) {
@@ -107,6 +134,7 @@ Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spe
     HZ_RETURN_IF_ERROR(checkTensorParallel(split));
   }
   HZ_RETURN_IF_ERROR(checkFlexrr(p, spec, origin));
+  HZ_RETURN_IF_ERROR(checkTiers(p, spec, origin));
   if (p.globalBatch() != spec.global_batch) {
     return invalidArgument(fmt::format("{} trains with a global batch of {} ({} replicas × {} microbatches of {}) but "
                                        "training.global_batch is {}; re-plan, or set global_batch: {}",
@@ -303,6 +331,7 @@ Result<plan::Plan> planFromProfile(const JobSpec& spec, const profile::Profile& 
   HZ_ASSIGN_OR_RETURN(plan::SearchResult result, plan::searchPlan(prof, catalog, o));
   plan::Plan p = plan::makePlan(result, prof, o, catalog.name);
   HZ_RETURN_IF_ERROR(checkFlexrr(p, spec, "the plan"));
+  HZ_RETURN_IF_ERROR(checkTiers(p, spec, "the plan"));
   HZ_RETURN_IF_ERROR(run.writeJson("plan.json", plan::planToJson(p)));
   return p;
 }

@@ -40,6 +40,8 @@ Status checkPlan(const plan::Plan& p, const ModelInfo& model, const JobSpec& spe
 // With flexrr on: a plan of data-parallel replicas of one stage (NOTE [Where
 // FlexRR reassigns]).
 Status checkFlexrr(const plan::Plan& p, const JobSpec& spec, const std::string& origin);
+// The plan suits the job's tiers (NOTE [Tiers are data-parallel replicas]).
+Status checkTiers(const plan::Plan& p, const JobSpec& spec, const std::string& origin);
 // OK when the job's model splits spec.tensor_parallel ways (a zoo model
 // whose transformer blocks t divides: model/arch.h checkTensorParallel);
 // otherwise one line naming the constraint and the valid values.

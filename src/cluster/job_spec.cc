@@ -158,6 +158,14 @@ void readCluster(ObjectReader& top, JobSpec* s) {
       r.adopt(parsed.status());
     }
   }
+  if (const Json* tiers = r.raw("tiers")) {
+    auto parsed = readTiers(*tiers, r.child("tiers"));
+    if (parsed.ok()) {
+      s->tiers = *parsed;
+    } else {
+      r.adopt(parsed.status());
+    }
+  }
   if (const Json* slurm = r.raw("slurm")) {
     ObjectReader q(*slurm, r.child("slurm"));
     s->slurm.partition = q.optString("partition").value_or("");
@@ -346,6 +354,47 @@ Status validateChannel(const JobSpec& s) {
 
 }  // namespace
 
+namespace {
+
+// NOTE [Tiers are data-parallel replicas]: AgileML's tiers hold data-parallel
+// workers; here each is a replica of one stage, and the transient ones leave
+// and come back at step boundaries with the global batch unchanged
+// (cluster/coordinator.cc), which a pipeline or a changing policy would not
+// allow.
+Status validateTierPlan(const JobSpec& s, const std::string& origin) {
+  const TierSpec& t = s.tiers;
+  if (!t.enabled()) return Status();
+  HZ_RETURN_IF_ERROR(validateTiers(t, origin + ": cluster.tiers"));
+  const int workers = t.reliable + t.transient;
+  auto bad = [&](const std::string& m) {
+    return invalidArgument(fmt::format("{}: cluster.tiers (reliable {}, transient {}): {}", origin, t.reliable,
+                                       t.transient, m));
+  };
+  if (s.data_parallel && *s.data_parallel != workers) {
+    return bad(fmt::format("each worker is a data-parallel replica, but plan.data_parallel is {}: drop it or make "
+                           "it {}",
+                           *s.data_parallel, workers));
+  }
+  if (s.stages.value_or(1) != 1 || s.tensor_parallel.value_or(1) != 1) {
+    return bad("each worker is a whole replica of the model: use stages: 1 and tensor_parallel: 1");
+  }
+  if (s.scaling.policy != "fixed") {
+    return bad(fmt::format("the tiers change the replicas at step boundaries; scaling.policy {} changes them at "
+                           "epochs too: use one or the other",
+                           s.scaling.policy));
+  }
+  if (!s.channel.empty() || s.launcher == "function" || s.launcher == "slurm") {
+    return bad("replays a spot market for workers of this machine or its containers: use launcher local or "
+               "container, without a channel");
+  }
+  if (s.global_batch % workers != 0) {
+    return bad(fmt::format("{} replicas do not divide training.global_batch {}", workers, s.global_batch));
+  }
+  return Status();
+}
+
+}  // namespace
+
 Status validateJobSpec(const JobSpec& s, const std::string& origin) {
   auto bad = [&](const std::string& field, const std::string& what) {
     return invalidArgument(fmt::format("{}: {}: {}", origin, field, what));
@@ -429,6 +478,7 @@ Status validateJobSpec(const JobSpec& s, const std::string& origin) {
   HZ_RETURN_IF_ERROR(validateScalingSpec(s.scaling, origin));
   HZ_RETURN_IF_ERROR(validateStragglers(s.stragglers, s.workers, origin + ": cluster.stragglers"));
   HZ_RETURN_IF_ERROR(validateFlexrr(s.flexrr, origin + ": flexrr"));
+  HZ_RETURN_IF_ERROR(validateTierPlan(s, origin));
   if (s.data_parallel && s.global_batch % A != 0) {
     return bad("plan.data_parallel", fmt::format("{} replicas do not divide training.global_batch {}", A,
                                                  s.global_batch));
@@ -441,6 +491,14 @@ std::vector<std::string> splitWords(const std::string& text) {
   std::istringstream in(text);
   for (std::string w; in >> w;) out.push_back(w);
   return out;
+}
+
+void applyTiers(JobSpec* s) {
+  if (!s->tiers.enabled()) return;
+  const int workers = s->tiers.reliable + s->tiers.transient;
+  if (!s->data_parallel) s->data_parallel = workers;
+  if (!s->stages) s->stages = 1;
+  s->workers = std::max(s->workers, workers);
 }
 
 Result<JobSpec> parseJobSpec(const Json& j, const std::string& origin) {
@@ -465,6 +523,7 @@ Result<JobSpec> parseJobSpec(const Json& j, const std::string& origin) {
   }
   top.rejectUnknownKeys();
   HZ_RETURN_IF_ERROR(top.status());
+  applyTiers(&s);
   HZ_RETURN_IF_ERROR(validateJobSpec(s, origin));
   return s;
 }
@@ -538,6 +597,7 @@ Json jobSpecToJson(const JobSpec& s) {
     for (const StragglerSpec& x : s.stragglers) list.push_back(formatStraggler(x));
     cluster["stragglers"] = list;
   }
+  if (s.tiers.enabled()) cluster["tiers"] = tiersToJson(s.tiers);
   if (s.launcher == "slurm") {
     std::string args;
     for (const auto& a : s.slurm.args) args += (args.empty() ? "" : " ") + a;
@@ -577,6 +637,7 @@ void makePathsAbsolute(JobSpec* spec, bool modelIsFile) {
   absolute(&spec->plan_file);
   absolute(&spec->profile_file);
   absolute(&spec->checkpoint_dir);
+  absolute(&spec->tiers.spot_trace);
 }
 
 }  // namespace hydrozoa::cluster

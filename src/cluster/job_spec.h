@@ -15,6 +15,7 @@
 #include "core/files.h"
 #include "cluster/scaling/policy.h"
 #include "cluster/stragglers.h"
+#include "cluster/tiers.h"
 #include "core/status.h"
 #include "core/units.h"
 
@@ -106,6 +107,9 @@ struct JobSpec {
   // Slow workers injected for experiments (cluster.stragglers, --stragglers;
   // docs/stragglers.md).
   std::vector<StragglerSpec> stragglers;
+  // Reliable and transient workers, the transient ones on a replayed spot
+  // market (cluster.tiers, --tiers, --spot-trace; docs/spot.md, "Live tiers").
+  TierSpec tiers;
   // The data plane (docs/functions.md, "The channel"): "" : workers connect
   // to each other (Gloo); "redis": through a redis-server the job starts
   // beside the coordinator; "redis://host:port": through that server, with
@@ -153,6 +157,11 @@ Result<JobSpec> loadJobSpec(const std::string& path);
 
 // The resolved spec, every key present.
 Json jobSpecToJson(const JobSpec& spec);
+
+// What tiers imply where the spec leaves it open: each of the R + T workers
+// a data-parallel replica of one stage (plan.data_parallel, plan.stages,
+// cluster.workers). No effect without tiers.
+void applyTiers(JobSpec* spec);
 
 // The files the spec names (its data, plan, profile, checkpoint directory
 // and, when `modelIsFile`, its TorchScript model) as absolute paths from the

@@ -89,6 +89,8 @@ std::int64_t Job::agreedStep() const {
 Status Job::lose(int worker, bool outOfMemory) {
   loss_.worker = worker;
   loss_.out_of_memory = outOfMemory;
+  // A peer's report of the loss may come first (worker −1).
+  loss_.evicted = evictedIds_.count(worker) > 0 || (worker < 0 && !evictedIds_.empty());
   // A worker's own error would recur, and so would running out of a memory
   // limit the user pinned; anything else (killed, cut off, out of a planned
   // memory size) is worth a new generation.
@@ -114,10 +116,12 @@ Status Job::recover() {
   loss_ = Loss{};
   const std::string why = failure_;
   const double tLost = priorSeconds_ + since(trainingStart_);
-  ++recoveries_;
+  if (!loss.evicted) ++recoveries_;  // the spot market's take is no failure
   const double lostAt = now();
   const std::int64_t reachedBefore = reached_;
-  progress_.note(fmt::format("Lost {}; recovering ({} of at most {})", why, recoveries_, spec_.max_recoveries));
+  progress_.note(loss.evicted ? fmt::format("Lost {}; recovering", why)
+                              : fmt::format("Lost {}; recovering ({} of at most {})", why, recoveries_,
+                                            spec_.max_recoveries));
   report({{"t", tLost},
           {"event", "worker_lost"},
           {"generation", generation_},
@@ -209,6 +213,7 @@ Status Job::recover() {
             {"cost_usd", cost()}});
   }
   reached_ = resumeStep_ = maxStarted_ = restore;
+  tiersAtNewGeneration();
   if (Status s = useGenerationPlan(restore); !s.ok()) return failure(s.message());
   decided_.reset();  // a rule decides again at the next epoch end
   setReplicas(epochs_.atStep(restore).replicas);
@@ -243,6 +248,7 @@ Status Job::recover() {
                      {"restored_from", source},
                      {"restore_step", restore},
                      {"lost_steps", std::max<std::int64_t>(0, reachedBefore - restore)}});
+  if (loss.evicted) events_.back()["evicted"] = true;
   recoveringSince_ = lostAt;  // until the new generation's first step (onStepComplete)
   progress_.note(fmt::format("Restoring from {} at step {} ({} steps to redo): generation {} starts",
                              source == "checkpoint" ? "the last checkpoint" : source, restore,

@@ -229,6 +229,7 @@ void Job::finish(const std::string& status, const std::string& reason) {
     summary["flexrr"]["reassigned_microbatches"] = reassigned_;
     summary["flexrr"]["microbatches"] = microbatchesDone_;
   }
+  if (tierMarket_) summary["tiers"] = tiersSummary();
   if (!spec_.stragglers.empty()) {
     Json list = Json::array();
     for (const StragglerSpec& x : spec_.stragglers) list.push_back(formatStraggler(x));

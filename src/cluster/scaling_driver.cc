@@ -16,7 +16,7 @@ namespace hydrozoa::cluster::coordinator {
 void Job::makeSampler() {
   data::SamplerOptions so;
   so.dataset_size = trainSize_;
-  so.global_batch = A_ * epochs_.perReplicaBatch();
+  so.global_batch = globalBatch();
   so.replicas = A_;
   so.microbatch_size = gen_.microbatch_size;
   so.drop_last = spec_.drop_last;
@@ -142,7 +142,7 @@ std::int64_t Job::generationStop() const {
 }
 
 void Job::maybePrestart() {
-  if (!next_.empty() || genStop_ >= stopStep_ || policy_->usesMetrics() || stopping_ || resizeTo_ > 0 ||
+  if (!next_.empty() || genStop_ >= stopStep_ || policy_->usesMetrics() || stopping_ || resizeTo_ > 0 || tierMarket_ ||
       stepSeconds_.size() < 3 || !launcher_->overlapsGenerations()) {
     return;
   }
@@ -233,8 +233,9 @@ Status Job::rescale() {
   const bool reinvoked = reinvoking_;
   reinvoking_ = false;
   resizeIssued_ = false;
+  const bool tiered = tierStopIssued_;  // the transient tier leaves or comes back here
   const bool resized = resizeTo_ > 0 && !reinvoked;
-  if ((policy_->usesMetrics() || resized) && !reinvoked) {
+  if ((policy_->usesMetrics() || resized) && !reinvoked && !tiered) {
     const ScalingDecision d = decided_ ? *decided_ : decideNow();
     decided_.reset();
     if (resized) epochs_.truncateAfter(epoch - 1);  // what the policy laid out for later epochs
@@ -257,6 +258,7 @@ Status Job::rescale() {
   }
   checkpoint_ = (*latest)->dir;
   const Segment seg = epochs_.atEpoch(epoch);
+  tiersAtNewGeneration();
   if (Status s = useGenerationPlan(reached_); !s.ok()) return failure(s.message());
   setReplicas(seg.replicas);
   makeSampler();
@@ -293,6 +295,18 @@ Status Job::rescale() {
     }
     if (w.registered) sendAssign(w);
   }
+  if (tiered) {
+    Json event = tierEvent(tierState_ == TierState::kOut ? "transient_tier_left" : "transient_tier_back");
+    event["replicas_before"] = before;
+    event["replicas"] = A_;
+    event["released_at"] = boundary;
+    report(event);
+    progress_.note(fmt::format("Step {}: {} → {} replicas ({}); {}", reached_, before, A_,
+                               tierState_ == TierState::kOut ? "the transient tier left at the step boundary"
+                                                             : "the transient tier is back",
+                               "nothing redone, the same global batch"));
+    return Status();
+  }
   if (reinvoked) {
     const Json event = {{"t", priorSeconds_ + since(trainingStart_)},
                         {"event", "reinvoked"},
@@ -316,7 +330,7 @@ Status Job::rescale() {
                 {"workers_released", workersBefore},
                 {"released_at", boundary},  // seconds since launch, the billing clock
                 {"workers", W_},
-                {"global_batch", A_ * epochs_.perReplicaBatch()},
+                {"global_batch", globalBatch()},
                 {"steps_per_epoch", perEpoch_},
                 {"lr_factor", seg.lr_factor},
                 {"why", why},
@@ -332,7 +346,7 @@ Status Job::rescale() {
   const auto ready = recorded.find("ready_before_boundary_s");
   progress_.note(fmt::format(
       "Epoch {}: {} → {} replicas ({}), global batch {}, {} steps per epoch; {}", epoch + 1, before, A_, why,
-      A_ * epochs_.perReplicaBatch(), perEpoch_,
+      globalBatch(), perEpoch_,
       !prestarted               ? std::string("starting the workers now")
       : ready == recorded.end() ? std::string("waiting for pre-started workers still starting")
                                 : fmt::format("the pre-started workers were ready {} before the boundary",

@@ -27,10 +27,10 @@ bool writeQuota(const WorkerHandle& w, double cpus) {
 
 }  // namespace
 
-Result<std::string> StragglerDriver::modeFor(const StragglerSpec& spec, const WorkerHandle& worker) {
+Result<std::string> StragglerDriver::modeFor(const StragglerSpec& spec, bool quotas) {
   if (spec.pause > 0) return std::string("pause");
-  if (spec.mode == "auto") return std::string(worker.quota_file.empty() ? "pause" : "quota");
-  if (spec.mode == "quota" && worker.quota_file.empty()) {
+  if (spec.mode == "auto") return std::string(quotas ? "quota" : "pause");
+  if (spec.mode == "quota" && !quotas) {
     return invalidArgument(fmt::format("cluster.stragglers: worker {}: mode quota cuts a container's CPU quota, but "
                                        "this launcher gives its workers none: use launcher container (as root), or "
                                        "mode pause or sleep",
@@ -66,7 +66,7 @@ bool StragglerDriver::sleepFor(double seconds) {
 
 void StragglerDriver::drive(const Target& t) {
   const StragglerSpec& s = t.spec;
-  const auto mode = modeFor(s, t.worker);
+  const auto mode = modeFor(s, !t.worker.quota_file.empty());
   if (!mode.ok() || *mode == "sleep") return;
   // The pattern's window, from this generation's start.
   if (!sleepFor(s.start - elapsed_)) return;

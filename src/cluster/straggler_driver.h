@@ -38,10 +38,10 @@ class StragglerDriver {
   StragglerDriver(const StragglerDriver&) = delete;
   StragglerDriver& operator=(const StragglerDriver&) = delete;
 
-  // The mode a spec runs in on this worker: quota where it has a CPU quota
-  // file, else pause ("auto"); or the one asked for. Fails for quota
+  // The mode a spec runs in: quota where the worker has a CPU quota to cut
+  // (`quotas`), else pause ("auto"); or the one asked for. Fails for quota
   // without one.
-  static Result<std::string> modeFor(const StragglerSpec& spec, const WorkerHandle& worker);
+  static Result<std::string> modeFor(const StragglerSpec& spec, bool quotas);
 
   // SIGSTOPs sent so far (all targets).
   std::int64_t pauses() const { return pauses_.load(); }

@@ -67,7 +67,17 @@ Json Job::cpusOf(const WorkerState& w) const {
 }
 
 void Job::setReplicas(int replicas) {
+  segmentReplicas_ = replicas;
   A_ = replicas;
+  if (tierMarket_ && tierState_ == TierState::kOut && gen_.data_parallel > spec_.tiers.reliable) {
+    // The reliable replicas take the step's microbatches (NOTE [Evicting at
+    // a step boundary]): the same global batch, in the same microbatches.
+    const int reliable = spec_.tiers.reliable;
+    gen_.iteration_seconds *= static_cast<double>(gen_.data_parallel) / reliable;  // the compute, about
+    gen_.num_microbatches = gen_.num_microbatches * gen_.data_parallel / reliable;
+    gen_.data_parallel = reliable;
+    A_ = reliable;
+  }
   stageReplicas_.clear();
   T_ = gen_.tensor_parallel;
   W_ = A_ * B_ * T_;
@@ -246,7 +256,7 @@ void Job::sendAssign(const WorkerState& w) {
                  {"stop_step", genStop_},
                  {"epoch_start_step", epochs_.epochStart(firstEpoch)},
                  {"first_epoch", firstEpoch},
-                 {"global_batch", A_ * epochs_.perReplicaBatch()},
+                 {"global_batch", globalBatch()},
                  {"lr_factor", seg.lr_factor},
                  {"hold_at_epoch_end", policy_->usesMetrics()},
                  {"shared_memory", launcher_->sharesHostMemory() && sharedMemoryAllreduceAllowed()},

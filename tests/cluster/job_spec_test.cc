@@ -1,4 +1,5 @@
 #include "cluster/job_spec.h"
+#include "cluster/job_yaml.h"
 
 #include <gtest/gtest.h>
 
@@ -6,12 +7,6 @@
 
 namespace hydrozoa::cluster {
 namespace {
-
-Result<JobSpec> parse(const std::string& yaml) {
-  auto j = parseYaml(yaml, "job.yaml");
-  EXPECT_TRUE(j.ok()) << j.status().message();
-  return parseJobSpec(*j, "job.yaml");
-}
 
 TEST(JobSpec, MinimalSpecGetsDefaults) {
   auto s = parse("model: cnn\n");

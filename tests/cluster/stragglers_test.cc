@@ -6,15 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "cluster/job_spec.h"
+#include "cluster/job_yaml.h"
 
 namespace hydrozoa::cluster {
 namespace {
-
-Result<JobSpec> parse(const std::string& yaml) {
-  auto j = parseYaml(yaml, "job.yaml");
-  EXPECT_TRUE(j.ok()) << j.status().message();
-  return parseJobSpec(*j, "job.yaml");
-}
 
 TEST(Stragglers, TheCommandLineForms) {
   auto s = parseStragglers("worker=1,slowdown=3x", "--stragglers");

@@ -97,6 +97,8 @@ class Launcher {
 
   // Worker `id`'s process and CPU quota, while it runs ({} : none here).
   virtual WorkerHandle handle(int /*id*/) const { return {}; }
+  // Whether its workers run under a CPU quota that handle() names (containers).
+  virtual bool cpuQuotas() const { return false; }
   // Starts a worker. Fails when the process cannot be created.
   virtual Status launch(const WorkerLaunch& launch) = 0;
   // Workers that ended since the last call (each reported once).

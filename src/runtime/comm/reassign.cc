@@ -8,7 +8,6 @@
 #include <cmath>
 #include <sstream>
 
-#include "runtime/comm/control_store.h"
 
 namespace hydrozoa::runtime {
 namespace {
@@ -25,8 +24,6 @@ std::int64_t wallMicros() {
 // for their helpees]) before it takes them to be gone and lets the
 // allreduce tell.
 constexpr std::chrono::seconds kWaitLimit{120};
-// Claim keys the fallback erase looks for (a step's microbatches, at most).
-constexpr int kMaxClaimKeys = 1 << 16;
 
 }  // namespace
 
@@ -42,7 +39,7 @@ std::vector<int> helpeesOf(int replica, int replicas, int group) {
   return out;
 }
 
-Reassigner::Reassigner(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Store> inbox,
+Reassigner::Reassigner(c10::intrusive_ptr<ControlStore> store, c10::intrusive_ptr<ControlStore> inbox,
                        std::string prefix, int replica, int replicas, ReassignOptions options)
     : store_(std::move(store)),
       inbox_(std::move(inbox)),
@@ -116,7 +113,9 @@ void Reassigner::sendLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stopping_ || !outbox_.empty(); });
-    if (outbox_.empty()) return;  // stopping, nothing left
+    // Stopping: what is left is dropped (the destructor gave it time to
+    // go; a coordinator that is gone would hold each send to its timeout).
+    if (stopping_) return;
     Outgoing out = std::move(outbox_.front());
     outbox_.pop_front();
     sending_ = true;
@@ -136,7 +135,15 @@ void Reassigner::sendLoop() {
 
 void Reassigner::flush() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return (outbox_.empty() && !sending_) || stopping_; });
+  cv_.wait(lock, [&] { return (outbox_.empty() && !sending_) || stopping_ || aborted_; });
+}
+
+void Reassigner::abort() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = true;
+  }
+  cv_.notify_all();
 }
 
 bool Reassigner::readInbox(std::int64_t step) {
@@ -159,16 +166,7 @@ bool Reassigner::readInbox(std::int64_t step) {
 
 void Reassigner::erase(std::int64_t step) {
   try {
-    if (auto* control = dynamic_cast<ControlStore*>(inbox_.get())) {
-      control->deletePrefix(key(step, replica_, ""));
-      return;
-    }
-    const std::int64_t n = inbox_->add(key(step, replica_, "n"), 0);
-    for (std::int64_t i = 0; i < n; ++i) inbox_->deleteKey(key(step, replica_, fmt::format("m{}", i)));
-    inbox_->deleteKey(key(step, replica_, "n"));
-    for (int k = 0; k < kMaxClaimKeys; ++k) {
-      if (!inbox_->deleteKey(key(step, replica_, fmt::format("c{}", k)))) break;
-    }
+    inbox_->deletePrefix(key(step, replica_, ""));
   } catch (const std::exception& e) {
     spdlog::debug("flexrr: could not erase step {}'s keys: {}", step, e.what());
   }
@@ -320,7 +318,7 @@ void Reassigner::offerLocked(int helper, int count) {
 std::optional<Assignment> Reassigner::nextAssignment() {
   std::unique_lock<std::mutex> lock(mu_);
   const auto until = std::chrono::steady_clock::now() + kWaitLimit;
-  while (offers_.empty() && !waitingFor_.empty() && !stopping_) {
+  while (offers_.empty() && !waitingFor_.empty() && !stopping_ && !aborted_) {
     if (cv_.wait_until(lock, until) == std::cv_status::timeout) {
       spdlog::warn("flexrr: step {}: no word from helpees {} in {} s; joining the allreduce", step_,
                    fmt::join(waitingFor_, ","), kWaitLimit.count());

@@ -47,8 +47,6 @@
 // no worker waits for a message but its claims.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -61,6 +59,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "runtime/comm/control_store.h"
 
 namespace hydrozoa::runtime {
 
@@ -93,7 +93,7 @@ class Reassigner {
   // `store` for sends and claims, `inbox` (another connection to the same
   // store, whose timeout bounds each wait: a second or so) for the reading
   // thread's waits; keys under `prefix`.
-  Reassigner(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Store> inbox, std::string prefix,
+  Reassigner(c10::intrusive_ptr<ControlStore> store, c10::intrusive_ptr<ControlStore> inbox, std::string prefix,
              int replica, int replicas, ReassignOptions options);
   ~Reassigner();
   Reassigner(const Reassigner&) = delete;
@@ -123,6 +123,9 @@ class Reassigner {
   // After the step's allreduce: what was reassigned. The reader finishes the
   // step in the background.
   Counts endStep();
+  // The job halts (it lost a worker): a helper stops waiting for helpees
+  // and offers, a flush for its sends; from any thread.
+  void abort();
 
  private:
   std::string key(std::int64_t step, int owner, const std::string& what) const;
@@ -138,7 +141,7 @@ class Reassigner {
   // unclaimed and unoffered to `helper`.
   void offerLocked(int helper, int count);
 
-  c10::intrusive_ptr<c10d::Store> store_, inbox_;
+  c10::intrusive_ptr<ControlStore> store_, inbox_;
   std::string prefix_;
   int replica_, replicas_;
   ReassignOptions o_;
@@ -172,6 +175,7 @@ class Reassigner {
   bool sending_ = false;            // the sender holds a message it took from outbox_
   std::thread sender_;
   bool stopping_ = false;
+  bool aborted_ = false;
   std::thread reader_;
 };
 

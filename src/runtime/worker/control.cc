@@ -65,6 +65,7 @@ void Worker::onControl(const Json& m) {
       }
     }
     haltSeen_ = true;
+    if (reassigner_) reassigner_->abort();  // a helper waiting for a helpee that is gone
     control_->send({{"type", "halted"}, {"completed", completed}, {"can_save", steps}, {"stage", role_.stage}});
   } else if (type == "save") {
     const std::int64_t step = m.value("step", std::int64_t{-1});

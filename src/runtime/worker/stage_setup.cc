@@ -235,7 +235,7 @@ Status Worker::build() {
 }
 
 // FlexRR among the replicas of a one-stage job (the coordinator refuses
-// it for anything else: job_plan.cc checkPlan). Its messages go through two
+// it for anything else: NOTE [Where FlexRR reassigns]). Its messages go through two
 // connections of their own to the coordinator's store: one for sends and
 // claims, one for the inbox's long waits.
 Status Worker::buildReassignment() {
@@ -243,8 +243,8 @@ Status Worker::buildReassignment() {
   if (!f.enabled || role_.replicas < 2) return Status();
   if (role_.stages != 1 || numChunks() != 1 || role_.tensor_parallel != 1 || schedule_->asynchronous() ||
       !role_.channel.url.empty() || !role_.stage_replicas.empty() || !trainLoader_) {
-    return invalidArgument("flexrr reassigns the microbatches of data-parallel replicas of one stage, one "
-                              "chunk, a flushing schedule, over workers connected to each other");
+    return invalidArgument("flexrr reassigns the microbatches of data-parallel replicas of one stage, one chunk, "
+                           "a flushing schedule, over workers connected to each other");
   }
   const auto timeout = std::chrono::milliseconds(120000);
   HZ_ASSIGN_OR_RETURN(auto store, ControlStore::connect(args_.join, fmt::format("w{}.flexrr", args_.id), args_.token,

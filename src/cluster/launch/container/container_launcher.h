@@ -69,6 +69,7 @@ class ContainerLauncher final : public Launcher {
   std::vector<WorkerExit> stopAll(Seconds grace) override;
   std::string diagnose(int id) const override;
   WorkerHandle handle(int id) const override;
+  bool cpuQuotas() const override { return true; }
   std::string jobId() const override { return job_; }
 
   const std::string& job() const { return job_; }

@@ -1,0 +1,139 @@
+#include "cluster/tiers.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace hydrozoa::cluster {
+
+Status parseTierCounts(const std::string& text, const std::string& what, TierSpec* spec) {
+  HZ_ASSIGN_OR_RETURN(auto counts, sim::parseTiers(text, what));
+  spec->reliable = counts.first;
+  spec->transient = counts.second;
+  return Status();
+}
+
+Result<TierSpec> readTiers(const Json& j, const std::string& where) {
+  TierSpec t;
+  ObjectReader r(j, where);
+  t.reliable = static_cast<int>(r.count("reliable", {0, kWorkersRange.max}));
+  t.transient = static_cast<int>(r.optCount("transient", {0, kWorkersRange.max}).value_or(0));
+  t.spot_trace = r.optString("spot_trace").value_or("");
+  t.market = r.optString("market").value_or("");
+  if (r.has("bid")) t.bid = r.number("bid");
+  if (r.has("speed")) t.speed = r.number("speed");
+  if (r.has("notice")) t.notice = r.seconds("notice");
+  t.start = r.optString("start").value_or("");
+  r.rejectUnknownKeys();
+  HZ_RETURN_IF_ERROR(r.status());
+  HZ_RETURN_IF_ERROR(validateTiers(t, where));
+  return t;
+}
+
+Json tiersToJson(const TierSpec& t) {
+  Json j = {{"reliable", t.reliable}, {"transient", t.transient}, {"spot_trace", t.spot_trace},
+            {"market", t.market},     {"speed", t.speed},         {"notice", t.notice},
+            {"start", t.start}};
+  if (t.bid) j["bid"] = *t.bid;
+  return j;
+}
+
+Status validateTiers(const TierSpec& t, const std::string& what) {
+  auto bad = [&](const std::string& m) { return invalidArgument(fmt::format("{}: {}", what, m)); };
+  if (t.reliable < 1) {
+    return bad("leaves no reliable worker, and the training state lives on the reliable tier: give reliable: 1 or "
+               "more");
+  }
+  if (t.transient < 0) return bad("transient must not be negative");
+  if (static_cast<std::int64_t>(t.reliable) + t.transient > kWorkersRange.max) {
+    return bad(fmt::format("{} workers in all is more than {}", t.reliable + t.transient, kWorkersRange.max));
+  }
+  if (t.spot_trace.empty()) {
+    return bad("needs the transient tier's prices: spot_trace: FILE (the cloud's spot price history, docs/formats.md) "
+               "or --spot-trace FILE");
+  }
+  if (t.bid && !(*t.bid > 0 && *t.bid <= 1e5)) return bad("bid must be a price from 0 to 100000 USD per hour");
+  if (!(t.speed >= 1 && t.speed <= 1e7)) {
+    return bad(fmt::format("speed {} must be from 1 to 10000000 trace seconds per wall second", t.speed));
+  }
+  if (!(t.notice >= 0 && t.notice <= 3600)) return bad("notice must be from 0 to 1h of wall time");
+  return Status();
+}
+
+Result<TierMarket> TierMarket::open(const TierSpec& spec) {
+  HZ_ASSIGN_OR_RETURN(sim::SpotHistory h, sim::loadSpotHistory(spec.spot_trace));
+  const std::string what = fmt::format("cluster.tiers: {}", spec.spot_trace);
+  std::string type = spec.market, zone;
+  if (const auto slash = type.find('/'); slash != std::string::npos) {
+    zone = type.substr(slash + 1);
+    type = type.substr(0, slash);
+  }
+  if (type.empty()) {  // the cheapest on-demand type with records
+    for (const sim::SpotMarket& m : h.markets) {
+      const auto od = h.on_demand.find(m.type);
+      if (od == h.on_demand.end()) continue;
+      if (type.empty() || od->second < h.on_demand[type]) type = m.type;
+    }
+    if (type.empty()) {
+      return invalidArgument(what + ": OnDemandPrices gives no price for any instance type of the records; the "
+                                    "reliable tier is billed at it");
+    }
+  }
+  const sim::SpotMarket* chosen = nullptr;
+  std::vector<std::string> markets;
+  for (const sim::SpotMarket& m : h.markets) {
+    markets.push_back(m.type + "/" + m.zone);
+    if (m.type != type || (!zone.empty() && m.zone != zone)) continue;
+    if (!chosen || m.zone < chosen->zone) chosen = &m;
+  }
+  if (!chosen) {
+    return invalidArgument(fmt::format("{}: no price records for {}{} (the trace has {}): name one of them as "
+                                       "cluster.tiers.market",
+                                       what, type, zone.empty() ? "" : " in " + zone, fmt::join(markets, ", ")));
+  }
+  const auto od = h.on_demand.find(type);
+  if (od == h.on_demand.end()) {
+    return invalidArgument(fmt::format("{}: OnDemandPrices has no price for {}: add \"{}\": USD per hour", what, type,
+                                       type));
+  }
+  TierMarket t;
+  t.market_ = *chosen;
+  t.onDemand_ = od->second;
+  t.bid_ = spec.bid.value_or(od->second);
+  t.speed_ = spec.speed;
+  t.start_ = h.begin;
+  if (!spec.start.empty()) {
+    HZ_ASSIGN_OR_RETURN(t.start_, sim::parseTimestamp(spec.start, "cluster.tiers.start"));
+    if (t.start_ < h.begin || t.start_ > h.end) {
+      return invalidArgument(fmt::format("cluster.tiers.start: {} is outside the trace ({} to {})", spec.start,
+                                         sim::formatTimestamp(h.begin), sim::formatTimestamp(h.end)));
+    }
+  }
+  return t;
+}
+
+void TierMarket::bill(Seconds wall, int reliable, int transient) {
+  if (firstWall_ < 0) firstWall_ = billedTo_ = wall;
+  if (wall <= billedTo_) return;
+  const double hours = (wall - billedTo_) * speed_ / 3600;
+  reliableUsd_ += reliable * onDemand_ * hours;
+  transientUsd_ += transient * price(billedTo_) * hours;
+  transientHours_ += transient * hours;
+  billedTo_ = wall;
+}
+
+Json TierMarket::summary(int reliable, int transient) const {
+  const double hours = (firstWall_ < 0 ? 0 : billedTo_ - firstWall_) * speed_ / 3600;
+  return {{"market", market_.type + "/" + market_.zone},
+          {"on_demand_usd_per_hour", onDemand_},
+          {"bid_usd_per_hour", bid_},
+          {"speed", speed_},
+          {"trace_start", sim::formatTimestamp(start_)},
+          {"trace_hours", hours},
+          {"transient_hours", transientHours_},
+          {"usd", {{"reliable", reliableUsd_}, {"transient", transientUsd_}, {"total", reliableUsd_ + transientUsd_}}},
+          {"all_on_demand_usd", (reliable + transient) * onDemand_ * hours}};
+}
+
+}  // namespace hydrozoa::cluster

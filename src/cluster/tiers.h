@@ -1,0 +1,80 @@
+// Proteus's reliable and transient tiers in a live run (seed 002 ch. 4;
+// docs/spot.md, "Live tiers"): `cluster.tiers` in a job spec, `--tiers` and
+// `--spot-trace` on the command line, and the transient tier's spot market
+// replayed from a price history in wall time. Pure C++.
+//
+// A job of R reliable (on-demand) and T transient (spot) workers trains R + T
+// data-parallel replicas of one stage; the reliable ones are replicas
+// 0..R−1, so replica 0, which writes every checkpoint and every save at a
+// step boundary, is always reliable (AgileML's state on the reliable tier).
+// The transient workers hold a bid in one market of the trace. When the
+// replayed price rises above the bid they get an eviction notice, are
+// removed at the next step boundary and come back when the price falls to
+// the bid again (NOTE [Evicting at a step boundary] in
+// cluster/coordinator.cc).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/files.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "sim/spot_history.h"
+
+namespace hydrozoa::cluster {
+
+struct TierSpec {
+  int reliable = 0, transient = 0;  // reliable 0: no tiers
+  std::string spot_trace;           // the price history (the cloud's JSON export); required with tiers
+  std::string market;               // "TYPE" or "TYPE/ZONE"; "": the cheapest on-demand type, its first zone
+  std::optional<double> bid;        // USD/h; unset: the type's on-demand price
+  double speed = 3600;              // trace seconds replayed per wall second
+  Seconds notice = 5;               // wall seconds from the notice to the eviction; 0: evicted without one
+  std::string start;                // a time in the trace (ISO 8601); "": its beginning
+  bool enabled() const { return reliable > 0; }
+};
+
+// "reliable=1,transient=3" (--tiers) into `spec`.
+Status parseTierCounts(const std::string& text, const std::string& what, TierSpec* spec);
+// cluster.tiers: {reliable, transient, spot_trace, market, bid, speed, notice, start}.
+Result<TierSpec> readTiers(const Json& j, const std::string& where);
+Json tiersToJson(const TierSpec& t);
+// The values, without reading the trace (`what` names the field).
+Status validateTiers(const TierSpec& t, const std::string& what);
+
+// The transient tier's market, replayed: trace time = start + wall × speed
+// (wall: seconds since training began); past the trace's end its last
+// price holds. Also the tiers' bill in trace time: the reliable workers at
+// the on-demand price, the transient ones at the market's price of the
+// moment, against all R + T on demand.
+class TierMarket {
+ public:
+  // Reads the trace, finds the market, the on-demand price and the start.
+  // Fails naming the file and what is missing (no records for the type, no
+  // on-demand price, a start outside the trace).
+  static Result<TierMarket> open(const TierSpec& spec);
+
+  const sim::SpotMarket& market() const { return market_; }
+  double onDemand() const { return onDemand_; }
+  double bid() const { return bid_; }
+  Seconds traceTime(Seconds wall) const { return start_ + wall * speed_; }
+  double price(Seconds wall) const { return market_.priceAt(traceTime(wall)); }
+  bool outbid(Seconds wall) const { return price(wall) > bid_; }
+
+  // Bills `reliable` and `transient` running workers from the last call to
+  // `wall` (in trace time, at the price of the moment).
+  void bill(Seconds wall, int reliable, int transient);
+  // {"market", "on_demand_usd_per_hour", "bid_usd_per_hour", "speed", "trace_start", "trace_hours",
+  //  "usd": {"reliable", "transient", "total"}, "all_on_demand_usd", "transient_hours"}
+  Json summary(int reliable, int transient) const;
+
+ private:
+  sim::SpotMarket market_;
+  double onDemand_ = 0, bid_ = 0, speed_ = 1;
+  Seconds start_ = 0;
+  Seconds firstWall_ = -1, billedTo_ = 0;  // wall
+  double reliableUsd_ = 0, transientUsd_ = 0, transientHours_ = 0;
+};
+
+}  // namespace hydrozoa::cluster
