@@ -54,6 +54,7 @@ void Job::pollTiers() {
     if (w.registered && launcher_->alive(w.id)) ++(w.replica < reliable ? onDemand : spot);
   }
   tierMarket_->bill(t, onDemand, spot);
+  if (spec_.tiers.transient == 0) return;  // all on demand: nothing to evict
   const bool outbid = tierMarket_->outbid(t);
   switch (tierState_) {
     case TierState::kIn: {
