@@ -478,12 +478,13 @@ void Job::stopWorkers(Seconds grace) {
     exits_.emplace_back(w ? w->name() : everyWorker_[e.id], e.how);
   };
   // Workers that finished or were told to stop exit by themselves within
-  // moments (tearing down Gloo, joining their threads). Given a second of the
-  // grace before the launcher's SIGTERM, the summary says how they ended
-  // ("exited with status 0") instead of "killed by signal 15" for a run that
-  // stopped as asked. An interrupt does not wait.
+  // moments (tearing down Gloo, joining their threads). Given all but a
+  // second of the grace before the launcher's SIGTERM, the summary says how
+  // they ended ("exited with status 0") instead of "killed by signal 15" for
+  // a run that stopped as asked (one second was not always enough on a
+  // loaded 2-core machine). An interrupt does not wait.
   if (!interrupted_) {
-    const Seconds wait = std::min<Seconds>(1.0, grace / 2);
+    const Seconds wait = std::max<Seconds>(grace / 2, grace - 1.0);
     const auto deadline = Clock::now() + std::chrono::duration<double>(wait);
     auto anyAlive = [&] {
       return std::any_of(workers_.begin(), workers_.end(), [&](const WorkerState& w) { return launcher_->alive(w.id); });

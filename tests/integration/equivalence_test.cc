@@ -604,17 +604,7 @@ std::string scaledJob(const std::string& scaling) {
 // $HYDROZOA_RECORD_SAMPLES: "global_step epoch replica id...").
 std::map<std::int64_t, std::multiset<std::int64_t>> samplesByEpoch(const std::filesystem::path& run) {
   std::map<std::int64_t, std::multiset<std::int64_t>> out;
-  for (const auto& f : std::filesystem::directory_iterator(run / "workers")) {
-    if (f.path().extension() != ".samples") continue;
-    std::ifstream in(f.path());
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream words(line);
-      std::int64_t step = 0, epoch = 0, replica = 0, id = 0;
-      words >> step >> epoch >> replica;
-      while (words >> id) out[epoch].insert(id);
-    }
-  }
+  for (const testing::SampleRecord& r : testing::recordedSamples(run)) out[r.epoch].insert(r.ids.begin(), r.ids.end());
   return out;
 }
 

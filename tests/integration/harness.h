@@ -195,6 +195,30 @@ inline std::vector<double> stepLosses(const std::string& runDir) {
   return losses;
 }
 
+// What the workers of the run in `run` recorded with
+// $HYDROZOA_RECORD_SAMPLES set: a line "global_step epoch replica id..." for
+// each step each worker took part in, over every generation.
+struct SampleRecord {
+  std::int64_t step = 0, epoch = 0, replica = 0;
+  std::vector<std::int64_t> ids;
+};
+inline std::vector<SampleRecord> recordedSamples(const std::filesystem::path& run) {
+  std::vector<SampleRecord> out;
+  for (const auto& f : std::filesystem::directory_iterator(run / "workers")) {
+    if (f.path().extension() != ".samples") continue;
+    std::ifstream in(f.path());
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream words(line);
+      SampleRecord r;
+      words >> r.step >> r.epoch >> r.replica;
+      for (std::int64_t id = 0; words >> id;) r.ids.push_back(id);
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
 // Writes dir/plan.json for the MLP of 3 layers (hidden 32, depth 2) on
 // replicas.size() stages (at most 3) with `replicas` copies each (stages
 // replicated unevenly: NOTE [Unevenly replicated stages] in plan/plan.cc),

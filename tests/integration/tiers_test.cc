@@ -10,7 +10,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "integration/harness.h"
 
@@ -77,17 +76,7 @@ Outcome runBoth(const ScratchDir& dir, const std::vector<std::string>& args) {
 // a taken worker began and the next generation did again counts once).
 std::map<std::int64_t, std::set<std::int64_t>> samplesByStep(const std::filesystem::path& run) {
   std::map<std::int64_t, std::set<std::int64_t>> out;
-  for (const auto& f : std::filesystem::directory_iterator(run / "workers")) {
-    if (f.path().extension() != ".samples") continue;
-    std::ifstream in(f.path());
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream words(line);
-      std::int64_t step = 0, epoch = 0, replica = 0, id = 0;
-      words >> step >> epoch >> replica;
-      while (words >> id) out[step].insert(id);
-    }
-  }
+  for (const testing::SampleRecord& r : testing::recordedSamples(run)) out[r.step].insert(r.ids.begin(), r.ids.end());
   return out;
 }
 
