@@ -72,6 +72,7 @@ struct TrainArgs {
   bool no_progress = false, replan = false, refresh_profile = false, recompute = false, scatter_gather = false;
   bool flexrr = false;
   std::string tiers, spot_trace;
+  bool bidbrain = false, checkpoint_restart = false;
 };
 
 // Every range given below fits the field it fills, so narrowing is safe.
@@ -165,13 +166,28 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
     if (a.stages.empty()) s->stages.reset();
     if (a.microbatches.empty()) s->microbatches.reset();
   }
+  if (a.checkpoint_restart) s->tiers.checkpoint_restart = true;
+  const bool tiers = s->tiers.enabled() || !a.tiers.empty();
   if (!a.spot_trace.empty()) {
-    if (!s->tiers.enabled()) {
+    if (!tiers) {
       return invalidArgument("--spot-trace replays the transient tier's spot market: give --tiers "
                              "reliable=R,transient=T too (or cluster.tiers in the job spec)");
     }
     s->tiers.spot_trace = a.spot_trace;
   }
+  if (a.bidbrain) {
+    if (!tiers) {
+      return invalidArgument("--bidbrain bids for the transient tier: give --tiers reliable=R,transient=T and "
+                             "--spot-trace FILE too (or cluster.tiers in the job spec)");
+    }
+    s->tiers.bidder = "bidbrain";
+    s->tiers.bid.reset();  // BidBrain's to choose
+  }
+  if (a.checkpoint_restart && !tiers) {
+    return invalidArgument("--checkpoint-restart is for tiers that are all transient: give --tiers "
+                           "reliable=0,transient=T and --spot-trace FILE too");
+  }
+  if (tiers) HZ_RETURN_IF_ERROR(cluster::validateTiers(s->tiers, a.tiers.empty() ? "cluster.tiers" : "--tiers"));
   cluster::applyTiers(s);
   // Pinning the strategy on the command line pins the workers it needs.
   if (s->data_parallel && s->stages && a.workers.empty()) {
@@ -314,6 +330,13 @@ void addTrainCommand(CLI::App& app, Status* status) {
                   "--spot-trace, rises above the bid, and come back when it falls (docs/spot.md)");
   cmd->add_option("--spot-trace", a->spot_trace,
                   "The transient tier's spot price history (the cloud's JSON export, e.g. examples/spot_prices.json)");
+  cmd->add_flag("--checkpoint-restart", a->checkpoint_restart,
+                "With --tiers reliable=0,transient=T: all workers transient, the state in checkpoints; evicted, the "
+                "run stops and restarts from its checkpoint when the price falls (cluster.tiers.checkpoint_restart; "
+                "docs/spot.md)");
+  cmd->add_flag("--bidbrain", a->bidbrain,
+                "BidBrain bids for the transient tier: how many transient workers to hold and at what bid, by the "
+                "expected cost per unit of work (cluster.tiers.bidder: bidbrain; docs/spot.md)");
   cmd->add_option("--microbatches", a->microbatches, "Pin the number of microbatches per step");
   cmd->add_option("--microbatch-size", a->microbatch_size, "Pin the microbatch size");
   cmd->add_option("--schedule", a->schedule,

@@ -84,6 +84,7 @@ WorkerState* Job::current(int id) {
 Status Job::start() {
   HZ_RETURN_IF_ERROR(scalingSchedule());
   HZ_RETURN_IF_ERROR(useGenerationPlan(startStep_));
+  HZ_RETURN_IF_ERROR(openTiers());  // before the first generation's replicas: BidBrain may start without some
   setReplicas(epochs_.atStep(startStep_).replicas);
   makeSampler();
   if (startStep_ >= stopStep_) {
@@ -95,16 +96,6 @@ Status Job::start() {
   HZ_RETURN_IF_ERROR(makeLauncher());
   for (const StragglerSpec& x : spec_.stragglers) {
     HZ_RETURN_IF_ERROR(StragglerDriver::modeFor(x, launcher_->cpuQuotas()).status());
-  }
-  if (spec_.tiers.enabled()) {
-    HZ_ASSIGN_OR_RETURN(TierMarket market, TierMarket::open(spec_.tiers));
-    tierMarket_ = std::move(market);
-    progress_.note(fmt::format("Tiers: {} on demand at ${}/h and {} bidding ${}/h in {}/{}, its prices replayed "
-                               "{}x from {}",
-                               countOf(spec_.tiers.reliable, "reliable replica", "reliable replicas"),
-                               tierMarket_->onDemand(), countOf(spec_.tiers.transient, "transient one", "transient ones"),
-                               tierMarket_->bid(), tierMarket_->market().type, tierMarket_->market().zone,
-                               spec_.tiers.speed, spec_.tiers.spot_trace));
   }
   launched_ = Clock::now();
   HZ_ASSIGN_OR_RETURN(control_, wire::ControlServer::bind(launcher_->coordinatorHost(), spec_.control_port, token_));
@@ -133,6 +124,8 @@ Status Job::start() {
   genStop_ = generationStop();
   return launchWorkers();
 }
+
+bool Job::interruptAsked() const { return o_.interrupt && o_.interrupt->load(); }
 
 Status Job::failure(const std::string& message) {
   if (failure_.empty()) failure_ = message;

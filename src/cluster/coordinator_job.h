@@ -29,6 +29,7 @@
 #include "cluster/scaling/policy.h"
 #include "cluster/tiers.h"
 #include "data/sampler.h"
+#include "sim/bidbrain.h"
 #include "wire/control.h"
 
 namespace hydrozoa::cluster {
@@ -161,10 +162,15 @@ class Job {
   // Tiers (NOTE [Evicting at a step boundary], tier_driver.cc): the
   // transient tier's market at this moment, acted on; the change at a new
   // generation (rescale(), recover()); the summary's record.
+  Status openTiers();
   void pollTiers();
+  void bidBrain(Seconds t);
+  sim::BidChoice chooseTierBid(Seconds wall) const;
   void issueTierStop();
   void evictTransients(const std::string& why);
-  void tiersAtNewGeneration();
+  Status tiersAtNewGeneration();
+  bool interruptAsked() const;  // Ctrl-C, or the handle's stop or preemption
+  Status waitForTransients();
   Json tierEvent(const char* name) const;
   Json tiersSummary() const;
   // The global batch: the segment's replicas' (the tiers keep it while the
@@ -272,18 +278,17 @@ class Job {
   std::vector<std::pair<std::string, std::string>> exits_;  // worker name -> how it ended
   std::map<int, std::string> everyWorker_;  // id -> name, over all generations (traces)
 
-  // Tiers (NOTE [Evicting at a step boundary]).
-  enum class TierState {
-    kIn,         // the transient replicas train
-    kNoticed,    // evicted: they leave at the step the workers were told to stop at
-    kOut,        // gone; they come back when the price falls to the bid
-    kReturning,  // back: they join at the step the workers were told to stop at
-  };
+  // Tiers (NOTE [Evicting at a step boundary], [BidBrain in a live run]).
   std::optional<TierMarket> tierMarket_;
-  TierState tierState_ = TierState::kIn;
+  int tierActive_ = 0;             // transient replicas in this generation
+  int tierTarget_ = 0;             // in the next one (the instances held)
+  double tierBid_ = 0;             // the first allocation's bid
+  bool tierBilling_ = false;       // the instances' hours have begun
   bool tierStopIssued_ = false;    // this generation was told where to stop for the change
   double noticeDeadline_ = -1;     // training seconds at which the noticed workers are taken
-  int tierNotices_ = 0, tierTaken_ = 0, tierReturns_ = 0;
+  double tierDecideAt_ = 0;        // BidBrain's next decision, training seconds
+  int tierNotices_ = 0, tierTaken_ = 0, tierReturns_ = 0, tierDecisions_ = 0;
+  double tierWaited_ = 0;          // wall seconds without a worker (checkpoint-restart)
   std::set<int> evictedIds_;       // workers the market took (their loss is no failure)
   int segmentReplicas_ = 1;        // the segment's replicas (A_ unless the transient ones are gone)
 

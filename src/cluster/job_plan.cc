@@ -75,7 +75,7 @@ Status checkTiers(const plan::Plan& p, const JobSpec& spec, const std::string& o
                                        origin, all, p.data_parallel, p.pipeline_stages, p.tensor_parallel,
                                        plan::scheduleName(p.schedule), all));
   }
-  if ((p.num_microbatches * all) % t.reliable != 0) {
+  if (t.reliable > 0 && (p.num_microbatches * all) % t.reliable != 0) {
     return invalidArgument(fmt::format("{}: without the transient tier the {} reliable replicas take over the step's "
                                        "{} × {} microbatches, which they cannot share evenly: pin --microbatches to "
                                        "a multiple of {}",

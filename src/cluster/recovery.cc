@@ -213,7 +213,7 @@ Status Job::recover() {
             {"cost_usd", cost()}});
   }
   reached_ = resumeStep_ = maxStarted_ = restore;
-  tiersAtNewGeneration();
+  if (Status s = tiersAtNewGeneration(); !s.ok()) return s;
   if (Status s = useGenerationPlan(restore); !s.ok()) return failure(s.message());
   decided_.reset();  // a rule decides again at the next epoch end
   setReplicas(epochs_.atStep(restore).replicas);

@@ -258,7 +258,7 @@ Status Job::rescale() {
   }
   checkpoint_ = (*latest)->dir;
   const Segment seg = epochs_.atEpoch(epoch);
-  tiersAtNewGeneration();
+  if (Status s = tiersAtNewGeneration(); !s.ok()) return s;
   if (Status s = useGenerationPlan(reached_); !s.ok()) return failure(s.message());
   setReplicas(seg.replicas);
   makeSampler();
@@ -296,14 +296,14 @@ Status Job::rescale() {
     if (w.registered) sendAssign(w);
   }
   if (tiered) {
-    Json event = tierEvent(tierState_ == TierState::kOut ? "transient_tier_left" : "transient_tier_back");
+    const bool left = A_ < before;
+    Json event = tierEvent(left ? "transient_tier_left" : "transient_tier_back");
     event["replicas_before"] = before;
     event["replicas"] = A_;
     event["released_at"] = boundary;
     report(event);
     progress_.note(fmt::format("Step {}: {} → {} replicas ({}); {}", reached_, before, A_,
-                               tierState_ == TierState::kOut ? "the transient tier left at the step boundary"
-                                                             : "the transient tier is back",
+                               left ? "transient workers left at the step boundary" : "transient workers joined",
                                "nothing redone, the same global batch"));
     return Status();
   }

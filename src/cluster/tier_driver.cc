@@ -7,6 +7,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 namespace hydrozoa::cluster::coordinator {
 
 // NOTE [Evicting at a step boundary]
@@ -33,6 +37,25 @@ namespace hydrozoa::cluster::coordinator {
 // reliable replicas (NOTE [Recovering from a lost worker]) and not counted
 // in max_recoveries. Gloo's groups cannot shrink, so the reliable workers
 // start again with the new generation too (about a second here).
+//
+// NOTE [BidBrain in a live run]
+// With `bidder: bidbrain` the coordinator bids as BidBrain (seed 002 §4.3;
+// sim/bidbrain.h) in the one market of the tiers: at its decision points
+// (every 2 minutes of trace time; right after an eviction, once the
+// generation without the evicted workers runs; and in the last 2 minutes,
+// or the last wall second, of the held instances' billing hour) it weighs
+// the allocations of k transient workers at a bid d above the price of the
+// moment by their expected cost per work E = C/W, with β and τ estimated
+// from the price history before that moment alone. Holding none, it buys
+// the allocation with the lowest E if that is below the on-demand price
+// (the reliable workers' E alone); holding some, at the hour's end it keeps
+// them, replaces them by an allocation of another size with a lower E, or
+// lets them lapse when none lowers E. The counts k are those that the
+// replicas can share the step's M·(R + T) microbatches among evenly (R + k
+// divides M·(R + T); k = T always can), and a change of k is a new
+// generation at a step boundary like an eviction. It holds one allocation at
+// a time where the simulator's BidBrain may hold several in several
+// markets.
 
 Json Job::tierEvent(const char* name) const {
   const double t = priorSeconds_ + since(trainingStart_);
@@ -45,55 +68,132 @@ Json Job::tierEvent(const char* name) const {
           {"bid", tierMarket_->bid()}};
 }
 
+Status Job::openTiers() {
+  if (!spec_.tiers.enabled()) return Status();
+  HZ_ASSIGN_OR_RETURN(TierMarket market, TierMarket::open(spec_.tiers));
+  tierMarket_ = std::move(market);
+  tierActive_ = tierTarget_ = spec_.tiers.transient;
+  tierBid_ = tierMarket_->bid();
+  const bool brain = spec_.tiers.bidder == "bidbrain";
+  if (brain && spec_.tiers.transient > 0) {  // its first decision: how many start
+    const sim::BidChoice c = chooseTierBid(priorSeconds_);
+    tierActive_ = tierTarget_ = c.count;
+    tierBid_ = c.bid;
+  }
+  progress_.note(fmt::format("Tiers: {} on demand at ${}/h and {} {} in {}/{}, its prices replayed {}x from {}",
+                             countOf(spec_.tiers.reliable, "reliable replica", "reliable replicas"),
+                             tierMarket_->onDemand(), countOf(spec_.tiers.transient, "transient one", "transient ones"),
+                             brain ? "bid for by BidBrain" : fmt::format("bidding ${}/h", tierBid_),
+                             tierMarket_->market().type, tierMarket_->market().zone, spec_.tiers.speed,
+                             spec_.tiers.spot_trace));
+  return Status();
+}
+
+sim::BidChoice Job::chooseTierBid(Seconds wall) const {
+  const int R = spec_.tiers.reliable, T = spec_.tiers.transient;
+  const std::int64_t microbatches = static_cast<std::int64_t>(plan_.num_microbatches) * (R + T);
+  std::vector<int> counts;
+  for (int k = 1; k <= T; ++k) {
+    if (microbatches % (R + k) == 0) counts.push_back(k);
+  }
+  return sim::chooseBid(tierMarket_->market(), tierMarket_->onDemand(), R, counts, sim::BidBrainOptions{}.deltas,
+                        tierMarket_->traceTime(wall));
+}
+
 void Job::pollTiers() {
   if (!tierMarket_ || trainingStart_ == Clock::time_point{}) return;
   const double t = priorSeconds_ + since(trainingStart_);
-  const int reliable = spec_.tiers.reliable;
-  int onDemand = 0, spot = 0;
-  for (const auto& w : workers_) {
-    if (w.registered && launcher_->alive(w.id)) ++(w.replica < reliable ? onDemand : spot);
+  TierMarket& m = *tierMarket_;
+  if (!tierBilling_) {  // the instances' hours begin with the training
+    tierBilling_ = true;
+    m.start(t);
+    if (tierTarget_ > 0) m.acquire(t, tierTarget_, tierBid_);
   }
-  tierMarket_->bill(t, onDemand, spot);
+  m.advance(t);
   if (spec_.tiers.transient == 0) return;  // all on demand: nothing to evict
-  const bool outbid = tierMarket_->outbid(t);
-  switch (tierState_) {
-    case TierState::kIn: {
-      if (!outbid) return;
-      tierState_ = TierState::kNoticed;
+  // The cloud: the held instances are evicted when the price passes their bid.
+  if (m.held() > 0 && m.outbid(t)) {
+    const int held = m.held();
+    m.evict(t);
+    tierDecideAt_ = t;  // BidBrain decides right after an eviction
+    tierTarget_ = 0;
+    if (tierActive_ > 0 && noticeDeadline_ < 0 && evictedIds_.empty()) {
       ++tierNotices_;
-      noticeDeadline_ = t + spec_.tiers.notice;
       Json event = tierEvent("eviction_notice");
-      event["deadline"] = noticeDeadline_;
+      event["deadline"] = t + spec_.tiers.notice;
+      event["workers"] = held;
       report(event);
       progress_.note(fmt::format("Step {}: the spot price rose to ${:.4f}/h, above the bid of ${:.4f}/h: {} "
                                  "evicted {}",
-                                 reached_, tierMarket_->price(t), tierMarket_->bid(),
-                                 countOf(spec_.tiers.transient, "transient worker is", "transient workers are"),
+                                 reached_, m.price(t), m.bid(),
+                                 countOf(tierActive_, "transient worker is", "transient workers are"),
                                  spec_.tiers.notice > 0 ? "in " + formatSeconds(spec_.tiers.notice) : "now"));
-      if (spec_.tiers.notice <= 0) {
-        evictTransients("evicted without notice");
+      if (spec_.tiers.notice > 0) {
+        noticeDeadline_ = t + spec_.tiers.notice;
       } else {
-        issueTierStop();
+        evictTransients("evicted without notice");  // a lost worker: recovery starts the next generation
       }
-      return;
     }
-    case TierState::kNoticed:
-      if (!tierStopIssued_ && spec_.tiers.notice > 0) issueTierStop();
-      if (t >= noticeDeadline_) evictTransients("still running at its eviction deadline");
-      return;
-    case TierState::kOut:
-      if (outbid) return;
-      tierState_ = TierState::kReturning;
+  }
+  if (noticeDeadline_ >= 0 && t >= noticeDeadline_) evictTransients("still running at its eviction deadline");
+  // The bidder, between changes: a change asked for happens first.
+  if (!tierStopIssued_ && noticeDeadline_ < 0) {
+    if (spec_.tiers.bidder == "bidbrain") {
+      bidBrain(t);
+    } else if (m.held() == 0 && tierTarget_ == 0 && m.price(t) <= tierBid_) {
+      m.acquire(t, spec_.tiers.transient, tierBid_);
+      tierTarget_ = spec_.tiers.transient;
       ++tierReturns_;
       report(tierEvent("transient_tier_available"));
-      progress_.note(fmt::format("The spot price fell to ${:.4f}/h, at most the bid: the transient workers come back "
-                                 "at the next step boundary",
-                                 tierMarket_->price(t)));
-      issueTierStop();
-      return;
-    case TierState::kReturning:
-      if (!tierStopIssued_) issueTierStop();
-      return;
+      progress_.note(fmt::format("The spot price fell to ${:.4f}/h, at most the bid: the transient workers come "
+                                 "back at the next step boundary",
+                                 m.price(t)));
+    }
+  }
+  if ((tierTarget_ != tierActive_ || noticeDeadline_ >= 0) && evictedIds_.empty()) issueTierStop();
+}
+
+void Job::bidBrain(Seconds t) {
+  TierMarket& m = *tierMarket_;
+  const sim::BidBrainOptions defaults;
+  if (t < tierDecideAt_) return;
+  tierDecideAt_ = t + defaults.decision_interval / spec_.tiers.speed;
+  ++tierDecisions_;
+  auto decided = [&](const char* what, const sim::BidChoice& c) {
+    Json event = tierEvent("bid");
+    event["decision"] = what;
+    event["workers"] = c.count;
+    event["bid"] = c.bid;
+    event["cost_per_work"] = c.cost_per_work;
+    report(event);
+  };
+  if (m.held() == 0 || m.lapsing()) {
+    if (m.lapsing()) return;  // let go at its hour's end; then a new decision
+    const sim::BidChoice c = chooseTierBid(t);
+    if (c.count == 0) return;
+    m.acquire(t, c.count, c.bid);
+    tierTarget_ = c.count;
+    ++tierReturns_;
+    decided("acquire", c);
+    progress_.note(fmt::format("BidBrain: {} at ${:.4f}/h (the price ${:.4f}/h): an expected ${:.4f} per "
+                               "instance-hour of work against ${:.4f} on demand",
+                               countOf(c.count, "transient worker", "transient workers"), c.bid, m.price(t),
+                               c.cost_per_work, m.onDemand()));
+    return;
+  }
+  // Holding some: at their hour's end, keep, resize or let go.
+  if (m.hourLeft(t) > std::max(defaults.decision_interval / spec_.tiers.speed, 1.0)) return;
+  const double keep = sim::costPerWork(m.market(), m.onDemand(), spec_.tiers.reliable, m.held(), m.bid(),
+                                       m.traceTime(t));
+  const sim::BidChoice c = chooseTierBid(t);
+  if (c.count == 0 && keep >= m.onDemand()) {
+    m.lapse();
+    tierTarget_ = 0;
+    decided("lapse", {0, m.bid(), m.onDemand()});
+  } else if (c.count > 0 && c.count != m.held() && c.cost_per_work < keep - 1e-12) {
+    m.acquire(t, c.count, c.bid);
+    tierTarget_ = c.count;
+    decided("replace", c);
   }
 }
 
@@ -118,15 +218,65 @@ void Job::evictTransients(const std::string& why) {
   }
 }
 
-void Job::tiersAtNewGeneration() {
-  if (!tierMarket_) return;
+Status Job::tiersAtNewGeneration() {
+  if (!tierMarket_) return Status();
   tierStopIssued_ = false;
   evictedIds_.clear();
-  if (tierState_ == TierState::kNoticed) {
-    tierState_ = TierState::kOut;
-    noticeDeadline_ = -1;
-  } else if (tierState_ == TierState::kReturning) {
-    tierState_ = TierState::kIn;
+  noticeDeadline_ = -1;
+  tierActive_ = tierTarget_;
+  if (spec_.tiers.reliable + tierActive_ == 0) return waitForTransients();
+  return Status();
+}
+
+// NOTE [Checkpoint-restart]
+// Tiers that are all transient (reliable 0, checkpoint_restart: true) are
+// the usual way to train on spot instances, and the baseline Proteus
+// measures itself against: the state lives in the checkpoints (here the run
+// directory stands in for the cloud's object store). Evicted with notice,
+// the workers stop at a step boundary and save it there (as above);
+// without, they are taken and the run restores from its last checkpoint,
+// redoing the steps since. Either way no worker is left, so the run waits,
+// billing nothing but the clock, until the price falls to the bid; then it
+// buys the T workers again and a new generation restores the checkpoint
+// from disk. A trace whose last price stays above the bid ends the run,
+// resumable from that checkpoint.
+Status Job::waitForTransients() {
+  TierMarket& m = *tierMarket_;
+  const double from = priorSeconds_ + since(trainingStart_);
+  Json left = tierEvent("transient_tier_left");
+  left["replicas"] = 0;
+  report(left);
+  progress_.note(fmt::format("Step {}: every worker was transient and is gone; the state is in the checkpoint at "
+                             "step {}: waiting for the spot price (${:.4f}/h) to fall to the bid (${:.4f}/h)",
+                             reached_, reached_, m.price(from), tierBid_));
+  const Seconds lastRecord = m.market().prices.empty() ? 0 : m.market().prices.back().first;
+  for (;;) {
+    const double t = priorSeconds_ + since(trainingStart_);
+    m.advance(t);
+    if (m.price(t) <= tierBid_) {
+      tierWaited_ += t - from;
+      m.acquire(t, spec_.tiers.transient, tierBid_);
+      tierActive_ = tierTarget_ = spec_.tiers.transient;
+      ++tierReturns_;
+      report(tierEvent("transient_tier_available"));
+      progress_.note(fmt::format("The spot price fell to ${:.4f}/h after {} ({:.1f} h of the trace): {} restart "
+                                 "from the checkpoint",
+                                 m.price(t), formatSeconds(t - from), (t - from) * spec_.tiers.speed / 3600,
+                                 countOf(spec_.tiers.transient, "transient worker", "transient workers")));
+      return Status();
+    }
+    if (interruptAsked()) {
+      interrupted_ = true;
+      return failure("interrupted while waiting for the spot price to fall");
+    }
+    if (m.traceTime(t) >= lastRecord) {
+      return failure(fmt::format("the spot price of {}/{} stays at ${:.4f}/h, above the bid of ${:.4f}/h, to the end "
+                                 "of {}: no transient worker can run; resume from the checkpoint at step {} with a "
+                                 "higher bid or another trace (hydrozoa train --resume {})",
+                                 m.market().type, m.market().zone, m.price(t), tierBid_, spec_.tiers.spot_trace,
+                                 reached_, run_.root()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
 
@@ -134,10 +284,16 @@ Json Job::tiersSummary() const {
   Json j = tierMarket_->summary(spec_.tiers.reliable, spec_.tiers.transient);
   j["reliable"] = spec_.tiers.reliable;
   j["transient"] = spec_.tiers.transient;
+  j["bidder"] = spec_.tiers.bidder;
   j["notice_s"] = spec_.tiers.notice;
   j["eviction_notices"] = tierNotices_;
   j["workers_taken"] = tierTaken_;  // still running at the deadline, or evicted without notice
-  j["returns"] = tierReturns_;
+  j["returns"] = tierReturns_;      // the transient tier (re)acquired
+  if (spec_.tiers.bidder == "bidbrain") j["decisions"] = tierDecisions_;
+  if (spec_.tiers.checkpoint_restart) {
+    j["checkpoint_restart"] = true;
+    j["waited_trace_hours"] = tierWaited_ * spec_.tiers.speed / 3600;
+  }
   return j;
 }
 

@@ -8,7 +8,7 @@
 namespace hydrozoa::cluster {
 
 Status parseTierCounts(const std::string& text, const std::string& what, TierSpec* spec) {
-  HZ_ASSIGN_OR_RETURN(auto counts, sim::parseTiers(text, what));
+  HZ_ASSIGN_OR_RETURN(auto counts, sim::parseTiers(text, what, /*minReliable=*/0));
   spec->reliable = counts.first;
   spec->transient = counts.second;
   return Status();
@@ -22,9 +22,11 @@ Result<TierSpec> readTiers(const Json& j, const std::string& where) {
   t.spot_trace = r.optString("spot_trace").value_or("");
   t.market = r.optString("market").value_or("");
   if (r.has("bid")) t.bid = r.number("bid");
+  t.bidder = r.optString("bidder").value_or("fixed");
   if (r.has("speed")) t.speed = r.number("speed");
   if (r.has("notice")) t.notice = r.seconds("notice");
   t.start = r.optString("start").value_or("");
+  if (r.has("checkpoint_restart")) t.checkpoint_restart = r.boolean("checkpoint_restart");
   r.rejectUnknownKeys();
   HZ_RETURN_IF_ERROR(r.status());
   HZ_RETURN_IF_ERROR(validateTiers(t, where));
@@ -33,17 +35,26 @@ Result<TierSpec> readTiers(const Json& j, const std::string& where) {
 
 Json tiersToJson(const TierSpec& t) {
   Json j = {{"reliable", t.reliable}, {"transient", t.transient}, {"spot_trace", t.spot_trace},
-            {"market", t.market},     {"speed", t.speed},         {"notice", t.notice},
-            {"start", t.start}};
+            {"market", t.market},     {"bidder", t.bidder},       {"speed", t.speed},
+            {"notice", t.notice},     {"start", t.start}};
   if (t.bid) j["bid"] = *t.bid;
+  if (t.checkpoint_restart) j["checkpoint_restart"] = true;
   return j;
 }
 
 Status validateTiers(const TierSpec& t, const std::string& what) {
   auto bad = [&](const std::string& m) { return invalidArgument(fmt::format("{}: {}", what, m)); };
-  if (t.reliable < 1) {
+  if (t.checkpoint_restart) {
+    if (t.reliable != 0) {
+      return bad("checkpoint_restart is for tiers that are all transient (the state in checkpoints): give reliable: "
+                 "0, or drop checkpoint_restart to keep the state on the reliable workers");
+    }
+    if (t.transient < 1) return bad("checkpoint_restart needs transient workers: give transient: 1 or more");
+    if (t.bidder != "fixed") return bad("BidBrain bids beside a reliable tier: use checkpoint_restart with bidder: fixed");
+  } else if (t.reliable < 1) {
     return bad("leaves no reliable worker, and the training state lives on the reliable tier: give reliable: 1 or "
-               "more");
+               "more, or checkpoint_restart: true (all transient: the run stops when evicted and restarts from its "
+               "checkpoint)");
   }
   if (t.transient < 0) return bad("transient must not be negative");
   if (static_cast<std::int64_t>(t.reliable) + t.transient > kWorkersRange.max) {
@@ -54,6 +65,14 @@ Status validateTiers(const TierSpec& t, const std::string& what) {
                "or --spot-trace FILE");
   }
   if (t.bid && !(*t.bid > 0 && *t.bid <= 1e5)) return bad("bid must be a price from 0 to 100000 USD per hour");
+  if (t.bidder != "fixed" && t.bidder != "bidbrain") {
+    return bad(fmt::format("bidder \"{}\" is not fixed (all transient workers at one bid) or bidbrain (BidBrain "
+                           "chooses how many and at what bid)",
+                           t.bidder));
+  }
+  if (t.bidder == "bidbrain" && t.bid) {
+    return bad("bid is BidBrain's to choose under bidder: bidbrain: drop bid, or use bidder: fixed");
+  }
   if (!(t.speed >= 1 && t.speed <= 1e7)) {
     return bad(fmt::format("speed {} must be from 1 to 10000000 trace seconds per wall second", t.speed));
   }
@@ -102,7 +121,9 @@ Result<TierMarket> TierMarket::open(const TierSpec& spec) {
   t.onDemand_ = od->second;
   t.bid_ = spec.bid.value_or(od->second);
   t.speed_ = spec.speed;
-  t.start_ = h.begin;
+  // BidBrain estimates evictions from the history before the run: it starts
+  // a day into the trace (half of a shorter one) unless told where.
+  t.start_ = spec.bidder == "bidbrain" ? h.begin + std::min<Seconds>(86400, (h.end - h.begin) / 2) : h.begin;
   if (!spec.start.empty()) {
     HZ_ASSIGN_OR_RETURN(t.start_, sim::parseTimestamp(spec.start, "cluster.tiers.start"));
     if (t.start_ < h.begin || t.start_ > h.end) {
@@ -113,27 +134,66 @@ Result<TierMarket> TierMarket::open(const TierSpec& spec) {
   return t;
 }
 
-void TierMarket::bill(Seconds wall, int reliable, int transient) {
-  if (firstWall_ < 0) firstWall_ = billedTo_ = wall;
-  if (wall <= billedTo_) return;
-  const double hours = (wall - billedTo_) * speed_ / 3600;
-  reliableUsd_ += reliable * onDemand_ * hours;
-  transientUsd_ += transient * price(billedTo_) * hours;
-  transientHours_ += transient * hours;
-  billedTo_ = wall;
+void TierMarket::start(Seconds wall) {
+  if (firstWall_ >= 0) return;
+  firstWall_ = lastWall_ = wall;
+  reliableHour_ = traceTime(wall);
+  reliableHours_ = 1;
+}
+
+void TierMarket::advance(Seconds wall) {
+  if (firstWall_ < 0 || wall <= lastWall_) return;
+  lastWall_ = wall;
+  const Seconds now = traceTime(wall);
+  for (; now >= reliableHour_ + 3600; reliableHour_ += 3600) ++reliableHours_;
+  while (held_ > 0 && now >= spotHour_ + 3600) {
+    spotHour_ += 3600;
+    if (lapsing_) {  // let go at its hour's end
+      transientHours_ += held_ * (spotHour_ - heldSince_) / 3600;
+      held_ = 0;
+      lapsing_ = false;
+      break;
+    }
+    spotHourUsd_ = held_ * market_.priceAt(spotHour_);
+    transientUsd_ += spotHourUsd_;
+  }
+}
+
+void TierMarket::acquire(Seconds wall, int count, double bid) {
+  advance(wall);
+  const Seconds now = traceTime(wall);
+  if (held_ > 0) transientHours_ += held_ * (now - heldSince_) / 3600;  // replaced: its hour was paid
+  held_ = count;
+  bid_ = bid;
+  lapsing_ = false;
+  spotHour_ = heldSince_ = now;
+  spotHourUsd_ = count * market_.priceAt(now);
+  transientUsd_ += spotHourUsd_;
+}
+
+void TierMarket::evict(Seconds wall) {
+  advance(wall);
+  if (held_ == 0) return;
+  transientUsd_ -= spotHourUsd_;  // the cloud cut the hour short: not charged
+  transientHours_ += held_ * (traceTime(wall) - heldSince_) / 3600;
+  held_ = 0;
+  lapsing_ = false;
 }
 
 Json TierMarket::summary(int reliable, int transient) const {
-  const double hours = (firstWall_ < 0 ? 0 : billedTo_ - firstWall_) * speed_ / 3600;
+  const double hours = (firstWall_ < 0 ? 0 : lastWall_ - firstWall_) * speed_ / 3600;
+  const double reliableUsd = reliable * onDemand_ * reliableHours_;
+  const double held = held_ * (traceTime(lastWall_) - heldSince_) / 3600;
   return {{"market", market_.type + "/" + market_.zone},
           {"on_demand_usd_per_hour", onDemand_},
           {"bid_usd_per_hour", bid_},
           {"speed", speed_},
           {"trace_start", sim::formatTimestamp(start_)},
           {"trace_hours", hours},
-          {"transient_hours", transientHours_},
-          {"usd", {{"reliable", reliableUsd_}, {"transient", transientUsd_}, {"total", reliableUsd_ + transientUsd_}}},
-          {"all_on_demand_usd", (reliable + transient) * onDemand_ * hours}};
+          {"billed_hours", reliableHours_},
+          {"transient_hours", transientHours_ + held},
+          {"usd", {{"reliable", reliableUsd}, {"transient", transientUsd_}, {"total", reliableUsd + transientUsd_}}},
+          {"all_on_demand_usd", (reliable + transient) * onDemand_ * reliableHours_}};
 }
 
 }  // namespace hydrozoa::cluster

@@ -69,14 +69,14 @@ Json Job::cpusOf(const WorkerState& w) const {
 void Job::setReplicas(int replicas) {
   segmentReplicas_ = replicas;
   A_ = replicas;
-  if (tierMarket_ && tierState_ == TierState::kOut && gen_.data_parallel > spec_.tiers.reliable) {
-    // The reliable replicas take the step's microbatches (NOTE [Evicting at
-    // a step boundary]): the same global batch, in the same microbatches.
-    const int reliable = spec_.tiers.reliable;
-    gen_.iteration_seconds *= static_cast<double>(gen_.data_parallel) / reliable;  // the compute, about
-    gen_.num_microbatches = gen_.num_microbatches * gen_.data_parallel / reliable;
-    gen_.data_parallel = reliable;
-    A_ = reliable;
+  if (const int some = spec_.tiers.reliable + tierActive_; tierMarket_ && gen_.data_parallel > some) {
+    // The reliable replicas and the transient ones present take the step's
+    // microbatches (NOTE [Evicting at a step boundary]): the same global
+    // batch, in the same microbatches.
+    gen_.iteration_seconds *= static_cast<double>(gen_.data_parallel) / some;  // the compute, about
+    gen_.num_microbatches = gen_.num_microbatches * gen_.data_parallel / some;
+    gen_.data_parallel = some;
+    A_ = some;
   }
   stageReplicas_.clear();
   T_ = gen_.tensor_parallel;

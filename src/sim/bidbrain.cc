@@ -155,8 +155,7 @@ class Replay {
   std::pair<double, double> expected(const Allocation& a) {
     const double p = price(a);
     if (a.market < 0) return {a.k * p, a.k * 1.0};
-    const EvictionEstimate& e = estimate(a.market, std::max(0.0, a.bid - p));
-    return {(1 - e.beta) * a.k * p, a.k * ((1 - e.beta) + e.beta * e.tau / kHour)};
+    return expectedCostAndWork(a.k, p, estimate(a.market, std::max(0.0, a.bid - p)));
   }
 
   void decide(Seconds t) {
@@ -257,6 +256,33 @@ class Replay {
 };
 
 }  // namespace
+
+std::pair<double, double> expectedCostAndWork(int k, double price, const EvictionEstimate& e) {
+  return {(1 - e.beta) * k * price, k * ((1 - e.beta) + e.beta * e.tau / kHour)};
+}
+
+double costPerWork(const SpotMarket& m, double onDemand, int reliable, int count, double bid, Seconds now) {
+  const double p = m.priceAt(now);
+  const auto [c, w] = expectedCostAndWork(count, p, estimateEviction(m, std::max(0.0, bid - p), now));
+  return (reliable * onDemand + c) / (reliable + w);
+}
+
+BidChoice chooseBid(const SpotMarket& m, double onDemand, int reliable, const std::vector<int>& counts,
+                    const std::vector<double>& deltas, Seconds now) {
+  BidChoice best;
+  best.cost_per_work = onDemand;
+  const double p = m.priceAt(now);
+  for (double d : deltas) {
+    const EvictionEstimate e = estimateEviction(m, d, now);
+    for (int k : counts) {
+      if (k <= 0) continue;
+      const auto [c, w] = expectedCostAndWork(k, p, e);
+      const double cpw = (reliable * onDemand + c) / (reliable + w);
+      if (cpw < best.cost_per_work - 1e-12) best = {k, p + d, cpw};
+    }
+  }
+  return best;
+}
 
 Result<std::vector<StrategyResult>> compareBidding(const SpotHistory& h, const BidBrainJob& job,
                                                    const BidBrainOptions& o) {

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -62,6 +63,28 @@ struct StrategyResult {
   double instance_hours = 0;
   bool finished = true;     // false: the history ended first (its last prices held)
 };
+
+// BidBrain's expected cost (USD) and work (instance-hours) over the next
+// hour of k instances at `price` an hour that are evicted within it with
+// probability e.beta, after e.tau on average (§4.3.1; an evicted hour is
+// not charged): {(1 − β)·k·p, k·((1 − β) + β·τ/1h)}.
+std::pair<double, double> expectedCostAndWork(int k, double price, const EvictionEstimate& e);
+
+// BidBrain in one market, for the live tiers (cluster/tiers.h): beside
+// `reliable` instances on demand at `onDemand`, the allocation of `counts`
+// spot instances at `deltas` above the market's price at `now` with the
+// lowest expected cost per work E, if it is lower than the reliable ones'
+// alone; count 0 if none is. β and τ come from the history before `now`
+// alone: a live run does not know the prices to come.
+struct BidChoice {
+  int count = 0;
+  double bid = 0;            // USD/h
+  double cost_per_work = 0;  // E with it (without: the on-demand price)
+};
+BidChoice chooseBid(const SpotMarket& m, double onDemand, int reliable, const std::vector<int>& counts,
+                    const std::vector<double>& deltas, Seconds now);
+// E of `reliable` on demand and `count` spot instances bidding `bid`, at `now`.
+double costPerWork(const SpotMarket& m, double onDemand, int reliable, int count, double bid, Seconds now);
 
 // All-on-demand, spot with checkpoint-restart, a fixed bid, BidBrain; in
 // that order. Fails when the history lacks an on-demand price for a type it

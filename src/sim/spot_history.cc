@@ -173,10 +173,10 @@ SpotHistory generateSpotHistory(const SpotGenOptions& o) {
   return h;
 }
 
-EvictionEstimate estimateEviction(const SpotMarket& m, double delta) {
+EvictionEstimate estimateEviction(const SpotMarket& m, double delta, Seconds until) {
   EvictionEstimate e;
   if (m.prices.size() < 2) return e;
-  const Seconds first = m.prices.front().first, last = m.prices.back().first;
+  const Seconds first = m.prices.front().first, last = std::min(m.prices.back().first, until);
   int samples = 0, evicted = 0;
   double waited = 0;
   for (Seconds t0 = first; t0 + kHour <= last; t0 += 300) {
@@ -185,6 +185,7 @@ EvictionEstimate estimateEviction(const SpotMarket& m, double delta) {
     auto it = std::upper_bound(m.prices.begin(), m.prices.end(), t0,
                                [](Seconds x, const std::pair<Seconds, double>& p) { return x < p.first; });
     for (; it != m.prices.end() && it->first <= t0 + kHour; ++it) {
+      if (it->first > last) break;
       if (it->second > bid) {
         ++evicted;
         waited += it->first - t0;
@@ -198,7 +199,7 @@ EvictionEstimate estimateEviction(const SpotMarket& m, double delta) {
   return e;
 }
 
-Result<std::pair<int, int>> parseTiers(const std::string& text, const std::string& what) {
+Result<std::pair<int, int>> parseTiers(const std::string& text, const std::string& what, int minReliable) {
   int reliable = -1, transient = -1;
   std::istringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
@@ -210,7 +211,7 @@ Result<std::pair<int, int>> parseTiers(const std::string& text, const std::strin
     HZ_ASSIGN_OR_RETURN(std::int64_t n, parseCount(item.substr(eq + 1), what + ": " + key, {0, 100000}));
     (key == "reliable" ? reliable : transient) = static_cast<int>(n);
   }
-  if (reliable < 1) {
+  if (reliable < minReliable || reliable < 0) {
     return invalidArgument(fmt::format("{}: \"{}\" leaves no reliable worker, and the training state lives on the "
                                        "reliable tier: give reliable=1 or more",
                                        what, text));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -58,14 +59,17 @@ struct SpotGenOptions {
 SpotHistory generateSpotHistory(const SpotGenOptions& o);
 
 // β and τ of bidding `delta` above the market's price, for an hour, over
-// starting points every 5 minutes of the history.
+// starting points every 5 minutes of the history; with `until`, of the
+// history before it alone (an hour of it at least, else β 0: nothing seen).
 struct EvictionEstimate {
   double beta = 0;     // probability of eviction within the hour
   Seconds tau = 3600;  // mean time to eviction when evicted
 };
-EvictionEstimate estimateEviction(const SpotMarket& m, double delta);
+EvictionEstimate estimateEviction(const SpotMarket& m, double delta,
+                                  Seconds until = std::numeric_limits<Seconds>::infinity());
 
-// "reliable=1,transient=8" -> {1, 8}: the reliable tier needs at least one.
-Result<std::pair<int, int>> parseTiers(const std::string& text, const std::string& what);
+// "reliable=1,transient=8" -> {1, 8}: the reliable tier needs at least
+// `minReliable` (the state lives there).
+Result<std::pair<int, int>> parseTiers(const std::string& text, const std::string& what, int minReliable = 1);
 
 }  // namespace hydrozoa::sim

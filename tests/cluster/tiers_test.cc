@@ -42,9 +42,19 @@ TEST(Tiers, AJobSpecsTiersPinItsReplicasAndRoundTrip) {
   EXPECT_EQ(s->workers, 4);
   EXPECT_DOUBLE_EQ(*s->tiers.bid, 0.2);
   EXPECT_DOUBLE_EQ(s->tiers.notice, 2);
+  EXPECT_EQ(s->tiers.bidder, "fixed");
   auto again = parseJobSpec(jobSpecToJson(*s), "job.yaml");
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(jobSpecToJson(*again), jobSpecToJson(*s));
+  // All transient, the state in checkpoints.
+  s = parse("model: {name: mlp}\ncluster:\n  tiers: {reliable: 0, transient: 4, spot_trace: t.json, "
+            "checkpoint_restart: true}\n");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_TRUE(s->tiers.enabled());
+  EXPECT_EQ(*s->data_parallel, 4);
+  again = parseJobSpec(jobSpecToJson(*s), "job.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(again->tiers.checkpoint_restart);
 }
 
 TEST(Tiers, BadTiersAreOneErrorNamingThem) {
@@ -58,6 +68,16 @@ TEST(Tiers, BadTiersAreOneErrorNamingThem) {
       {"cluster: {tiers: {reliable: 1, transient: 3, spot_trace: t.json, bid: -1}}", "bid"},
       {"cluster: {tiers: {reliable: 1, transient: 3, spot_trace: t.json, speed: 0}}", "speed"},
       {"cluster: {tiers: {reliable: 1, transient: 3, spot_trace: t.json, price: 3}}", "unknown key \"price\""},
+      {"cluster: {tiers: {reliable: 1, transient: 3, spot_trace: t.json, bidder: cheapest}}", "bidder \"cheapest\""},
+      {"cluster: {tiers: {reliable: 0, transient: 3, spot_trace: t.json}}", "or checkpoint_restart: true"},
+      {"cluster: {tiers: {reliable: 1, transient: 3, spot_trace: t.json, checkpoint_restart: true}}",
+       "checkpoint_restart is for tiers that are all transient"},
+      {"cluster: {tiers: {reliable: 0, transient: 0, spot_trace: t.json, checkpoint_restart: true}}",
+       "needs transient workers"},
+      {"cluster: {tiers: {reliable: 0, transient: 2, spot_trace: t.json, checkpoint_restart: true, bidder: bidbrain}}",
+       "BidBrain bids beside a reliable tier"},
+      {"cluster: {tiers: {reliable: 1, transient: 3, spot_trace: t.json, bidder: bidbrain, bid: 0.1}}",
+       "bid is BidBrain's to choose"},
       {"cluster: {tiers: {reliable: 1, transient: 3, spot_trace: t.json}}\nplan: {data_parallel: 2}",
        "plan.data_parallel is 2"},
       {"cluster: {workers: 8, tiers: {reliable: 1, transient: 3, spot_trace: t.json}}\nplan: {stages: 2}",
@@ -74,7 +94,12 @@ TEST(Tiers, BadTiersAreOneErrorNamingThem) {
     EXPECT_NE(s.status().message().find("job.yaml"), std::string::npos) << s.status().message();
   }
   TierSpec t;
-  EXPECT_FALSE(parseTierCounts("reliable=0,transient=3", "--tiers", &t).ok());
+  ASSERT_TRUE(parseTierCounts("reliable=0,transient=3", "--tiers", &t).ok());  // for checkpoint_restart
+  t.spot_trace = "t.json";
+  EXPECT_NE(validateTiers(t, "--tiers").message().find("leaves no reliable worker"), std::string::npos);
+  t.checkpoint_restart = true;
+  EXPECT_TRUE(validateTiers(t, "--tiers").ok());
+  EXPECT_FALSE(parseTierCounts("transient=3", "--tiers", &t).ok());  // reliable= is required
   EXPECT_FALSE(parseTierCounts("spot=3", "--tiers", &t).ok());
   ASSERT_TRUE(parseTierCounts("reliable=2,transient=6", "--tiers", &t).ok());
   EXPECT_EQ(t.reliable + t.transient, 8);
@@ -103,15 +128,32 @@ TEST(Tiers, TheMarketReplaysTheTraceAndBillsInTraceTime) {
   EXPECT_TRUE(m->outbid(1.5));  // 01:30 in the trace
   EXPECT_FALSE(m->outbid(2.5));
   EXPECT_FALSE(m->outbid(1000));  // past its end the last price holds
-  // One reliable and two transient workers for the first 2 s (2 trace hours).
-  m->bill(0, 1, 2);
-  m->bill(1, 1, 2);
-  m->bill(2, 1, 2);
+  // One reliable worker, and two transient ones held from 00:00, evicted at
+  // 01:12 (their hour from 01:00 at $1.00 is refunded), bought again at
+  // 02:00 at $0.05 and let go at that hour's end: each hour is billed when
+  // it begins, at the price then.
+  m->start(0);
+  m->acquire(0, 2, m->bid());
+  m->advance(0.5);
+  EXPECT_EQ(m->held(), 2);
+  EXPECT_NEAR(m->hourLeft(0.5), 0.5, 1e-9);
+  m->advance(1.1);
+  EXPECT_NEAR(m->summary(1, 2)["usd"]["transient"].get<double>(), 2 * (0.05 + 1.0), 1e-9);
+  m->evict(1.2);
+  EXPECT_EQ(m->held(), 0);
+  m->acquire(2, 2, m->bid());
+  m->lapse();
+  m->advance(2.5);
+  EXPECT_EQ(m->held(), 2);
+  m->advance(3.5);
+  EXPECT_EQ(m->held(), 0);  // let go at 03:00
   const Json sum = m->summary(1, 2);
-  EXPECT_NEAR(sum["trace_hours"].get<double>(), 2, 1e-9);
-  EXPECT_NEAR(sum["usd"]["reliable"].get<double>(), 2 * 0.199, 1e-9);
-  EXPECT_NEAR(sum["usd"]["transient"].get<double>(), 2 * (0.05 + 1.0), 1e-9);
-  EXPECT_NEAR(sum["all_on_demand_usd"].get<double>(), 3 * 2 * 0.199, 1e-9);
+  EXPECT_NEAR(sum["trace_hours"].get<double>(), 3.5, 1e-9);
+  EXPECT_EQ(sum["billed_hours"], 4);  // the reliable worker's hours begun: 00:00, 01:00, 02:00, 03:00
+  EXPECT_NEAR(sum["usd"]["reliable"].get<double>(), 4 * 0.199, 1e-9);
+  EXPECT_NEAR(sum["usd"]["transient"].get<double>(), 2 * 0.05 + 2 * 0.05, 1e-9);
+  EXPECT_NEAR(sum["transient_hours"].get<double>(), 2 * 1.2 + 2 * 1.0, 1e-9);
+  EXPECT_NEAR(sum["all_on_demand_usd"].get<double>(), 3 * 4 * 0.199, 1e-9);
 
   // What the trace lacks is one error naming the file and the fix.
   spec.market = "p2.xlarge";

@@ -144,13 +144,17 @@ TEST(Tiers, AnEvictedWorkerLeavesAtAStepBoundaryAndComesBackWithNothingLost) {
   EXPECT_EQ(tiers["workers_taken"], 0);
   EXPECT_EQ(tiers["returns"], 1);
   EXPECT_GT(tiers["trace_hours"].get<double>(), 1);
-  // The reliable worker at most on demand all the time (it is not billed
-  // while the generations change), the transient one at 0.05 or 1.5 $/h.
+  // Billed by the hour begun: the reliable worker on demand, the transient
+  // one at 0.05 $/h (the hour the eviction cut short is not charged).
   const double hours = tiers["trace_hours"].get<double>();
-  EXPECT_GT(tiers["usd"]["reliable"].get<double>(), 0);
-  EXPECT_LE(tiers["usd"]["reliable"].get<double>(), hours * 0.199 + 1e-9);
-  EXPECT_GT(tiers["usd"]["transient"].get<double>(), 0);
-  EXPECT_NEAR(tiers["all_on_demand_usd"].get<double>(), 2 * hours * 0.199, 1e-9);
+  const int billed = tiers["billed_hours"].get<int>();
+  EXPECT_GT(billed, hours);
+  EXPECT_LE(billed, hours + 1);
+  EXPECT_NEAR(tiers["usd"]["reliable"].get<double>(), billed * 0.199, 1e-9);
+  const double transient = tiers["usd"]["transient"].get<double>();
+  EXPECT_GT(transient, 0);
+  EXPECT_NEAR(transient / 0.05, std::round(transient / 0.05), 1e-9);  // whole hours at 0.05
+  EXPECT_NEAR(tiers["all_on_demand_usd"].get<double>(), 2 * billed * 0.199, 1e-9);
   expectTheSameTraining(dir, left[0]["step"].get<std::int64_t>());
   EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
 }
@@ -176,6 +180,104 @@ TEST(Tiers, AWorkerEvictedWithoutNoticeIsRecoveredFromTheReliableReplica) {
   expectTheSameTraining(dir, recovered[0]["restore_step"].get<std::int64_t>());
 }
 
+// NOTE [BidBrain in a live run]: started at the trace's beginning (by
+// default it starts a day in, to have a history), BidBrain knows no
+// eviction and buys the transient worker at the lowest bid it weighs
+// (0.05 + 0.0001 $/h); the spike evicts it, BidBrain buys nothing while the
+// price is above on demand and buys again when it falls; the training is
+// the same.
+TEST(Tiers, BidBrainBidsForTheTransientTierAndTheTrainingIsTheSame) {
+  ScratchDir dir;
+  writeTrace(dir / "trace.json", 10, 30);
+  std::ofstream(dir / "whole.yaml") << tierJob("");
+  std::ofstream(dir / "job.yaml") << tierJob(std::string(kTiers) + ", notice: 3s, start: \"2016-03-14T00:00:00Z\"}");
+  const Outcome r = runBoth(dir, {"--bidbrain"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("bid for by BidBrain"), std::string::npos) << r.err;
+  const auto notices = eventsOf(dir / "run", "eviction_notice");
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_NEAR(notices[0]["bid"].get<double>(), 0.0501, 1e-9);
+  std::vector<Json> bought;
+  for (const Json& e : eventsOf(dir / "run", "bid")) {
+    if (e["decision"] == "acquire") bought.push_back(e);
+  }
+  ASSERT_EQ(bought.size(), 1u);  // after the spike (the first was before training began)
+  EXPECT_NEAR(bought[0]["price"].get<double>(), 0.05, 1e-9);
+  EXPECT_EQ(bought[0]["workers"], 1);
+  EXPECT_LT(bought[0]["cost_per_work"].get<double>(), 0.199);
+  const auto left = eventsOf(dir / "run", "transient_tier_left");
+  ASSERT_EQ(left.size(), 1u);
+  ASSERT_EQ(eventsOf(dir / "run", "transient_tier_back").size(), 1u);
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["status"], "completed");
+  EXPECT_EQ((*summary)["tiers"]["bidder"], "bidbrain");
+  EXPECT_GT((*summary)["tiers"]["decisions"].get<int>(), 1);
+  expectTheSameTraining(dir, left[0]["step"].get<std::int64_t>());
+  EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
+}
+
+// NOTE [Checkpoint-restart]: both workers transient; evicted with notice,
+// they save at a step boundary, the run waits out the spike with no worker
+// and restarts from that checkpoint on disk: nothing redone, the same
+// training (and the same replicas: the losses are bit-equal throughout).
+TEST(Tiers, AllTransientTiersStopWhenEvictedAndRestartFromTheCheckpoint) {
+  ScratchDir dir;
+  writeTrace(dir / "trace.json", 10, 30);
+  std::ofstream(dir / "whole.yaml") << tierJob("");
+  std::ofstream(dir / "job.yaml") << tierJob(", tiers: {reliable: 0, transient: 2, spot_trace: trace.json, speed: 2400, "
+                                             "notice: 3s, checkpoint_restart: true}");
+  const Outcome r = runBoth(dir, {});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("every worker was transient and is gone"), std::string::npos) << r.err;
+  ASSERT_EQ(eventsOf(dir / "run", "eviction_notice").size(), 1u);
+  const auto left = eventsOf(dir / "run", "transient_tier_left");
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0]["replicas"], 0);
+  const auto back = eventsOf(dir / "run", "transient_tier_back");
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0]["replicas"], 2);
+  EXPECT_EQ(back[0]["step"], left[0]["step"]);  // restarted where it stopped
+  // Waited out the spike: from minute 10 or later to minute 30.
+  EXPECT_GE(back[0]["trace_time"].get<std::string>(), "2016-03-14T00:30:00");
+  EXPECT_TRUE(eventsOf(dir / "run", "worker_lost").empty());
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["status"], "completed");
+  const Json& tiers = (*summary)["tiers"];
+  EXPECT_EQ(tiers["checkpoint_restart"], true);
+  EXPECT_GT(tiers["waited_trace_hours"].get<double>(), 0);
+  EXPECT_LT(tiers["waited_trace_hours"].get<double>(), 20.0 / 60);
+  EXPECT_DOUBLE_EQ(tiers["usd"]["reliable"].get<double>(), 0);
+  expectTheSameTraining(dir, left[0]["step"].get<std::int64_t>());
+  EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
+}
+
+// Without notice the workers are taken before any checkpoint (the first is
+// at the epoch's end, step 80): the run restores the start, waits out the
+// spike and does those steps again, to the same losses bit for bit.
+TEST(Tiers, AllTransientTiersEvictedWithoutNoticeRedoTheStepsSinceTheCheckpoint) {
+  ScratchDir dir;
+  writeTrace(dir / "trace.json", 10, 30);
+  std::ofstream(dir / "whole.yaml") << tierJob("");
+  std::ofstream(dir / "job.yaml") << tierJob(", tiers: {reliable: 0, transient: 2, spot_trace: trace.json, speed: 2400, "
+                                             "notice: 0, checkpoint_restart: true}");
+  const Outcome r = runBoth(dir, {});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto recovered = eventsOf(dir / "run", "recovered");
+  ASSERT_EQ(recovered.size(), 1u);
+  EXPECT_EQ(recovered[0]["restore_step"], 0);
+  EXPECT_GT(recovered[0]["lost_steps"].get<int>(), 0);
+  EXPECT_EQ(recovered[0].value("evicted", false), true);
+  ASSERT_EQ(eventsOf(dir / "run", "transient_tier_left").size(), 1u);
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["status"], "completed");
+  EXPECT_EQ((*summary)["tiers"]["workers_taken"], 2);
+  expectTheSameTraining(dir, kSteps);
+  EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
+}
+
 TEST(Tiers, BadTiersOnTheCommandLineAreOneLineEach) {
   ScratchDir dir;
   writeTrace(dir / "trace.json", 10, 30);
@@ -190,6 +292,9 @@ TEST(Tiers, BadTiersOnTheCommandLineAreOneLineEach) {
       {{"--tiers", "reliable=1,transient=1"}, "spot_trace"},
       {{"--tiers", "reliable=1,transient=1", "--spot-trace", "trace.json", "--stages", "2"}, "stages: 1"},
       {{"--tiers", "reliable=1,transient=1", "--spot-trace", "missing.json"}, "missing.json"},
+      {{"--bidbrain"}, "--bidbrain bids for the transient tier"},
+      {{"--tiers", "reliable=1,transient=1", "--spot-trace", "trace.json", "--checkpoint-restart"},
+       "checkpoint_restart is for tiers that are all transient"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"train", "job.yaml", "--no-progress", "--out", "bad"};

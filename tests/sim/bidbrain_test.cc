@@ -89,6 +89,32 @@ TEST(BidBrain, EvictionEstimatesFromTheHistory) {
   EXPECT_NEAR(e.tau, 1950, 30);  // the last windows of the history see fewer spikes
 }
 
+TEST(BidBrain, ALiveBidSeesThePastAlone) {
+  // Quiet for a day, then the spiky market's odd-hour spikes.
+  SpotMarket m{"c4.xlarge", "z", {{0, 0.05}}};
+  for (const auto& [t, p] : spiky().prices) {
+    if (t >= 24 * 3600) m.prices.emplace_back(t, p);
+  }
+  EXPECT_GT(estimateEviction(m, 0.1).beta, 0.2);             // the whole history (the simulator's)
+  EXPECT_DOUBLE_EQ(estimateEviction(m, 0.1, 20 * 3600).beta, 0);  // what a live run knew at 20:00
+  EXPECT_GT(estimateEviction(m, 0.1, 40 * 3600).beta, 0.2);
+  EXPECT_DOUBLE_EQ(estimateEviction(m, 0.1, 1800).beta, 0);  // less than an hour seen: nothing
+
+  // Beside 1 reliable instance at 0.199: nothing seen evicts, so the
+  // cheapest bid and the most instances the replicas can share (2 is not
+  // among them); E = (0.199 + 3 × 0.05) / 4.
+  BidChoice c = chooseBid(m, 0.199, 1, {1, 3}, {0.001, 0.1}, 0);
+  EXPECT_EQ(c.count, 3);
+  EXPECT_NEAR(c.bid, 0.051, 1e-9);
+  EXPECT_NEAR(c.cost_per_work, (0.199 + 0.15) / 4, 1e-9);
+  EXPECT_NEAR(costPerWork(m, 0.199, 1, 3, 0.051, 0), c.cost_per_work, 1e-12);
+  EXPECT_NEAR(costPerWork(m, 0.199, 1, 0, 0, 0), 0.199, 1e-12);  // the reliable ones alone
+  // In a spike above the on-demand price, nothing lowers E: none held.
+  c = chooseBid(m, 0.199, 1, {1, 3}, {0.001, 0.1}, 25 * 3600 + 60);
+  EXPECT_EQ(c.count, 0);
+  EXPECT_DOUBLE_EQ(c.cost_per_work, 0.199);
+}
+
 SpotHistory flatHistory(double spot, double onDemand, double hours) {
   SpotHistory h;
   h.markets.push_back({"c4.xlarge", "z", {{0, spot}, {hours * 3600, spot}}});

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Live reliable and transient tiers (issue 16 §2, §4; docs/spot.md, "Live
+# tiers"): the zoo's CNN at width 0.5 on Fashion-MNIST, a global batch of
+# 128, STEPS steps, each worker a container of CPU_LIMIT vCPUs (so that, on
+# a 2-core machine, each is its own small machine and 4 replicas are faster
+# than 1), the spot market c4.xlarge/us-east-1b of examples/spot_prices.json
+# replayed at SPEED trace seconds a second from its beginning (its price
+# rises above the on-demand $0.199/h 6 times in 48 hours) from 12 hours in
+# (BidBrain estimates evictions from those 12 hours of history). Side by
+# side, in one run:
+#  - 4 on demand (tiers reliable=4, transient=0);
+#  - 1 on demand + 3 spot bidding the on-demand price, 5 s notices (they
+#    leave at a step boundary and come back when the price falls);
+#  - 1 on demand + up to 3 spot bid for by BidBrain (how many and at what
+#    bid, NOTE [BidBrain in a live run]);
+#  - 4 spot bidding the on-demand price, all transient: evicted, the run
+#    stops at a step boundary, saves, waits for the price to fall and
+#    restarts from that checkpoint (NOTE [Checkpoint-restart]); and the
+#    same without notice (taken, restored from the last checkpoint, at
+#    each epoch's end: the steps since are redone);
+#  - 1 on demand alone.
+# Billed as the thesis's cloud (and the simulator): per hour begun, an hour
+# cut short by an eviction not charged.
+# Each row: the wall time to the steps, the trace hours they covered, the
+# market's bill in trace time and per 100 steps, the eviction notices and
+# the workers taken.
+#
+#   bench/proteus_bench.sh [STEPS=2000] [SPEED=720] [CPU_LIMIT=0.45]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+hz=$PWD/build/hydrozoa
+steps=${1:-2000}
+speed=${2:-720}
+cpus=${3:-0.45}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp examples/spot_prices.json "$work/trace.json"
+echo "cnn (width 0.5) on fashion-mnist, global batch 128, $steps steps; containers of $cpus vCPUs; $(nproc) cores; c4.xlarge/us-east-1b replayed ${speed}x"
+printf '%-34s %8s %8s %9s %10s %8s %8s\n' tiers wall_s trace_h usd usd/100st notices spot_h
+row() {  # label reliable transient bidder [", KEY: VALUE" (tiers) [notice]]
+  local label=$1 name=run-$2-$3-$4${6:-}
+  cat > "$work/$name.yaml" <<YAML
+name: proteus-bench
+model: {name: cnn, options: {width: 0.5}}
+data: {dataset: fashion_mnist}
+training: {epochs: $((steps / 468 + 1)), global_batch: 128, seed: 0, eval: false, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
+cluster:
+  workers: 4
+  launcher: container
+  cpu_limit: $cpus
+  tiers: {reliable: $2, transient: $3, spot_trace: trace.json, market: c4.xlarge/us-east-1b, speed: $speed, notice: ${6:-5s},
+         bidder: $4, start: "2016-03-14T12:00:00Z"${5:-}}
+plan: {microbatches: 1}
+YAML
+  (cd "$work" && $hz train "$name.yaml" --max-steps "$steps" --no-progress --out "$name" > "$name.log" 2>&1) ||
+    { echo "$label: failed; its log ends:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
+  python3 - "$work/$name/summary.json" "$label" "$steps" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+t = s["tiers"]
+wall = s["wall_seconds"]
+if s["steps"]["done"] != int(sys.argv[3]):
+    sys.exit(f"{sys.argv[2]}: ran {s['steps']['done']} steps, not {sys.argv[3]}")
+print(f"{sys.argv[2]:<34} {wall:8.1f} {t['trace_hours']:8.1f} {t['usd']['total']:9.2f} "
+      f"{100 * t['usd']['total'] / int(sys.argv[3]):10.3f} {t['eviction_notices']:8d} {t['transient_hours']:8.1f}")
+PY
+}
+row "4 on demand" 4 0 fixed
+row "1 on demand + 3 spot, bid on-demand" 1 3 fixed
+row "1 on demand + ≤3 spot, BidBrain" 1 3 bidbrain
+row "4 spot, ckpt-restart, 5 s notice" 0 4 fixed ", checkpoint_restart: true"
+row "4 spot, ckpt-restart, no notice" 0 4 fixed ", checkpoint_restart: true" 0
+row "1 on demand alone" 1 0 fixed
