@@ -289,6 +289,10 @@ class Job {
   double tierDecideAt_ = 0;        // BidBrain's next decision, training seconds
   int tierNotices_ = 0, tierTaken_ = 0, tierReturns_ = 0, tierDecisions_ = 0;
   double tierWaited_ = 0;          // wall seconds without a worker (checkpoint-restart)
+  std::vector<double> tierChanges_;  // wall seconds each change stalled the job: last step to first step
+  Clock::time_point tierChangeFrom_{};  // a change's last step before it, until the first after it
+  Clock::time_point lastStepEnd_{};     // the last step's report (lastStepAt_ also moves at saves)
+  Seconds tierRestartSeconds() const;
   std::set<int> evictedIds_;       // workers the market took (their loss is no failure)
   int segmentReplicas_ = 1;        // the segment's replicas (A_ unless the transient ones are gone)
 

@@ -63,7 +63,11 @@ void Job::checkPrediction(double stepSeconds) {
 void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
   const auto now = Clock::now();
   const double dt = std::chrono::duration<double>(now - lastStepAt_).count();
-  lastStepAt_ = now;
+  lastStepAt_ = lastStepEnd_ = now;
+  if (tierChangeFrom_ != Clock::time_point{}) {  // a tier change's stall, from the last step before it
+    tierChanges_.push_back(std::chrono::duration<double>(now - tierChangeFrom_).count());
+    tierChangeFrom_ = {};
+  }
   ++stepsDone_;
   samples_ += a.samples;
   reached_ = std::max(reached_, step + 1);

@@ -296,6 +296,7 @@ Status Job::rescale() {
     if (w.registered) sendAssign(w);
   }
   if (tiered) {
+    tierChangeFrom_ = lastStepEnd_;  // to the first step (onStepComplete): the change's stall, for BidBrain
     const bool left = A_ < before;
     Json event = tierEvent(left ? "transient_tier_left" : "transient_tier_back");
     event["replicas_before"] = before;

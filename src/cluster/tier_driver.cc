@@ -55,7 +55,13 @@ namespace hydrozoa::cluster::coordinator {
 // divides M·(R + T); k = T always can), and a change of k is a new
 // generation at a step boundary like an eviction. It holds one allocation at
 // a time where the simulator's BidBrain may hold several in several
-// markets.
+// markets. And it charges an eviction what it costs this runtime: every
+// change of the transient workers is a new generation of all R + k
+// workers, two per eviction, so W loses β·(R + k)·2·r, r the stall of a
+// change as measured in this run (tierRestartSeconds(), in trace hours at
+// the replay's speed). Without that term, in which an evicted hour is
+// free work, BidBrain bids low and pays each eviction in restarts
+// (bench/proteus_bench.sh).
 
 Json Job::tierEvent(const char* name) const {
   const double t = priorSeconds_ + since(trainingStart_);
@@ -97,7 +103,18 @@ sim::BidChoice Job::chooseTierBid(Seconds wall) const {
     if (microbatches % (R + k) == 0) counts.push_back(k);
   }
   return sim::chooseBid(tierMarket_->market(), tierMarket_->onDemand(), R, counts, sim::BidBrainOptions{}.deltas,
-                        tierMarket_->traceTime(wall));
+                        tierMarket_->traceTime(wall), tierRestartSeconds() * spec_.tiers.speed / 3600);
+}
+
+// What a change of the transient workers stalls the job: the median of the
+// changes measured, else the first generation's start (launch to training),
+// else 2 s (what one took on the 2-core machine the defaults were set on).
+Seconds Job::tierRestartSeconds() const {
+  if (!tierChanges_.empty()) return median(tierChanges_);
+  if (trainingStart_ != Clock::time_point{} && launched_ != Clock::time_point{}) {
+    return std::chrono::duration<double>(trainingStart_ - launched_).count();
+  }
+  return 2;
 }
 
 void Job::pollTiers() {
@@ -165,6 +182,7 @@ void Job::bidBrain(Seconds t) {
     event["workers"] = c.count;
     event["bid"] = c.bid;
     event["cost_per_work"] = c.cost_per_work;
+    event["restart_s"] = tierRestartSeconds();
     report(event);
   };
   if (m.held() == 0 || m.lapsing()) {
@@ -184,7 +202,7 @@ void Job::bidBrain(Seconds t) {
   // Holding some: at their hour's end, keep, resize or let go.
   if (m.hourLeft(t) > std::max(defaults.decision_interval / spec_.tiers.speed, 1.0)) return;
   const double keep = sim::costPerWork(m.market(), m.onDemand(), spec_.tiers.reliable, m.held(), m.bid(),
-                                       m.traceTime(t));
+                                       m.traceTime(t), tierRestartSeconds() * spec_.tiers.speed / 3600);
   const sim::BidChoice c = chooseTierBid(t);
   if (c.count == 0 && keep >= m.onDemand()) {
     m.lapse();
@@ -290,6 +308,7 @@ Json Job::tiersSummary() const {
   j["workers_taken"] = tierTaken_;  // still running at the deadline, or evicted without notice
   j["returns"] = tierReturns_;      // the transient tier (re)acquired
   if (spec_.tiers.bidder == "bidbrain") j["decisions"] = tierDecisions_;
+  if (!tierChanges_.empty()) j["change_stall_s"] = median(tierChanges_);  // per change of the transient workers
   if (spec_.tiers.checkpoint_restart) {
     j["checkpoint_restart"] = true;
     j["waited_trace_hours"] = tierWaited_ * spec_.tiers.speed / 3600;

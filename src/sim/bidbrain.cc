@@ -261,14 +261,29 @@ std::pair<double, double> expectedCostAndWork(int k, double price, const Evictio
   return {(1 - e.beta) * k * price, k * ((1 - e.beta) + e.beta * e.tau / kHour)};
 }
 
-double costPerWork(const SpotMarket& m, double onDemand, int reliable, int count, double bid, Seconds now) {
+namespace {
+
+// E of the reliable instances and k spot ones at price p, evicted as `e`
+// says, each eviction stalling all of them for two restarts.
+double liveCostPerWork(double onDemand, int reliable, int k, double p, const EvictionEstimate& e,
+                       double restartHours) {
+  const auto [c, w] = expectedCostAndWork(k, p, e);
+  const double work = reliable + w - e.beta * (reliable + k) * 2 * restartHours;
+  return work > 0 ? (reliable * onDemand + c) / work : std::numeric_limits<double>::infinity();
+}
+
+}  // namespace
+
+double costPerWork(const SpotMarket& m, double onDemand, int reliable, int count, double bid, Seconds now,
+                   double restartHours) {
+  if (count <= 0) return onDemand;  // the reliable instances alone
   const double p = m.priceAt(now);
-  const auto [c, w] = expectedCostAndWork(count, p, estimateEviction(m, std::max(0.0, bid - p), now));
-  return (reliable * onDemand + c) / (reliable + w);
+  return liveCostPerWork(onDemand, reliable, count, p, estimateEviction(m, std::max(0.0, bid - p), now),
+                         restartHours);
 }
 
 BidChoice chooseBid(const SpotMarket& m, double onDemand, int reliable, const std::vector<int>& counts,
-                    const std::vector<double>& deltas, Seconds now) {
+                    const std::vector<double>& deltas, Seconds now, double restartHours) {
   BidChoice best;
   best.cost_per_work = onDemand;
   const double p = m.priceAt(now);
@@ -276,8 +291,7 @@ BidChoice chooseBid(const SpotMarket& m, double onDemand, int reliable, const st
     const EvictionEstimate e = estimateEviction(m, d, now);
     for (int k : counts) {
       if (k <= 0) continue;
-      const auto [c, w] = expectedCostAndWork(k, p, e);
-      const double cpw = (reliable * onDemand + c) / (reliable + w);
+      const double cpw = liveCostPerWork(onDemand, reliable, k, p, e, restartHours);
       if (cpw < best.cost_per_work - 1e-12) best = {k, p + d, cpw};
     }
   }

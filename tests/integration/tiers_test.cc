@@ -71,6 +71,22 @@ Outcome runBoth(const ScratchDir& dir, const std::vector<std::string>& args) {
   return r;
 }
 
+// One trace minute every 25 ms of wall time: the price is above the bid
+// from 0.25 s into the training to 0.75 s.
+constexpr const char* kTiers = ", tiers: {reliable: 1, transient: 1, spot_trace: trace.json, speed: 2400";
+constexpr const char* kAllTransient =
+    ", tiers: {reliable: 0, transient: 2, spot_trace: trace.json, speed: 2400, checkpoint_restart: true";
+
+// runBoth() of the job without tiers and with `tiers` (cluster.tiers, as
+// kTiers + "}"), on a trace whose price is above the bid from trace minute
+// 10 to 30.
+Outcome runTiered(const ScratchDir& dir, const std::string& tiers, const std::vector<std::string>& args = {}) {
+  writeTrace(dir / "trace.json", 10, 30);
+  std::ofstream(dir / "whole.yaml") << tierJob("");
+  std::ofstream(dir / "job.yaml") << tierJob(tiers);
+  return runBoth(dir, args);
+}
+
 // Each global step's samples, over every worker of every generation (from
 // $HYDROZOA_RECORD_SAMPLES: "global_step epoch replica id..."; a step that
 // a taken worker began and the next generation did again counts once).
@@ -115,16 +131,9 @@ void expectTheSameTraining(const ScratchDir& dir, std::int64_t changed) {
   }
 }
 
-// One trace minute every 25 ms of wall time: the price is above the bid
-// from 0.25 s into the training to 0.75 s.
-constexpr const char* kTiers = ", tiers: {reliable: 1, transient: 1, spot_trace: trace.json, speed: 2400";
-
 TEST(Tiers, AnEvictedWorkerLeavesAtAStepBoundaryAndComesBackWithNothingLost) {
   ScratchDir dir;
-  writeTrace(dir / "trace.json", 10, 30);
-  std::ofstream(dir / "whole.yaml") << tierJob("");
-  std::ofstream(dir / "job.yaml") << tierJob(std::string(kTiers) + ", notice: 3s}");
-  const Outcome r = runBoth(dir, {});
+  const Outcome r = runTiered(dir, std::string(kTiers) + ", notice: 3s}");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("above the bid"), std::string::npos) << r.err;
   ASSERT_EQ(eventsOf(dir / "run", "eviction_notice").size(), 1u);
@@ -161,11 +170,8 @@ TEST(Tiers, AnEvictedWorkerLeavesAtAStepBoundaryAndComesBackWithNothingLost) {
 
 TEST(Tiers, AWorkerEvictedWithoutNoticeIsRecoveredFromTheReliableReplica) {
   ScratchDir dir;
-  writeTrace(dir / "trace.json", 10, 30);
-  std::ofstream(dir / "whole.yaml") << tierJob("");
-  std::ofstream(dir / "job.yaml") << tierJob(std::string(kTiers) + ", notice: 0}");
   // With recovery off: the spot market's take is not a failure.
-  const Outcome r = runBoth(dir, {"--no-progress"});
+  const Outcome r = runTiered(dir, std::string(kTiers) + ", notice: 0}", {"--no-progress"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto recovered = eventsOf(dir / "run", "recovered");
   ASSERT_EQ(recovered.size(), 1u);
@@ -188,10 +194,8 @@ TEST(Tiers, AWorkerEvictedWithoutNoticeIsRecoveredFromTheReliableReplica) {
 // the same.
 TEST(Tiers, BidBrainBidsForTheTransientTierAndTheTrainingIsTheSame) {
   ScratchDir dir;
-  writeTrace(dir / "trace.json", 10, 30);
-  std::ofstream(dir / "whole.yaml") << tierJob("");
-  std::ofstream(dir / "job.yaml") << tierJob(std::string(kTiers) + ", notice: 3s, start: \"2016-03-14T00:00:00Z\"}");
-  const Outcome r = runBoth(dir, {"--bidbrain"});
+  const Outcome r =
+      runTiered(dir, std::string(kTiers) + ", notice: 3s, start: \"2016-03-14T00:00:00Z\"}", {"--bidbrain"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("bid for by BidBrain"), std::string::npos) << r.err;
   const auto notices = eventsOf(dir / "run", "eviction_notice");
@@ -223,11 +227,7 @@ TEST(Tiers, BidBrainBidsForTheTransientTierAndTheTrainingIsTheSame) {
 // training (and the same replicas: the losses are bit-equal throughout).
 TEST(Tiers, AllTransientTiersStopWhenEvictedAndRestartFromTheCheckpoint) {
   ScratchDir dir;
-  writeTrace(dir / "trace.json", 10, 30);
-  std::ofstream(dir / "whole.yaml") << tierJob("");
-  std::ofstream(dir / "job.yaml") << tierJob(", tiers: {reliable: 0, transient: 2, spot_trace: trace.json, speed: 2400, "
-                                             "notice: 3s, checkpoint_restart: true}");
-  const Outcome r = runBoth(dir, {});
+  const Outcome r = runTiered(dir, std::string(kAllTransient) + ", notice: 3s}");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("every worker was transient and is gone"), std::string::npos) << r.err;
   ASSERT_EQ(eventsOf(dir / "run", "eviction_notice").size(), 1u);
@@ -258,11 +258,7 @@ TEST(Tiers, AllTransientTiersStopWhenEvictedAndRestartFromTheCheckpoint) {
 // spike and does those steps again, to the same losses bit for bit.
 TEST(Tiers, AllTransientTiersEvictedWithoutNoticeRedoTheStepsSinceTheCheckpoint) {
   ScratchDir dir;
-  writeTrace(dir / "trace.json", 10, 30);
-  std::ofstream(dir / "whole.yaml") << tierJob("");
-  std::ofstream(dir / "job.yaml") << tierJob(", tiers: {reliable: 0, transient: 2, spot_trace: trace.json, speed: 2400, "
-                                             "notice: 0, checkpoint_restart: true}");
-  const Outcome r = runBoth(dir, {});
+  const Outcome r = runTiered(dir, std::string(kAllTransient) + ", notice: 0}");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto recovered = eventsOf(dir / "run", "recovered");
   ASSERT_EQ(recovered.size(), 1u);
