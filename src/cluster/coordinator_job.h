@@ -171,6 +171,7 @@ class Job {
   Status tiersAtNewGeneration();
   bool interruptAsked() const;  // Ctrl-C, or the handle's stop or preemption
   Status waitForTransients();
+  void buyTransients(Seconds t);  // all T at the fixed bid, back at the next generation
   Json tierEvent(const char* name) const;
   Json tiersSummary() const;
   // The global batch: the segment's replicas' (the tiers keep it while the
@@ -282,8 +283,7 @@ class Job {
   std::optional<TierMarket> tierMarket_;
   int tierActive_ = 0;             // transient replicas in this generation
   int tierTarget_ = 0;             // in the next one (the instances held)
-  double tierBid_ = 0;             // the first allocation's bid
-  bool tierBilling_ = false;       // the instances' hours have begun
+  double tierBid_ = 0;             // the fixed bidder's bid (BidBrain's first allocation's)
   bool tierStopIssued_ = false;    // this generation was told where to stop for the change
   double noticeDeadline_ = -1;     // training seconds at which the noticed workers are taken
   double tierDecideAt_ = 0;        // BidBrain's next decision, training seconds

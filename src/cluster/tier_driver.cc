@@ -121,8 +121,7 @@ void Job::pollTiers() {
   if (!tierMarket_ || trainingStart_ == Clock::time_point{}) return;
   const double t = priorSeconds_ + since(trainingStart_);
   TierMarket& m = *tierMarket_;
-  if (!tierBilling_) {  // the instances' hours begin with the training
-    tierBilling_ = true;
+  if (!m.started()) {  // the instances' hours begin with the training
     m.start(t);
     if (tierTarget_ > 0) m.acquire(t, tierTarget_, tierBid_);
   }
@@ -158,10 +157,7 @@ void Job::pollTiers() {
     if (spec_.tiers.bidder == "bidbrain") {
       bidBrain(t);
     } else if (m.held() == 0 && tierTarget_ == 0 && m.price(t) <= tierBid_) {
-      m.acquire(t, spec_.tiers.transient, tierBid_);
-      tierTarget_ = spec_.tiers.transient;
-      ++tierReturns_;
-      report(tierEvent("transient_tier_available"));
+      buyTransients(t);
       progress_.note(fmt::format("The spot price fell to ${:.4f}/h, at most the bid: the transient workers come "
                                  "back at the next step boundary",
                                  m.price(t)));
@@ -185,8 +181,8 @@ void Job::bidBrain(Seconds t) {
     event["restart_s"] = tierRestartSeconds();
     report(event);
   };
-  if (m.held() == 0 || m.lapsing()) {
-    if (m.lapsing()) return;  // let go at its hour's end; then a new decision
+  if (m.lapsing()) return;  // let go at its hour's end; then a new decision
+  if (m.held() == 0) {
     const sim::BidChoice c = chooseTierBid(t);
     if (c.count == 0) return;
     m.acquire(t, c.count, c.bid);
@@ -236,6 +232,13 @@ void Job::evictTransients(const std::string& why) {
   }
 }
 
+void Job::buyTransients(Seconds t) {
+  tierMarket_->acquire(t, spec_.tiers.transient, tierBid_);
+  tierTarget_ = spec_.tiers.transient;
+  ++tierReturns_;
+  report(tierEvent("transient_tier_available"));
+}
+
 Status Job::tiersAtNewGeneration() {
   if (!tierMarket_) return Status();
   tierStopIssued_ = false;
@@ -273,10 +276,8 @@ Status Job::waitForTransients() {
     m.advance(t);
     if (m.price(t) <= tierBid_) {
       tierWaited_ += t - from;
-      m.acquire(t, spec_.tiers.transient, tierBid_);
-      tierActive_ = tierTarget_ = spec_.tiers.transient;
-      ++tierReturns_;
-      report(tierEvent("transient_tier_available"));
+      buyTransients(t);
+      tierActive_ = tierTarget_;
       progress_.note(fmt::format("The spot price fell to ${:.4f}/h after {} ({:.1f} h of the trace): {} restart "
                                  "from the checkpoint",
                                  m.price(t), formatSeconds(t - from), (t - from) * spec_.tiers.speed / 3600,

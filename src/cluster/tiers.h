@@ -79,6 +79,7 @@ class TierMarket {
   // hour is refunded; lapse(): they are let go at their hour's end;
   // advance(): the hours that begin up to `wall` are charged.
   void start(Seconds wall);
+  bool started() const { return firstWall_ >= 0; }
   void acquire(Seconds wall, int count, double bid);
   void evict(Seconds wall);
   void lapse() { lapsing_ = true; }
