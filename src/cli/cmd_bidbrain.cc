@@ -9,11 +9,9 @@
 
 #include "cli/cmd_bidbrain.h"
 #include "cli/common.h"
-#include "cluster/job_plan.h"
+#include "cli/torch_side.h"
 #include "cluster/job_spec.h"
 #include "core/table.h"
-#include "data/dataset.h"
-#include "runtime/job_data.h"
 #include "sim/bidbrain.h"
 
 namespace hydrozoa::cli {
@@ -24,10 +22,8 @@ namespace {
 // training set (opened to count it).
 Result<double> jobSamples(const cluster::JobSpec& spec) {
   if (spec.max_steps) return static_cast<double>(*spec.max_steps) * static_cast<double>(spec.global_batch);
-  HZ_ASSIGN_OR_RETURN(cluster::ModelInfo model, cluster::inspectModel(spec));
-  HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(runtime::jobDataSpec(spec, model.input, model.task),
-                                                    data::Split::kTrain));
-  return static_cast<double>(spec.epochs) * static_cast<double>(train->size());
+  HZ_ASSIGN_OR_RETURN(const std::int64_t size, trainingSetSize(spec));
+  return static_cast<double>(spec.epochs) * static_cast<double>(size);
 }
 
 }  // namespace

@@ -59,9 +59,7 @@ Status runCleanup() {
 }  // namespace
 
 void addCleanupCommand(CLI::App& app, Status* status) {
-  CLI::App* cmd = app.add_subcommand(
-      "cleanup", "Remove the containers, namespaces, bridges and cgroups, and cancel the Slurm allocations and steps, that "
-      "crashed jobs left behind");
+  CLI::App* cmd = app.add_subcommand("cleanup", kCleanupAbout);
   cmd->footer("Jobs whose coordinator still runs are left alone. Records live in $HYDROZOA_STATE_DIR or "
               "/run/hydrozoa.\n");
   cmd->callback([status] { *status = runCleanup(); });

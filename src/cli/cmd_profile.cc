@@ -131,7 +131,7 @@ Status runProfile(const ProfileArgs& a) {
 
 void addProfileCommand(CLI::App& app, Status* status) {
   auto a = std::make_shared<ProfileArgs>();
-  CLI::App* cmd = app.add_subcommand("profile", "Measure (or predict) a model's per-layer costs");
+  CLI::App* cmd = app.add_subcommand("profile", kProfileAbout);
   cmd->footer(
       "Without --device the model runs here and is measured; with --device it is predicted.\n"
       "Examples:\n"

@@ -247,8 +247,7 @@ Status runSelect(const SelectArgs& a) {
 
 void addSelectCommand(CLI::App& app, Status* status) {
   auto a = std::make_shared<SelectArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "select", "Train every model of a grid (a base job and values to try) and rank them (docs/select.md)");
+  CLI::App* cmd = app.add_subcommand("select", kSelectAbout);
   cmd->add_option("grid", a->grid, "The grid: base (a job spec) or job, grid (field: [values]), metric");
   cmd->add_option("--resume", a->resume, "Go on with this selection's run directory (tasks not completed)");
   cmd->add_option("--out", a->out, "The selection's run directory (default runs/<name>-<time>)");

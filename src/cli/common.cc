@@ -3,9 +3,8 @@
 #include <fmt/format.h>
 
 
-#include "core/log.h"
 #include "core/units.h"
-#include "profile/calibrate.h"
+#include "cli/torch_side.h"
 
 namespace hydrozoa::cli {
 
@@ -40,10 +39,15 @@ Result<model::Options> parseModelOptions(const std::vector<std::string>& flags) 
 
 Result<profile::DeviceSpec> deviceFor(const std::string& device, int threads) {
   if (device != "cpu") return profile::loadDevice(device);
-  spdlog::info("calibrating this CPU for predictions (a few seconds)...");
-  HZ_ASSIGN_OR_RETURN(profile::DeviceSpec d, profile::calibrateCpu({threads}));
-  spdlog::info("per-kind time factors at microbatch 8 (forward / backward): {}", profile::describeKindFactors(d));
-  return d;
+  return calibrateThisCpu(threads);
 }
+
+namespace {
+std::vector<char*> gCommandLine;
+}  // namespace
+
+void rememberCommandLine(int argc, char** argv) { gCommandLine.assign(argv, argv + argc + 1); }
+
+char* const* commandLine() { return gCommandLine.data(); }
 
 }  // namespace hydrozoa::cli

@@ -30,4 +30,9 @@ Result<model::Options> parseModelOptions(const std::vector<std::string>& flags);
 // device file.
 Result<profile::DeviceSpec> deviceFor(const std::string& device, int threads);
 
+// main()'s argv, kept for handing the command line to the full program
+// (cli/front_end.cc); null-terminated.
+void rememberCommandLine(int argc, char** argv);
+char* const* commandLine();
+
 }  // namespace hydrozoa::cli

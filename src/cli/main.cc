@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/common.h"
 #include "core/allocator.h"
 #include "core/files.h"
 #include "core/log.h"
@@ -36,6 +37,7 @@ void suggestFlag(const CLI::App& app, const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hydrozoa::cli::rememberCommandLine(argc, argv);
   hydrozoa::configureAllocatorForTraining();  // NOTE [glibc malloc and tensor-sized allocations]
   CLI::App app{"hydrozoa: plan and train deep networks on many small, elastic workers", "hydrozoa"};
   app.require_subcommand(1);

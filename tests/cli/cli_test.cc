@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -46,8 +48,9 @@ class Cli : public ::testing::Test {
 
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
-  // Starts the binary in the test directory with stdout and stderr into these files.
-  pid_t spawn(std::vector<std::string> args, const std::string& outPath, const std::string& errPath) const {
+  // Starts the binary (`binary`, else the build's) in the test directory with stdout and stderr into these files.
+  pid_t spawn(std::vector<std::string> args, const std::string& outPath, const std::string& errPath,
+              const std::string& binary = HYDROZOA_BINARY) const {
     const pid_t pid = ::fork();
     if (pid == 0) {
       if (::chdir(dir_.c_str()) != 0) ::_exit(127);
@@ -55,20 +58,20 @@ class Cli : public ::testing::Test {
       const int err = ::open(errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(out, 1);
       ::dup2(err, 2);
-      args.insert(args.begin(), HYDROZOA_BINARY);
+      args.insert(args.begin(), binary);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
-      ::execv(HYDROZOA_BINARY, argv.data());
+      ::execv(binary.c_str(), argv.data());
       ::_exit(127);
     }
     return pid;
   }
 
   // Runs the binary in the test directory; stdout and stderr are captured.
-  Outcome run(std::vector<std::string> args) const {
+  Outcome run(std::vector<std::string> args, const std::string& binary = HYDROZOA_BINARY) const {
     const std::string outPath = path(".stdout"), errPath = path(".stderr");
-    const pid_t pid = spawn(std::move(args), outPath, errPath);
+    const pid_t pid = spawn(std::move(args), outPath, errPath, binary);
     int status = 0;
     ::waitpid(pid, &status, 0);
     Outcome r;
@@ -114,6 +117,56 @@ TEST_F(Cli, HelpForEveryCommand) {
   }
   EXPECT_NE(run({"plan", "--help"}).out.find("--global-batch"), std::string::npos);
   EXPECT_NE(run({}).code, 0);  // a subcommand is required
+}
+
+// NOTE [The front end and the full program]: build/hydrozoa loads no
+// libtorch; it checks and plans alone and hands the rest, command line and
+// all, to build/hydrozoa-torch, which it says how to build when missing.
+TEST_F(Cli, TheFrontEndNeedsNoLibtorchAndHandsTheRestToTheFullProgram) {
+  std::FILE* elf = ::popen(("readelf -d " + std::string(HYDROZOA_BINARY)).c_str(), "r");
+  ASSERT_NE(elf, nullptr);
+  std::string needed;
+  for (char line[512]; std::fgets(line, sizeof line, elf);) {
+    if (std::strstr(line, "(NEEDED)")) needed += line;
+  }
+  ASSERT_EQ(::pclose(elf), 0);
+  ASSERT_NE(needed.find("libc.so"), std::string::npos) << needed;
+  EXPECT_EQ(needed.find("torch"), std::string::npos) << needed;
+  EXPECT_EQ(needed.find("c10"), std::string::npos) << needed;
+
+  // The front end alone, without the full program next to it.
+  fs::create_directories(path("alone"));
+  const std::string alone = path("alone/hydrozoa");
+  fs::copy_file(HYDROZOA_BINARY, alone);
+  Outcome r = run({"plan", "--profile", kGraph, "--workers", "4", "--bandwidth", "1GB/s", "-o", "plan.json"}, alone);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(path("plan.json")));
+  write("job.yaml", "model: mlp\ndata: {dataset: synthetic}\n");
+  r = run({"train", "job.yaml", "--workers", "0"}, alone);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("hydrozoa: error: --workers"), std::string::npos) << r.err;
+  for (const auto& [args, what] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"train", "job.yaml", "--max-steps", "1", "--out", "run"}, "training needs libtorch"},
+           {{"profile", "--help"}, "`hydrozoa profile` needs libtorch"},
+           {{"worker", "--join", "x", "--id", "0"}, "`hydrozoa worker` needs libtorch"}}) {
+    r = run(args, alone);
+    EXPECT_EQ(r.code, 1) << what;
+    EXPECT_NE(r.err.find("hydrozoa: error: " + what + ", which hydrozoa keeps in " + path("alone/hydrozoa-torch")),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("(No such file or directory); build both with scripts/setup"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(path("run")));
+
+  // Handed over in the middle of a command: what the front end printed
+  // before is not printed twice.
+  r = run({"plan", "--model", "mlp", "-O", "hidden=32", "--device", "cpu", "--workers", "2", "--global-batch", "32",
+           "-o", "cpu.json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto first = r.err.find("calibrating this CPU");
+  ASSERT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("calibrating this CPU", first + 1), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(path("cpu.json")));
 }
 
 TEST_F(Cli, ModelsListsTheZoo) {

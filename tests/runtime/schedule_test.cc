@@ -206,7 +206,7 @@ TEST(PipeDreamSchedule, AnUpdatePerMicrobatch) {
 TEST(RoundRobin, EveryScheduleRunsOverStagesReplicatedUnevenly) {
   const std::vector<std::vector<int>> layouts = {{2, 1}, {3, 1}, {1, 2}, {2, 1, 1}, {1, 3, 2}, {3, 1, 2}, {12, 3, 1},
                                                  {2, 2, 2}};
-  for (const std::string& name : {"gpipe", "1f1b", "2bw", "pipedream"}) {
+  for (const std::string name : {"gpipe", "1f1b", "2bw", "pipedream"}) {
     auto schedule = makeSchedule(name);
     ASSERT_TRUE(schedule.ok());
     for (const std::vector<int>& r : layouts) {
@@ -225,7 +225,7 @@ TEST(RoundRobin, EveryScheduleRunsOverStagesReplicatedUnevenly) {
 // Every stage replicated alike, the dealt order of replica j is the order
 // each copy of the pipeline runs on its own: round-robin generalises it.
 TEST(RoundRobin, EvenReplicasDealTheOrderOfEachCopy) {
-  for (const std::string& name : {"gpipe", "1f1b", "2bw", "pipedream"}) {
+  for (const std::string name : {"gpipe", "1f1b", "2bw", "pipedream"}) {
     auto schedule = makeSchedule(name);
     ASSERT_TRUE(schedule.ok());
     for (int p = 1; p <= 4; ++p) {
