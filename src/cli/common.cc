@@ -2,9 +2,8 @@
 
 #include <fmt/format.h>
 
-
-#include "core/units.h"
 #include "cli/torch_side.h"
+#include "core/units.h"
 
 namespace hydrozoa::cli {
 
