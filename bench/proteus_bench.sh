@@ -10,7 +10,10 @@
 # side, in one run:
 #  - 4 on demand (tiers reliable=4, transient=0);
 #  - 1 on demand + 3 spot bidding the on-demand price, 5 s notices (they
-#    leave at a step boundary and come back when the price falls);
+#    leave at a step boundary, the reliable worker regrouping alone in its
+#    running process, and come back when the price falls); and the same
+#    with every change restarting every worker (regroup: false, NOTE
+#    [Regrouping at a step boundary]);
 #  - 1 on demand + up to 3 spot bid for by BidBrain (how many and at what
 #    bid, NOTE [BidBrain in a live run]);
 #  - 4 spot bidding the on-demand price, all transient: evicted, the run
@@ -22,8 +25,10 @@
 # Billed as the thesis's cloud (and the simulator): per hour begun, an hour
 # cut short by an eviction not charged.
 # Each row: the wall time to the steps, the trace hours they covered, the
-# market's bill in trace time and per 100 steps, the eviction notices and
-# the workers taken.
+# market's bill in trace time and per 100 steps, the eviction notices, the
+# transient instance-hours, and the median stall of a leave and of a
+# return (wall seconds from the last step before the change to the first
+# after it).
 #
 #   bench/proteus_bench.sh [STEPS=2000] [SPEED=720] [CPU_LIMIT=0.45]
 set -euo pipefail
@@ -36,9 +41,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp examples/spot_prices.json "$work/trace.json"
 echo "cnn (width 0.5) on fashion-mnist, global batch 128, $steps steps; containers of $cpus vCPUs; $(nproc) cores; c4.xlarge/us-east-1b replayed ${speed}x"
-printf '%-34s %8s %8s %9s %10s %8s %8s\n' tiers wall_s trace_h usd usd/100st notices spot_h
+printf '%-40s %8s %8s %9s %10s %8s %8s %8s %8s\n' tiers wall_s trace_h usd usd/100st notices spot_h leave_s return_s
+runs=0
 row() {  # label reliable transient bidder [", KEY: VALUE" (tiers) [notice]]
-  local label=$1 name=run-$2-$3-$4${6:-}
+  runs=$((runs + 1))
+  local label=$1 name=run-$runs
   cat > "$work/$name.yaml" <<YAML
 name: proteus-bench
 model: {name: cnn, options: {width: 0.5}}
@@ -61,12 +68,15 @@ t = s["tiers"]
 wall = s["wall_seconds"]
 if s["steps"]["done"] != int(sys.argv[3]):
     sys.exit(f"{sys.argv[2]}: ran {s['steps']['done']} steps, not {sys.argv[3]}")
-print(f"{sys.argv[2]:<34} {wall:8.1f} {t['trace_hours']:8.1f} {t['usd']['total']:9.2f} "
-      f"{100 * t['usd']['total'] / int(sys.argv[3]):10.3f} {t['eviction_notices']:8d} {t['transient_hours']:8.1f}")
+stall = lambda key: f"{t[key]:8.2f}" if key in t else f"{'-':>8}"
+print(f"{sys.argv[2]:<40} {wall:8.1f} {t['trace_hours']:8.1f} {t['usd']['total']:9.2f} "
+      f"{100 * t['usd']['total'] / int(sys.argv[3]):10.3f} {t['eviction_notices']:8d} {t['transient_hours']:8.1f} "
+      f"{stall('leave_stall_s')} {stall('return_stall_s')}")
 PY
 }
 row "4 on demand" 4 0 fixed
 row "1 on demand + 3 spot, bid on-demand" 1 3 fixed
+row "1 on demand + 3 spot, bid o-d, restarts" 1 3 fixed ", regroup: false"
 row "1 on demand + ≤3 spot, BidBrain" 1 3 bidbrain
 row "4 spot, ckpt-restart, 5 s notice" 0 4 fixed ", checkpoint_restart: true"
 row "4 spot, ckpt-restart, no notice" 0 4 fixed ", checkpoint_restart: true" 0

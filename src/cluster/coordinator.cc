@@ -182,9 +182,18 @@ bool Job::receiveOne(int timeoutMs) {
     handle(rank, m);
     return true;
   }
+  const int id = idOf(sender);
+  for (WorkerState& w : leaving_) {  // left at a regroup, stopping
+    if (w.id == id && m.value("type", "") == "done") control_->send(from(id), {{"type", "done_ack"}});
+  }
+  for (WorkerState& w : joining_) {  // to join at a regroup, waiting for its role
+    if (w.id != id) continue;
+    w.last_seen = Clock::now();
+    if (m.value("type", "") == "register" && !w.registered) onRegistered(w, gen_);
+    if (m.value("type", "") == "error") (void)failure(fmt::format("{}, started to join, failed: {}", w.name(), m.value("message", "")));
+  }
   // A pre-started worker of the next generation: running (billed) and
   // waiting for its role until the boundary.
-  const int id = idOf(sender);
   for (WorkerState& w : next_) {
     if (w.id != id) continue;
     const std::string type = m.value("type", "");
@@ -208,6 +217,7 @@ void Job::handle(int rank, const Json& m) {
     noteReadyIfScaling();
   } else if (type == "ready") {
     w.ready = true;
+    if (training_) control_->send(from(id), {{"type", "go"}});  // joined at a regroup
   } else if (type == "file_chunk" || type == "fetch" || type == "stored_file") {
     onFile(w, m);
   } else if (type == "heartbeat") {
@@ -236,9 +246,12 @@ void Job::handle(int rank, const Json& m) {
       a.compute[static_cast<size_t>(w.stage)] += m.value("compute_s", 0.0);
       a.allreduce[static_cast<size_t>(w.stage)] += m.value("allreduce_s", 0.0);
     }
-    if (a.reports == W_) {
+    // From a regroup's step on, once it has happened (NOTE [Regrouping at a
+    // step boundary]: maybeRegroup() then completes those in).
+    if (a.reports == reportsFor(step) && (regroupAt_ < 0 || step < regroupAt_)) {
       onStepComplete(step, a);
       steps_.erase(step);
+      maybeRegroup();
     }
   } else if (type == "eval") {
     const std::int64_t epoch = m.value("epoch", std::int64_t{0});
@@ -293,6 +306,7 @@ void Job::handle(int rank, const Json& m) {
         if (channel_ && latest.ok() && *latest) channel_->keepState(step, (*latest)->dir);
       }
       finalized_ = step;
+      maybeRegroup();  // joiners wait for this save
       stepSamples_.erase(stepSamples_.begin(), stepSamples_.lower_bound(step));  // never rolled back past it
       lastStepAt_ = Clock::now();
       checkpoints_.erase(step);
@@ -491,6 +505,8 @@ void Job::stopWorkers(Seconds grace) {
   for (const WorkerExit& e : launcher_->stopAll(grace)) record(e);
   for (const auto& w : workers_) ledger_.stop(w.id, now());
   for (const auto& w : next_) ledger_.stop(w.id, now());
+  for (const auto& w : leaving_) ledger_.stop(w.id, now());
+  for (const auto& w : joining_) ledger_.stop(w.id, now());
 }
 
 // Where the system the workers ran on accounts for them (Slurm's sacct),

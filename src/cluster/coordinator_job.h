@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -167,8 +168,20 @@ class Job {
   void bidBrain(Seconds t);
   sim::BidChoice chooseTierBid(Seconds wall) const;
   void issueTierStop();
+  // NOTE [Regrouping at a step boundary]: whether the change can keep the
+  // survivors running, the step it then happens at (*at, moved off an
+  // epoch's start), and the change itself once that step's predecessor is
+  // complete.
+  bool canRegroup(std::int64_t* at) const;  // at null: whether it could
+  bool joinersReady();
+  void dropJoiners();  // retired, released
+  void maybeRegroup();
+  // The reports that complete `step`: this generation's workers', or the
+  // regrouped ones' from the regroup's step on.
+  int reportsFor(std::int64_t step) const { return regroupAt_ >= 0 && step >= regroupAt_ ? regroupWorkers_ : W_; }
   void evictTransients(const std::string& why);
-  Status tiersAtNewGeneration();
+  // `active`: the transient replicas of the new generation (-1: those held).
+  Status tiersAtNewGeneration(int active = -1);
   bool interruptAsked() const;  // Ctrl-C, or the handle's stop or preemption
   Status waitForTransients();
   void buyTransients(Seconds t);  // all T at the fixed bid, back at the next generation
@@ -286,14 +299,25 @@ class Job {
   double tierBid_ = 0;             // the fixed bidder's bid (BidBrain's first allocation's)
   bool tierStopIssued_ = false;    // this generation was told where to stop for the change
   double noticeDeadline_ = -1;     // training seconds at which the noticed workers are taken
+  double tierPolled_ = 0;          // training seconds at the last look at the market
   double tierDecideAt_ = 0;        // BidBrain's next decision, training seconds
   int tierNotices_ = 0, tierTaken_ = 0, tierReturns_ = 0, tierDecisions_ = 0;
   double tierWaited_ = 0;          // wall seconds without a worker (checkpoint-restart)
-  std::vector<double> tierChanges_;  // wall seconds each change stalled the job: last step to first step
+  // Wall seconds each change stalled the job, last step to first step: [0]
+  // transient workers leaving, [1] coming back.
+  std::array<std::vector<double>, 2> tierStalls_;
   Clock::time_point tierChangeFrom_{};  // a change's last step before it, until the first after it
+  bool tierChangeLeft_ = false;         // and whether it is a leave
+  int tierRegroups_ = 0;                // leaves that regrouped the survivors
   Clock::time_point lastStepEnd_{};     // the last step's report (lastStepAt_ also moves at saves)
-  Seconds tierRestartSeconds() const;
+  Seconds tierEvictionStall() const;
   std::set<int> evictedIds_;       // workers the market took (their loss is no failure)
+  std::int64_t regroupAt_ = -1;    // the survivors regroup before this step (-1: none asked)
+  int regroupWorkers_ = 0;         // and are these many
+  std::vector<WorkerState> leaving_;  // left at a regroup: answered until they exit
+  std::vector<WorkerState> joining_;  // started to join at a regroup, waiting for their role
+  Clock::time_point regroupAsked_{};
+  bool tierJoinFailed_ = false;       // a joiner could not start: returns restart every worker
   int segmentReplicas_ = 1;        // the segment's replicas (A_ unless the transient ones are gone)
 
   // Scaling (NOTE [Changing the replicas]).

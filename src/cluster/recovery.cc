@@ -64,6 +64,27 @@ std::vector<std::pair<WorkerExit, WorkerState*>> Job::endedWorkers() {
 
 void Job::onOtherExit(const WorkerExit& e) {
   ledger_.stop(e.id, now());
+  for (auto it = leaving_.begin(); it != leaving_.end(); ++it) {  // left at a regroup (NOTE [Regrouping at a step boundary])
+    if (it->id != e.id) continue;
+    exits_.emplace_back(it->name(), e.how);
+    leaving_.erase(it);
+    return;
+  }
+  for (auto it = joining_.begin(); it != joining_.end(); ++it) {  // started to join at a regroup
+    if (it->id != e.id) continue;
+    const std::string name = it->name();
+    exits_.emplace_back(name, e.how);
+    joining_.erase(it);
+    if (regroupAt_ >= 0) {  // the survivors wait for it at the regroup: lost, as a transient worker
+      evictedIds_.insert(e.id);
+      (void)failure(fmt::format("{}, started to join at step {}, {}; see {}", name, regroupAt_, e.how,
+                                run_.workerLog(e.id)));
+    } else {  // issueTierStop() lets the others go: the return restarts every worker
+      spdlog::warn("{}, started to join, {}; the transient workers come back with a new generation", name, e.how);
+      tierJoinFailed_ = true;
+    }
+    return;
+  }
   for (WorkerState& w : next_) {
     if (w.id != e.id) continue;
     // Started again at the boundary.
@@ -183,6 +204,9 @@ Status Job::recover() {
 
   // End this generation (not the next one's pre-started workers); restore.
   retire(workers_, 1.0);
+  retire(leaving_, 1.0);
+  leaving_.clear();
+  dropJoiners();  // started to join at a regroup that did not happen
   run_.removePartialCheckpoints();
   auto latest = run_.latestCheckpoint();
   std::int64_t restore = 0;

@@ -65,7 +65,7 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
   const double dt = std::chrono::duration<double>(now - lastStepAt_).count();
   lastStepAt_ = lastStepEnd_ = now;
   if (tierChangeFrom_ != Clock::time_point{}) {  // a tier change's stall, from the last step before it
-    tierChanges_.push_back(std::chrono::duration<double>(now - tierChangeFrom_).count());
+    tierStalls_[tierChangeLeft_ ? 0 : 1].push_back(std::chrono::duration<double>(now - tierChangeFrom_).count());
     tierChangeFrom_ = {};
   }
   ++stepsDone_;

@@ -230,6 +230,9 @@ Status Job::rescale() {
   const std::int64_t epoch = epochs_.epochOf(reached_);  // 0-based, about to begin
   const int before = A_, workersBefore = W_, stagesBefore = B_;
   retire(workers_, 5.0);  // they have said done; released, no longer billed
+  retire(leaving_, 5.0);  // left at a regroup, if any still runs
+  leaving_.clear();
+  dropJoiners();  // started to join at a regroup that did not happen
   const bool reinvoked = reinvoking_;
   reinvoking_ = false;
   resizeIssued_ = false;
@@ -296,8 +299,9 @@ Status Job::rescale() {
     if (w.registered) sendAssign(w);
   }
   if (tiered) {
-    tierChangeFrom_ = lastStepEnd_;  // to the first step (onStepComplete): the change's stall, for BidBrain
     const bool left = A_ < before;
+    tierChangeFrom_ = lastStepEnd_;  // to the first step (onStepComplete): the change's stall, for BidBrain
+    tierChangeLeft_ = left;
     Json event = tierEvent(left ? "transient_tier_left" : "transient_tier_back");
     event["replicas_before"] = before;
     event["replicas"] = A_;

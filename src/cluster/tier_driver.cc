@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <thread>
+#include <utility>
 
 namespace hydrozoa::cluster::coordinator {
 
@@ -24,7 +25,8 @@ namespace hydrozoa::cluster::coordinator {
 // transient workers get a notice with a deadline (`notice` of wall time):
 // the workers are told to stop at a step no worker has begun (agreedStep())
 // and save it there, and the next generation is the R reliable replicas
-// alone, started from that save: nothing is redone. The global batch
+// alone, regrouped in their running processes (or started from that save
+// where they cannot regroup): nothing is redone. The global batch
 // stays: the reliable replicas take M·(R + T)/R microbatches each, and since
 // the sampler cuts a step's samples in order into microbatches of the same
 // size wherever the replica boundaries fall, and seeds each by its index in
@@ -35,8 +37,9 @@ namespace hydrozoa::cluster::coordinator {
 // deadline is taken (SIGKILL), as the cloud would; with `notice: 0` they are
 // taken at once. Either way that is a lost worker, recovered from the live
 // reliable replicas (NOTE [Recovering from a lost worker]) and not counted
-// in max_recoveries. Gloo's groups cannot shrink, so the reliable workers
-// start again with the new generation too (about a second here).
+// in max_recoveries. Leaving with notice, the survivors regroup without
+// restarting (NOTE [Regrouping at a step boundary]); coming back, every
+// worker starts again with the new generation (about a second here).
 //
 // NOTE [BidBrain in a live run]
 // With `bidder: bidbrain` the coordinator bids as BidBrain (seed 002 §4.3;
@@ -55,12 +58,13 @@ namespace hydrozoa::cluster::coordinator {
 // divides M·(R + T); k = T always can), and a change of k is a new
 // generation at a step boundary like an eviction. It holds one allocation at
 // a time where the simulator's BidBrain may hold several in several
-// markets. And it charges an eviction what it costs this runtime: every
-// change of the transient workers is a new generation of all R + k
-// workers, two per eviction, so W loses β·(R + k)·2·r, r the stall of a
-// change as measured in this run (tierRestartSeconds(), in trace hours at
+// markets. And it charges an eviction what it costs this runtime: two
+// changes of the transient workers, the evicted leaving (the survivors
+// regroup, NOTE [Regrouping at a step boundary]) and new ones joining (a new
+// generation of all R + k workers), so W loses β·(R + k)·s, s the two
+// stalls as measured in this run (tierEvictionStall(), in trace hours at
 // the replay's speed). Without that term, in which an evicted hour is
-// free work, BidBrain bids low and pays each eviction in restarts
+// free work, BidBrain bids low and pays each eviction in stalls
 // (bench/proteus_bench.sh).
 
 Json Job::tierEvent(const char* name) const {
@@ -103,18 +107,24 @@ sim::BidChoice Job::chooseTierBid(Seconds wall) const {
     if (microbatches % (R + k) == 0) counts.push_back(k);
   }
   return sim::chooseBid(tierMarket_->market(), tierMarket_->onDemand(), R, counts, sim::BidBrainOptions{}.deltas,
-                        tierMarket_->traceTime(wall), tierRestartSeconds() * spec_.tiers.speed / 3600);
+                        tierMarket_->traceTime(wall), tierEvictionStall() * spec_.tiers.speed / 3600);
 }
 
-// What a change of the transient workers stalls the job: the median of the
-// changes measured, else the first generation's start (launch to training),
-// else 2 s (what one took on the 2-core machine the defaults were set on).
-Seconds Job::tierRestartSeconds() const {
-  if (!tierChanges_.empty()) return median(tierChanges_);
+// What an eviction stalls the job: its two changes of the transient
+// workers, each the median of those of its kind measured (the leaves, the
+// returns), else of the other kind, else the first generation's start
+// (launch to training), else 2 s (what one took on the 2-core machine the
+// defaults were set on).
+Seconds Job::tierEvictionStall() const {
+  Seconds fallback = 2;
   if (trainingStart_ != Clock::time_point{} && launched_ != Clock::time_point{}) {
-    return std::chrono::duration<double>(trainingStart_ - launched_).count();
+    fallback = std::chrono::duration<double>(trainingStart_ - launched_).count();
   }
-  return 2;
+  const std::vector<double>& leaves = tierStalls_[0];
+  const std::vector<double>& returns = tierStalls_[1];
+  const Seconds leave = !leaves.empty() ? median(leaves) : !returns.empty() ? median(returns) : fallback;
+  const Seconds back = !returns.empty() ? median(returns) : !leaves.empty() ? median(leaves) : fallback;
+  return leave + back;
 }
 
 void Job::pollTiers() {
@@ -123,12 +133,14 @@ void Job::pollTiers() {
   TierMarket& m = *tierMarket_;
   if (!m.started()) {  // the instances' hours begin with the training
     m.start(t);
+    tierPolled_ = t;
     if (tierTarget_ > 0) m.acquire(t, tierTarget_, tierBid_);
   }
   m.advance(t);
   if (spec_.tiers.transient == 0) return;  // all on demand: nothing to evict
   // The cloud: the held instances are evicted when the price passes their bid.
-  if (m.held() > 0 && m.outbid(t)) {
+  const Seconds polled = std::exchange(tierPolled_, t);
+  if (m.held() > 0 && m.outbidBetween(polled, t)) {
     const int held = m.held();
     m.evict(t);
     tierDecideAt_ = t;  // BidBrain decides right after an eviction
@@ -178,7 +190,7 @@ void Job::bidBrain(Seconds t) {
     event["workers"] = c.count;
     event["bid"] = c.bid;
     event["cost_per_work"] = c.cost_per_work;
-    event["restart_s"] = tierRestartSeconds();
+    event["eviction_stall_s"] = tierEvictionStall();
     report(event);
   };
   if (m.lapsing()) return;  // let go at its hour's end; then a new decision
@@ -198,7 +210,7 @@ void Job::bidBrain(Seconds t) {
   // Holding some: at their hour's end, keep, resize or let go.
   if (m.hourLeft(t) > std::max(defaults.decision_interval / spec_.tiers.speed, 1.0)) return;
   const double keep = sim::costPerWork(m.market(), m.onDemand(), spec_.tiers.reliable, m.held(), m.bid(),
-                                       m.traceTime(t), tierRestartSeconds() * spec_.tiers.speed / 3600);
+                                       m.traceTime(t), tierEvictionStall() * spec_.tiers.speed / 3600);
   const sim::BidChoice c = chooseTierBid(t);
   if (c.count == 0 && keep >= m.onDemand()) {
     m.lapse();
@@ -211,14 +223,188 @@ void Job::bidBrain(Seconds t) {
   }
 }
 
+// NOTE [Regrouping at a step boundary]
+// Gloo's groups cannot shrink or grow, but a process can leave one and join
+// another. So a change of the transient workers restarts no worker that
+// stays. When some leave (an eviction notice, or BidBrain holding fewer),
+// the leavers are told to stop at the agreed step S and the others to
+// regroup there ("regroup": the new generation's number, width and
+// microbatches per replica). When some come back, they are started at once
+// (the instances are bought and billed from then, as the cloud would boot
+// them) and wait for their role; once all have registered, the running
+// workers are told to regroup at S. With joiners, every worker of the old
+// group saves S at S as a stop would (the buffers averaged over the old
+// group, replica 0 writes: the joiners' state); a leave saves nothing (the
+// survivors hold the state; measured on the tiers test, shipping that save
+// was 0.4 s of a 0.46 s regroup). Then each running worker drops
+// its transport, syncs, channels, loaders and step executor and builds
+// them again for its place in the new group, its rendezvous under the new
+// generation's prefix of the store, keeping its model, optimizer state,
+// data sets and process (its libtorch loaded, its container, its cores).
+// The coordinator switches to the new group once step S − 1 is complete
+// and, with joiners, S's save is finalized (maybeRegroup()); it then sends
+// the joiners their role (start at S, from that save), and they load it and
+// meet the others at the rendezvous. Meanwhile reportsFor() counts the new
+// group's reports of S and later, which wait for the switch; the leavers
+// are answered until they exit. The job token stays: the running workers
+// are the authenticated processes they were, and the joiners got it at
+// launch. What regroups: the replicas of one stage without tensor groups
+// or a channel, under a flushing schedule, the tiers' own case (and joins
+// need a launcher that runs two sets of workers at once); S is moved off
+// an epoch's first step (the epoch's evaluation reports count the old
+// group). Otherwise, with `regroup: false`, or once a joiner failed to
+// start, a change is a new generation of every worker. Measured on the
+// bench's CNN (bench/proteus_bench.sh): see bench/README.md.
+bool Job::canRegroup(std::int64_t* at) const {
+  const int after = spec_.tiers.reliable + tierTarget_;
+  const std::int64_t microbatches = static_cast<std::int64_t>(gen_.num_microbatches) * A_;
+  const bool flushing = gen_.schedule == plan::ScheduleKind::kGPipe || gen_.schedule == plan::ScheduleKind::kOneFOneB;
+  const bool joins = tierTarget_ > tierActive_;
+  if (!spec_.tiers.regroup || tierTarget_ == tierActive_ || after < 1 || B_ != 1 || T_ != 1 || W_ != A_ ||
+      !stageReplicas_.empty() || channel_ || spec_.flexrr.enabled || policy_->usesMetrics() || !flushing ||
+      microbatches % after != 0 || (joins && (tierJoinFailed_ || !launcher_->overlapsGenerations()))) {
+    return false;
+  }
+  if (at == nullptr) return true;
+  if (epochs_.stepInEpoch(*at) == 0) ++*at;
+  return *at < genStop_;
+}
+
+void Job::dropJoiners() {
+  retire(joining_, 0.5);
+  joining_.clear();
+}
+
+// The transient workers of a return, started now (billed from their
+// registration, as the instances are from the market's acquire): they wait
+// for their role until the survivors' regroup takes them in. True once all
+// have registered.
+bool Job::joinersReady() {
+  const int want = tierTarget_ - tierActive_;
+  if (!joining_.empty() && static_cast<int>(joining_.size()) != want) {  // the change changed: start again
+    dropJoiners();
+  }
+  if (joining_.empty()) {
+    const std::vector<WorkerState> all = layout(A_ + want, B_, {});
+    for (const WorkerState& w : all) {
+      if (w.replica >= A_) joining_.push_back(w);
+    }
+    for (WorkerState& w : joining_) {
+      if (Status s = launch(w, token_, generation_ + 1, gen_.stages[0], stageMemory_[0]); !s.ok()) {
+        spdlog::warn("could not start {} to join: {}; the transient workers come back with a new generation",
+                     w.name(), s.message());
+        dropJoiners();
+        tierJoinFailed_ = true;
+        return false;
+      }
+    }
+  }
+  return std::all_of(joining_.begin(), joining_.end(), [](const WorkerState& w) { return w.registered; });
+}
+
 void Job::issueTierStop() {
   if (tierStopIssued_ || !training_ || stopping_ || reinvoking_) return;  // a generation starting: at its start
-  const std::int64_t at = std::max(resumeStep_ + 1, agreedStep());
+  if (tierTarget_ <= tierActive_ && !joining_.empty()) {  // a return called off (evicted again) before it happened
+    dropJoiners();
+  }
+  if (tierTarget_ > tierActive_ && canRegroup(nullptr) && !joinersReady()) return;  // asked again at the next poll
+  std::int64_t at = std::max(resumeStep_ + 1, agreedStep());
   tierStopIssued_ = true;
   if (at >= genStop_) return;  // this generation ends before that anyway; the next one has the change
+  if (canRegroup(&at)) {
+    regroupAt_ = at;
+    regroupWorkers_ = spec_.tiers.reliable + tierTarget_;
+    regroupAsked_ = Clock::now();
+    const std::int64_t microbatches = static_cast<std::int64_t>(gen_.num_microbatches) * A_ / regroupWorkers_;
+    const bool save = !joining_.empty();  // the joiners' state
+    for (const auto& w : workers_) {
+      if (w.replica < regroupWorkers_) {
+        control_->send(from(w.id), {{"type", "regroup"},
+                                    {"at_step", at},
+                                    {"generation", generation_ + 1},
+                                    {"replicas", regroupWorkers_},
+                                    {"microbatches", microbatches},
+                                    {"checkpoint", save}});
+      } else {
+        control_->send(from(w.id), {{"type", "stop"}, {"at_step", at}, {"checkpoint", save}});
+      }
+    }
+    return;
+  }
+  if (!joining_.empty()) {  // the return happens with the next generation instead
+    dropJoiners();
+  }
   genStop_ = at;
   for (const auto& w : workers_) {
     control_->send(from(w.id), {{"type", "stop"}, {"at_step", at}, {"checkpoint", true}});
+  }
+}
+
+void Job::maybeRegroup() {
+  if (regroupAt_ < 0 || reached_ < regroupAt_) return;
+  if (!joining_.empty() && finalized_ != regroupAt_) {  // the joiners start from the boundary's save
+    if (since(regroupAsked_) > std::max(60.0, spec_.start_timeout)) {
+      (void)failure(fmt::format("the state at step {} was not saved for the transient workers joining there",
+                                regroupAt_));
+    }
+    return;
+  }
+  const std::int64_t at = regroupAt_;
+  const int before = A_;
+  const bool joined = !joining_.empty();
+  if (joined) {
+    auto latest = run_.latestCheckpoint();
+    if (!latest.ok() || !*latest || (*latest)->step != at) {
+      (void)failure(fmt::format("the state at step {} was not saved, so the transient workers cannot join there; "
+                                "resume with hydrozoa train --resume {}",
+                                at, run_.root()));
+      return;
+    }
+    checkpoint_ = (*latest)->dir;
+  }
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (it->replica < regroupWorkers_) {
+      ++it;
+      continue;
+    }
+    leaving_.push_back(*it);
+    it = workers_.erase(it);
+  }
+  // The transient workers of the new group (tierTarget_ may have changed
+  // since the regroup was asked: the next change brings that).
+  (void)tiersAtNewGeneration(regroupWorkers_ - spec_.tiers.reliable);
+  if (Status s = useGenerationPlan(at); !s.ok()) {
+    (void)failure(s.message());
+    return;
+  }
+  setReplicas(epochs_.atStep(at).replicas);
+  makeSampler();
+  ++generation_;
+  store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
+  resumeStep_ = at;
+  tierChangeFrom_ = lastStepEnd_;  // to the first step after it (onStepComplete): the change's stall
+  tierChangeLeft_ = !joined;
+  for (WorkerState& w : joining_) {  // their role: the new group's, from the save at the boundary
+    w.last_seen = Clock::now();
+    workers_.push_back(w);
+    sendAssign(w);
+  }
+  joining_.clear();
+  Json event = tierEvent(joined ? "transient_tier_back" : "transient_tier_left");
+  event["replicas_before"] = before;
+  event["replicas"] = A_;
+  event["step"] = at;
+  event["regrouped"] = true;
+  report(event);
+  ++tierRegroups_;
+  progress_.note(fmt::format("Step {}: {} → {} replicas ({}); nothing redone, the same global batch", at, before, A_,
+                             joined ? "transient workers joined the running ones"
+                                    : "transient workers left at the step boundary; the others regrouped without "
+                                      "restarting"));
+  // The survivors' reports of the steps since may all be in.
+  for (auto it = steps_.begin(); it != steps_.end() && it->second.reports == W_;) {
+    onStepComplete(it->first, it->second);
+    it = steps_.erase(it);
   }
 }
 
@@ -239,12 +425,13 @@ void Job::buyTransients(Seconds t) {
   report(tierEvent("transient_tier_available"));
 }
 
-Status Job::tiersAtNewGeneration() {
+Status Job::tiersAtNewGeneration(int active) {
   if (!tierMarket_) return Status();
   tierStopIssued_ = false;
+  regroupAt_ = -1;
   evictedIds_.clear();
   noticeDeadline_ = -1;
-  tierActive_ = tierTarget_;
+  tierActive_ = active >= 0 ? active : tierTarget_;
   if (spec_.tiers.reliable + tierActive_ == 0) return waitForTransients();
   return Status();
 }
@@ -309,7 +496,10 @@ Json Job::tiersSummary() const {
   j["workers_taken"] = tierTaken_;  // still running at the deadline, or evicted without notice
   j["returns"] = tierReturns_;      // the transient tier (re)acquired
   if (spec_.tiers.bidder == "bidbrain") j["decisions"] = tierDecisions_;
-  if (!tierChanges_.empty()) j["change_stall_s"] = median(tierChanges_);  // per change of the transient workers
+  // Per change of the transient workers: last step before it to first after.
+  if (!tierStalls_[0].empty()) j["leave_stall_s"] = median(tierStalls_[0]);
+  if (!tierStalls_[1].empty()) j["return_stall_s"] = median(tierStalls_[1]);
+  j["regroups"] = tierRegroups_;
   if (spec_.tiers.checkpoint_restart) {
     j["checkpoint_restart"] = true;
     j["waited_trace_hours"] = tierWaited_ * spec_.tiers.speed / 3600;

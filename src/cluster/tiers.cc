@@ -27,6 +27,7 @@ Result<TierSpec> readTiers(const Json& j, const std::string& where) {
   if (r.has("notice")) t.notice = r.seconds("notice");
   t.start = r.optString("start").value_or("");
   if (r.has("checkpoint_restart")) t.checkpoint_restart = r.boolean("checkpoint_restart");
+  if (r.has("regroup")) t.regroup = r.boolean("regroup");
   r.rejectUnknownKeys();
   HZ_RETURN_IF_ERROR(r.status());
   HZ_RETURN_IF_ERROR(validateTiers(t, where));
@@ -39,6 +40,7 @@ Json tiersToJson(const TierSpec& t) {
             {"notice", t.notice},     {"start", t.start}};
   if (t.bid) j["bid"] = *t.bid;
   if (t.checkpoint_restart) j["checkpoint_restart"] = true;
+  if (!t.regroup) j["regroup"] = false;
   return j;
 }
 
@@ -139,6 +141,13 @@ void TierMarket::start(Seconds wall) {
   firstWall_ = lastWall_ = wall;
   reliableHour_ = traceTime(wall);
   reliableHours_ = 1;
+}
+
+bool TierMarket::outbidBetween(Seconds from, Seconds to) const {
+  if (outbid(to)) return true;
+  const Seconds a = traceTime(from), b = traceTime(to);
+  return std::any_of(market_.prices.begin(), market_.prices.end(),
+                     [&](const auto& p) { return p.first > a && p.first <= b && p.second > bid_; });
 }
 
 void TierMarket::advance(Seconds wall) {

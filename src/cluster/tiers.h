@@ -38,6 +38,10 @@ struct TierSpec {
   // stops at a step boundary and restarts from its checkpoint when the
   // price falls to the bid (NOTE [Checkpoint-restart]).
   bool checkpoint_restart = false;
+  // Transient workers that leave (evicted with notice, or fewer held) leave
+  // the others running, regrouped at the step boundary; false: every change
+  // restarts all workers (NOTE [Regrouping at a step boundary]).
+  bool regroup = true;
   bool enabled() const { return reliable > 0 || checkpoint_restart; }
 };
 
@@ -45,7 +49,7 @@ struct TierSpec {
 // checkpoint_restart: validateTiers says so).
 Status parseTierCounts(const std::string& text, const std::string& what, TierSpec* spec);
 // cluster.tiers: {reliable, transient, spot_trace, market, bid, bidder, speed, notice, start,
-// checkpoint_restart}.
+// checkpoint_restart, regroup}.
 Result<TierSpec> readTiers(const Json& j, const std::string& where);
 Json tiersToJson(const TierSpec& t);
 // The values, without reading the trace (`what` names the field).
@@ -72,6 +76,9 @@ class TierMarket {
   Seconds traceTime(Seconds wall) const { return start_ + wall * speed_; }
   double price(Seconds wall) const { return market_.priceAt(traceTime(wall)); }
   bool outbid(Seconds wall) const { return price(wall) > bid_; }
+  // Whether the price passed the bid at any moment in (from, to] of wall
+  // time: the cloud evicts then, however late the coordinator looks.
+  bool outbidBetween(Seconds from, Seconds to) const;
 
   // The bill. start(): the reliable instances' first hour begins (once);
   // acquire(): `count` transient instances bidding `bid` (a held allocation

@@ -93,6 +93,10 @@ std::vector<WorkerState> Job::layout(int replicas, int stages, const std::vector
     if (launcher_->alive(w.id)) taken.insert(w.id);
   }
   for (const auto& w : next_) taken.insert(w.id);
+  for (const auto& w : joining_) taken.insert(w.id);
+  for (const auto& w : leaving_) {
+    if (launcher_->alive(w.id)) taken.insert(w.id);
+  }
   // Replica-major ranks (plan::workerRank), a tensor group's T_ workers
   // consecutive (NOTE [Ranks of a 3D grid], plan/plan.h).
   std::vector<std::pair<int, int>> places;  // (replica, stage)

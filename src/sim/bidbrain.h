@@ -75,21 +75,21 @@ std::pair<double, double> expectedCostAndWork(int k, double price, const Evictio
 // spot instances at `deltas` above the market's price at `now` with the
 // lowest expected cost per work E, if it is lower than the reliable ones'
 // alone; count 0 if none is. β and τ come from the history before `now`
-// alone: a live run does not know the prices to come. `restartHours`: how
-// long each change of the transient instances stalls every instance of the
-// job (the live runtime restarts them all, twice per eviction: when the
-// evicted leave and when new ones join); an allocation's expected work
-// loses β·(reliable + k)·2·restartHours. The simulator's AgileML loses none.
+// alone: a live run does not know the prices to come. `stallHours`: how
+// long an eviction stalls every instance of the job (in the live runtime,
+// two changes: the evicted leave, the survivors regrouping, and new ones
+// join, every worker starting again); an allocation's expected work loses
+// β·(reliable + k)·stallHours. The simulator's AgileML loses none.
 struct BidChoice {
   int count = 0;
   double bid = 0;            // USD/h
   double cost_per_work = 0;  // E with it (without: the on-demand price)
 };
 BidChoice chooseBid(const SpotMarket& m, double onDemand, int reliable, const std::vector<int>& counts,
-                    const std::vector<double>& deltas, Seconds now, double restartHours = 0);
+                    const std::vector<double>& deltas, Seconds now, double stallHours = 0);
 // E of `reliable` on demand and `count` spot instances bidding `bid`, at `now`.
 double costPerWork(const SpotMarket& m, double onDemand, int reliable, int count, double bid, Seconds now,
-                   double restartHours = 0);
+                   double stallHours = 0);
 
 // All-on-demand, spot with checkpoint-restart, a fixed bid, BidBrain; in
 // that order. Fails when the history lacks an on-demand price for a type it

@@ -43,9 +43,17 @@ TEST(Tiers, AJobSpecsTiersPinItsReplicasAndRoundTrip) {
   EXPECT_DOUBLE_EQ(*s->tiers.bid, 0.2);
   EXPECT_DOUBLE_EQ(s->tiers.notice, 2);
   EXPECT_EQ(s->tiers.bidder, "fixed");
+  EXPECT_TRUE(s->tiers.regroup);  // NOTE [Regrouping at a step boundary]
   auto again = parseJobSpec(jobSpecToJson(*s), "job.yaml");
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(jobSpecToJson(*again), jobSpecToJson(*s));
+  // Every change restarting every worker, for comparison.
+  s = parse("model: {name: mlp}\ncluster:\n  tiers: {reliable: 1, transient: 1, spot_trace: t.json, regroup: false}\n");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_FALSE(s->tiers.regroup);
+  again = parseJobSpec(jobSpecToJson(*s), "job.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_FALSE(again->tiers.regroup);
   // All transient, the state in checkpoints.
   s = parse("model: {name: mlp}\ncluster:\n  tiers: {reliable: 0, transient: 4, spot_trace: t.json, "
             "checkpoint_restart: true}\n");
@@ -86,6 +94,7 @@ TEST(Tiers, BadTiersAreOneErrorNamingThem) {
        "scaling.policy adabatch"},
       {"cluster: {tiers: {reliable: 1, transient: 2, spot_trace: t.json}}\ntraining: {global_batch: 64}",
        "3 replicas do not divide"},
+      {"cluster: {tiers: {reliable: 1, transient: 3, spot_trace: t.json, regroup: sometimes}}", "regroup"},
   };
   for (const Case& c : cases) {
     auto s = parse(head + c.yaml);
@@ -128,6 +137,10 @@ TEST(Tiers, TheMarketReplaysTheTraceAndBillsInTraceTime) {
   EXPECT_TRUE(m->outbid(1.5));  // 01:30 in the trace
   EXPECT_FALSE(m->outbid(2.5));
   EXPECT_FALSE(m->outbid(1000));  // past its end the last price holds
+  // A spike between two looks is still an eviction (the cloud's, at once).
+  EXPECT_TRUE(m->outbidBetween(0.5, 2.5));
+  EXPECT_FALSE(m->outbidBetween(2.0, 2.5));
+  EXPECT_FALSE(m->outbidBetween(0, 0.9));
   // One reliable worker, and two transient ones held from 00:00, evicted at
   // 01:12 (their hour from 01:00 at $1.00 is refunded), bought again at
   // 02:00 at $0.05 and let go at that hour's end: each hour is billed when

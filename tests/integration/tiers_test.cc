@@ -6,10 +6,13 @@
 // the losses are those of a run that never lost it.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "integration/harness.h"
 
@@ -20,21 +23,25 @@ using testing::Outcome;
 using testing::runHydrozoa;
 using testing::ScratchDir;
 
-// 160 steps of 24 samples (about 11 ms each here: a stop agreed on lies
-// half a second of steps ahead, NOTE [Agreeing on a step]), one reliable
-// and one transient replica of 3 microbatches of 4 (6 for the reliable one
-// alone).
-std::string tierJob(const std::string& tiers) {
+// `epochs` of 80 steps of 24 samples (about 11 ms each here: a stop agreed
+// on lies half a second of steps ahead, NOTE [Agreeing on a step]), one
+// reliable and one transient replica of 3 microbatches of 4 (6 for the
+// reliable one alone). Three epochs where the transient worker must come
+// back by joining the running one: it is started when the price falls and
+// joins once running (seconds on a loaded machine), while the reliable one
+// trains on; two epochs were too few beside the Slurm tests.
+std::string tierJob(const std::string& tiers, int epochs = 2) {
   return "name: tiers\n"
          "model: {name: mlp, options: {hidden: 1024, depth: 2}}\n"
          "data: {dataset: synthetic, synthetic_train: 1920, synthetic_test: 48}\n"
-         "training: {epochs: 2, global_batch: 24, seed: 5, eval: false,\n"
+         "training: {epochs: " + std::to_string(epochs) + ", global_batch: 24, seed: 5, eval: false,\n"
          "           optimizer: {name: sgd, lr: 0.02, momentum: 0.5}}\n"
          "cluster: {workers: 2, bandwidth: 1Gbit/s, launcher: local" + tiers + "}\n"
          "plan: {data_parallel: 2, stages: 1, microbatches: 3}\n";
 }
 
-constexpr size_t kSteps = 160;
+constexpr size_t kStepsPerEpoch = 80;
+constexpr int kJoinEpochs = 3;
 
 // The price is 0.05 $/h, above the bid (0.199, on demand) from trace
 // minute `from` to `to`, 0.05 after.
@@ -47,6 +54,12 @@ void writeTrace(const std::filesystem::path& path, int from, int to) {
   {{"AvailabilityZone": "us-east-1a", "InstanceType": "c4.xlarge", "SpotPrice": "0.05", "Timestamp": "{}"}}],
  "OnDemandPrices": {{"c4.xlarge": 0.199}}}})",
       at(0), at(from), at(to));
+}
+
+size_t countOf(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
 }
 
 std::vector<Json> eventsOf(const std::string& run, const std::string& name) {
@@ -80,10 +93,11 @@ constexpr const char* kAllTransient =
 // runBoth() of the job without tiers and with `tiers` (cluster.tiers, as
 // kTiers + "}"), on a trace whose price is above the bid from trace minute
 // 10 to 30.
-Outcome runTiered(const ScratchDir& dir, const std::string& tiers, const std::vector<std::string>& args = {}) {
+Outcome runTiered(const ScratchDir& dir, const std::string& tiers, const std::vector<std::string>& args = {},
+                  int epochs = 2) {
   writeTrace(dir / "trace.json", 10, 30);
-  std::ofstream(dir / "whole.yaml") << tierJob("");
-  std::ofstream(dir / "job.yaml") << tierJob(tiers);
+  std::ofstream(dir / "whole.yaml") << tierJob("", epochs);
+  std::ofstream(dir / "job.yaml") << tierJob(tiers, epochs);
   return runBoth(dir, args);
 }
 
@@ -101,16 +115,17 @@ std::map<std::int64_t, std::set<std::int64_t>> samplesByStep(const std::filesyst
 // at step `changed`, after it within 1e-5 (the same microbatches, but the
 // reliable replica alone sums 6 of them where two replicas summed 3 each
 // and then added: float rounding, which the training of random labels
-// amplifies step by step: 7e-8 at most over these 160 steps, but past 1e-5
+// amplifies step by step: 7e-8 at most over 160 steps, but past 1e-5
 // after some 300 steps at 256 hidden units; a microbatch lost or counted
 // twice is 1e-3 at once).
 // A step that the taken worker finished but never reported has the other
 // replica's loss alone, marked partial (NOTE [Recovering from a lost
 // worker]): not compared.
-void expectTheSameTraining(const ScratchDir& dir, std::int64_t changed) {
+void expectTheSameTraining(const ScratchDir& dir, std::int64_t changed, int epochs = 2) {
+  const size_t steps = kStepsPerEpoch * static_cast<size_t>(epochs);
   const auto a = testing::stepLosses(dir / "whole"), b = testing::stepLosses(dir / "run");
-  ASSERT_EQ(a.size(), kSteps);
-  ASSERT_EQ(b.size(), kSteps);
+  ASSERT_EQ(a.size(), steps);
+  ASSERT_EQ(b.size(), steps);
   ASSERT_GT(changed, 0);
   std::set<size_t> partial;
   for (const Json& l : testing::metrics(dir / "run")) {
@@ -123,8 +138,8 @@ void expectTheSameTraining(const ScratchDir& dir, std::int64_t changed) {
     EXPECT_NEAR(a[i], b[i], bound * std::fabs(a[i])) << "step " << i + 1 << " (the tier changed at " << changed << ")";
   }
   const auto want = samplesByStep(dir / "whole"), got = samplesByStep(dir / "run");
-  ASSERT_EQ(want.size(), kSteps);
-  ASSERT_EQ(got.size(), kSteps);
+  ASSERT_EQ(want.size(), steps);
+  ASSERT_EQ(got.size(), steps);
   for (const auto& [step, ids] : want) {
     ASSERT_EQ(ids.size(), 24u) << "step " << step;
     EXPECT_EQ(got.count(step) ? got.at(step) : std::set<std::int64_t>{}, ids) << "step " << step;
@@ -133,18 +148,30 @@ void expectTheSameTraining(const ScratchDir& dir, std::int64_t changed) {
 
 TEST(Tiers, AnEvictedWorkerLeavesAtAStepBoundaryAndComesBackWithNothingLost) {
   ScratchDir dir;
-  const Outcome r = runTiered(dir, std::string(kTiers) + ", notice: 3s}");
+  const Outcome r = runTiered(dir, std::string(kTiers) + ", notice: 3s}", {}, kJoinEpochs);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("above the bid"), std::string::npos) << r.err;
   ASSERT_EQ(eventsOf(dir / "run", "eviction_notice").size(), 1u);
   const auto left = eventsOf(dir / "run", "transient_tier_left");
   const auto back = eventsOf(dir / "run", "transient_tier_back");
-  ASSERT_EQ(left.size(), 1u);
-  ASSERT_EQ(back.size(), 1u);
+  ASSERT_EQ(left.size(), 1u) << r.err;
+  ASSERT_EQ(back.size(), 1u) << r.err;
   EXPECT_EQ(left[0]["replicas"], 1);
   EXPECT_EQ(back[0]["replicas"], 2);
   EXPECT_LT(left[0]["step"].get<int>(), back[0]["step"].get<int>());
   EXPECT_TRUE(eventsOf(dir / "run", "worker_lost").empty());  // left in time: nobody killed
+  // NOTE [Regrouping at a step boundary]: the reliable worker's process ran
+  // through the leave and the return (one start, where restarts would make
+  // three), regrouped alone and then with the transient worker that joined.
+  EXPECT_EQ(left[0].value("regrouped", false), true);
+  EXPECT_EQ(back[0].value("regrouped", false), true);
+  const std::string log = testing::slurp(dir / "run/workers/worker-0.log");
+  EXPECT_EQ(countOf(log, "replica 0 stage 0 of"), 1u) << log;
+  for (const auto& [change, width] : {std::pair{left[0], 1}, std::pair{back[0], 2}}) {
+    const std::string line =
+        fmt::format("regrouped before step {}: replica 0 of {}", change["step"].get<int>(), width);
+    EXPECT_EQ(countOf(log, line), 1u) << line << " in\n" << log;
+  }
   auto summary = readJsonFile(dir / "run/summary.json");
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ((*summary)["status"], "completed");
@@ -164,26 +191,28 @@ TEST(Tiers, AnEvictedWorkerLeavesAtAStepBoundaryAndComesBackWithNothingLost) {
   EXPECT_GT(transient, 0);
   EXPECT_NEAR(transient / 0.05, std::round(transient / 0.05), 1e-9);  // whole hours at 0.05
   EXPECT_NEAR(tiers["all_on_demand_usd"].get<double>(), 2 * billed * 0.199, 1e-9);
-  expectTheSameTraining(dir, left[0]["step"].get<std::int64_t>());
+  expectTheSameTraining(dir, left[0]["step"].get<std::int64_t>(), kJoinEpochs);
   EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
 }
 
 TEST(Tiers, AWorkerEvictedWithoutNoticeIsRecoveredFromTheReliableReplica) {
   ScratchDir dir;
   // With recovery off: the spot market's take is not a failure.
-  const Outcome r = runTiered(dir, std::string(kTiers) + ", notice: 0}", {"--no-progress"});
+  const Outcome r = runTiered(dir, std::string(kTiers) + ", notice: 0}", {"--no-progress"}, kJoinEpochs);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto recovered = eventsOf(dir / "run", "recovered");
   ASSERT_EQ(recovered.size(), 1u);
   EXPECT_EQ(recovered[0]["restored_from"], "live replicas");
   EXPECT_EQ(recovered[0]["lost_steps"], 0);
   EXPECT_EQ(recovered[0].value("evicted", false), true);
-  EXPECT_EQ(eventsOf(dir / "run", "transient_tier_back").size(), 1u);
+  const auto back = eventsOf(dir / "run", "transient_tier_back");
+  ASSERT_EQ(back.size(), 1u) << r.err;
+  EXPECT_EQ(back[0].value("regrouped", false), true);  // joined the running reliable worker
   auto summary = readJsonFile(dir / "run/summary.json");
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ((*summary)["status"], "completed");
   EXPECT_EQ((*summary)["tiers"]["workers_taken"], 1);
-  expectTheSameTraining(dir, recovered[0]["restore_step"].get<std::int64_t>());
+  expectTheSameTraining(dir, recovered[0]["restore_step"].get<std::int64_t>(), kJoinEpochs);
 }
 
 // NOTE [BidBrain in a live run]: started at the trace's beginning (by
@@ -191,11 +220,13 @@ TEST(Tiers, AWorkerEvictedWithoutNoticeIsRecoveredFromTheReliableReplica) {
 // eviction and buys the transient worker at the lowest bid it weighs
 // (0.05 + 0.0001 $/h); the spike evicts it, BidBrain buys nothing while the
 // price is above on demand and buys again when it falls; the training is
-// the same.
+// the same. With regroup: false, so that a leave by restarting every worker
+// (the way for jobs that cannot regroup) keeps a test.
 TEST(Tiers, BidBrainBidsForTheTransientTierAndTheTrainingIsTheSame) {
   ScratchDir dir;
   const Outcome r =
-      runTiered(dir, std::string(kTiers) + ", notice: 3s, start: \"2016-03-14T00:00:00Z\"}", {"--bidbrain"});
+      runTiered(dir, std::string(kTiers) + ", notice: 3s, start: \"2016-03-14T00:00:00Z\", regroup: false}",
+                {"--bidbrain"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("bid for by BidBrain"), std::string::npos) << r.err;
   const auto notices = eventsOf(dir / "run", "eviction_notice");
@@ -211,6 +242,7 @@ TEST(Tiers, BidBrainBidsForTheTransientTierAndTheTrainingIsTheSame) {
   EXPECT_LT(bought[0]["cost_per_work"].get<double>(), 0.199);
   const auto left = eventsOf(dir / "run", "transient_tier_left");
   ASSERT_EQ(left.size(), 1u);
+  EXPECT_FALSE(left[0].contains("regrouped"));  // regroup: false: the leave restarted the reliable worker too
   ASSERT_EQ(eventsOf(dir / "run", "transient_tier_back").size(), 1u);
   auto summary = readJsonFile(dir / "run/summary.json");
   ASSERT_TRUE(summary.ok());
@@ -253,6 +285,55 @@ TEST(Tiers, AllTransientTiersStopWhenEvictedAndRestartFromTheCheckpoint) {
   EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
 }
 
+// NOTE [Regrouping at a step boundary], caused: the transient worker
+// started to join the running reliable one is killed as soon as it
+// appears (a spot instance that dies while it boots). The return then
+// happens as a new generation of both workers (or, had the worker died
+// after the regroup was asked, as the recovery of an evicted one); either
+// way the run completes with the same training.
+TEST(Tiers, AWorkerKilledWhileJoiningLeavesTheReturnToANewGeneration) {
+  ScratchDir dir;
+  writeTrace(dir / "trace.json", 10, 30);
+  std::ofstream(dir / "whole.yaml") << tierJob("", kJoinEpochs);
+  std::ofstream(dir / "job.yaml") << tierJob(std::string(kTiers) + ", notice: 3s}", kJoinEpochs);
+  ::setenv("HYDROZOA_RECORD_SAMPLES", "1", 1);
+  const Outcome whole = runHydrozoa(dir.path().string(), {"train", "whole.yaml", "--no-progress", "--out", "whole"});
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  const pid_t pid = testing::spawnHydrozoa(dir.path().string(),
+                                           {"train", "job.yaml", "--no-progress", "--out", "run", "--max-recoveries", "0"});
+  const std::string endpoint = testing::waitForSteps(dir / "run", 1);
+  std::set<pid_t> first;
+  for (pid_t w : testing::workersOf(endpoint)) first.insert(w);
+  EXPECT_EQ(first.size(), 2u);
+  pid_t joiner = 0;
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       joiner == 0 && !endpoint.empty() && std::chrono::steady_clock::now() < until;) {
+    for (pid_t w : testing::workersOf(endpoint)) {
+      if (first.count(w) == 0) joiner = w;
+    }
+    if (joiner != 0) ::kill(joiner, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const Outcome r = testing::waitHydrozoa(dir.path().string(), pid);
+  ::unsetenv("HYDROZOA_RECORD_SAMPLES");
+  ASSERT_GT(joiner, 0) << "no worker started to join:\n" << r.err;
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto left = eventsOf(dir / "run", "transient_tier_left");
+  const auto back = eventsOf(dir / "run", "transient_tier_back");
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].value("regrouped", false), true);
+  const auto recovered = eventsOf(dir / "run", "recovered");
+  if (recovered.empty()) {
+    ASSERT_EQ(back.size(), 1u) << r.err;
+    EXPECT_FALSE(back[0].contains("regrouped"));  // every worker started again
+  }
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["status"], "completed");
+  expectTheSameTraining(dir, left[0]["step"].get<std::int64_t>(), kJoinEpochs);
+  EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
+}
+
 // Without notice the workers are taken before any checkpoint (the first is
 // at the epoch's end, step 80): the run restores the start, waits out the
 // spike and does those steps again, to the same losses bit for bit.
@@ -270,7 +351,7 @@ TEST(Tiers, AllTransientTiersEvictedWithoutNoticeRedoTheStepsSinceTheCheckpoint)
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ((*summary)["status"], "completed");
   EXPECT_EQ((*summary)["tiers"]["workers_taken"], 2);
-  expectTheSameTraining(dir, kSteps);
+  expectTheSameTraining(dir, 2 * kStepsPerEpoch);
   EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
 }
 

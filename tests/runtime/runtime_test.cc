@@ -9,6 +9,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/optimizer.h"
 #include "runtime/stage.h"
+#include "runtime/worker/role.h"
 
 namespace hydrozoa::runtime {
 namespace {
@@ -230,6 +231,42 @@ TEST(Checkpoint, ErrorsNameTheFile) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("cannot read the checkpoint"), std::string::npos) << s.message();
   fs::remove_all(dir);
+}
+
+// NOTE [Regrouping at a step boundary]: the coordinator's "regroup", checked
+// as any message from a peer.
+TEST(Regroup, TheMessageIsCheckedAgainstTheRoleThatStays) {
+  Role role;
+  role.replica = 1;
+  role.replicas = 4;
+  const Json ok = {{"type", "regroup"}, {"at_step", 12},       {"generation", 1},
+                   {"replicas", 2},     {"microbatches", 6}, {"checkpoint", false}};
+  Result<Regroup> g = parseRegroup(ok, role);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->at_step, 12);
+  EXPECT_EQ(g->replicas, 2);
+  EXPECT_EQ(g->microbatches, 6);
+  EXPECT_FALSE(g->checkpoint);
+  const std::pair<Json, std::string> bad[] = {
+      {{{"at_step", 0}}, "at_step"},
+      {{{"replicas", 0}}, "replicas"},
+      {{{"replicas", 1}}, "leave out this worker's replica 1"},
+      {{{"microbatches", -3}}, "microbatches"},
+      {{{"generation", "next"}}, "generation"},
+      {{{"checkpoint", 2}}, "checkpoint"},
+  };
+  for (const auto& [change, says] : bad) {
+    Json m = ok;
+    m.update(change);
+    g = parseRegroup(m, role);
+    ASSERT_FALSE(g.ok()) << m.dump();
+    EXPECT_NE(g.status().message().find(says), std::string::npos) << g.status().message();
+  }
+  Role piped = role;
+  piped.stages = 2;
+  g = parseRegroup(ok, piped);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("one-stage"), std::string::npos) << g.status().message();
 }
 
 }  // namespace

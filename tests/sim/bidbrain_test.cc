@@ -113,15 +113,16 @@ TEST(BidBrain, ALiveBidSeesThePastAlone) {
   // spikes. On the spiky market at 40:00, 0.001 above the price is evicted
   // within half the hours (β 0.5, τ about 1950 s), which are free, so E is
   // lower with it (about 0.083 against 0.0872 never evicted) unless each
-  // eviction stalls the 4 instances twice for 0.3 h (about 0.13).
+  // eviction stalls the 4 instances for 0.6 h (two changes of 0.3 h; about
+  // 0.13).
   const SpotMarket s = spiky();
   c = chooseBid(s, 0.199, 1, {3}, {0.001, 0.3}, 40 * 3600);
   EXPECT_NEAR(c.bid, 0.051, 1e-9);
   EXPECT_LT(c.cost_per_work, 0.085);
-  c = chooseBid(s, 0.199, 1, {3}, {0.001, 0.3}, 40 * 3600, 0.3);
+  c = chooseBid(s, 0.199, 1, {3}, {0.001, 0.3}, 40 * 3600, 0.6);
   EXPECT_NEAR(c.bid, 0.35, 1e-9);
   EXPECT_NEAR(c.cost_per_work, (0.199 + 0.15) / 4, 1e-9);
-  EXPECT_GT(costPerWork(s, 0.199, 1, 3, 0.051, 40 * 3600, 0.3), 0.12);
+  EXPECT_GT(costPerWork(s, 0.199, 1, 3, 0.051, 40 * 3600, 0.6), 0.12);
   // In a spike above the on-demand price, nothing lowers E: none held.
   c = chooseBid(m, 0.199, 1, {1, 3}, {0.001, 0.1}, 25 * 3600 + 60);
   EXPECT_EQ(c.count, 0);

@@ -43,6 +43,17 @@ void Worker::onControl(const Json& m) {
     // clean, resumable stop); without one, stop now.
     stopCheckpoint_ = m.value("checkpoint", false);
     stopAt_ = m.value("at_step", std::int64_t{0});
+  } else if (type == "regroup") {
+    Result<Regroup> g = parseRegroup(m, role_);  // role_'s fields it reads do not change
+    if (!g.ok()) {
+      post({{"type", "error"}, {"kind", "fatal"}, {"message", g.status().message()}, {"stage", role_.stage}});
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(stateMu_);
+      regroup_ = *g;
+    }
+    regroupAt_ = g->at_step;
   } else if (type == "checkpoint") {
     checkpointAt_ = m.value("step", std::int64_t{-1});
   } else if (type == "continue") {

@@ -88,6 +88,7 @@ int Worker::run() {
     report("fatal", slice.status().message());
     return 1;
   } else if (slice->count() > 0) {
+    helperSlice_ = *slice;
     if (setThreadSlice(*slice)) {
       spdlog::info("helper threads ask for {} us time slices", slice->count());
     } else {

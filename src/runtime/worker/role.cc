@@ -114,4 +114,23 @@ Result<Role> parseRole(const Json& a) {
   return r;
 }
 
+Result<Regroup> parseRegroup(const Json& m, const Role& role) {
+  Regroup g;
+  ObjectReader o(m, "regroup");
+  g.at_step = o.integer("at_step", 1, kStepsRange.max);
+  g.generation = static_cast<int>(o.integer("generation", 0, 1 << 30));
+  g.replicas = static_cast<int>(o.integer("replicas", 1, kWorkersRange.max));
+  g.microbatches = o.integer("microbatches", 1, kMicrobatchesRange.max);
+  g.checkpoint = o.boolean("checkpoint");
+  HZ_RETURN_IF_ERROR(o.status());
+  if (role.stages != 1 || role.tensor_parallel != 1 || !role.stage_replicas.empty() || !role.channel.url.empty()) {
+    return invalidArgument("regroup: only the replicas of a one-stage job without tensor groups or a channel regroup");
+  }
+  if (role.replica >= g.replicas) {
+    return invalidArgument(fmt::format("regroup: {} replicas leave out this worker's replica {}", g.replicas,
+                                       role.replica));
+  }
+  return g;
+}
+
 }  // namespace hydrozoa::runtime

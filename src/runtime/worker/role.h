@@ -65,4 +65,24 @@ struct Role {
 // The assign message, every field checked (ranges from core/limits.h).
 Result<Role> parseRole(const Json& assign);
 
+// A new data-parallel group of the running workers from a step on (the
+// "regroup" message; NOTE [Regrouping at a step boundary],
+// cluster/tier_driver.cc): this worker keeps its replica index, the group
+// becomes `replicas` wide (its rank the replica's: one stage, no tensor
+// groups), each replica taking `microbatches` a step, its rendezvous under
+// "gen<generation>/"; with `checkpoint`, the step is saved first over the old
+// group, as a stop there would.
+struct Regroup {
+  std::int64_t at_step = 0;
+  int generation = 0, replicas = 1;
+  std::int64_t microbatches = 1;
+  bool checkpoint = false;
+};
+
+// The regroup message, checked against what of this worker's role stays
+// (the control thread reads it while the compute thread regroups): its
+// replica still in the group, a role that can regroup. The generation is
+// checked when it happens (Worker::regroup).
+Result<Regroup> parseRegroup(const Json& message, const Role& role);
+
 }  // namespace hydrozoa::runtime

@@ -40,16 +40,12 @@ Status Worker::build() {
     }
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(role_.rank % torch::cuda::device_count()));
   }
-  model::InputSpec input;
-  model::TaskSpec task;
   // Its process group joins it once the transport connects, below.
   if (role_.tensor_parallel > 1) tensor_ = std::make_shared<model::TensorGroup>(role_.tensor_rank, role_.tensor_parallel);
   for (int c = 0; c < numChunks(); ++c) {
     const auto [first, last] = role_.layer_ranges[static_cast<size_t>(c)];
     HZ_ASSIGN_OR_RETURN(model::Model m,
                         model::buildModel({job.model, job.model_options}, {job.seed, first, last, tensor_}));
-    input = m.input;
-    task = m.task;
     if (device_.is_cuda()) m.to(device_);
     chunks_.push_back(std::make_unique<StageExecutor>(std::move(m), shape.lastVirtual(c), job.seed, trace_));
     chunks_.back()->setRecompute(role_.recompute);
@@ -77,7 +73,37 @@ Status Worker::build() {
     const std::vector<torch::Tensor> copy = versionParameters(v);
     for (size_t i = 0; i < copy.size(); ++i) copy[i].copy_(latest[i]);
   }
+  HZ_RETURN_IF_ERROR(connect());
+  // NOTE [Cores for compute threads]: with a core of its own, the compute
+  // thread is never queued behind its neighbour's; the helper threads
+  // (transfers, data, heartbeats) stay free to run on any of the process's
+  // cores. Those started above inherit that (every channel a step uses is
+  // opened above, its thread with it); those started later (the
+  // loaders' producers, built above, and the control thread) would inherit
+  // the compute thread's core, and so are put back on helperCpus_: with the
+  // loader sharing the compute core, a ResNet-18 1x1 step took 400 ms where
+  // its profile said 273 ms, while the other core sat idle.
+  pinComputeThread();
+  setThreadSlice(std::chrono::microseconds(0));  // NOTE [Helper threads wake at once]
+  return Status();
+}
 
+void Worker::pinComputeThread() {
+  if (role_.cpus.empty()) return;
+  if (!runThreadOn(role_.cpus)) {
+    spdlog::warn("could not pin the compute thread to cores {}: {}", fmt::join(role_.cpus, ","), std::strerror(errno));
+  } else {
+    spdlog::info("compute thread pinned to core{} {}", role_.cpus.size() == 1 ? "" : "s", fmt::join(role_.cpus, ","));
+  }
+}
+
+// What the step needs around the stage's layers, for this worker's place in
+// its generation: the sampler and loaders of its replica, the transport to
+// its peers, the gradient syncs, channels and the step executor. Built
+// again by regroup().
+Status Worker::connect() {
+  const cluster::JobSpec& job = role_.job;
+  const PipelineShape shape = pipelineShape();
   // Every worker follows the same sampler (microbatch sizes); only stage 0
   // (inputs) and the last stage (labels) read the data.
   data::SamplerOptions so;
@@ -90,7 +116,7 @@ Status Worker::build() {
   so.drop_last = job.drop_last;
   so.round_robin = !role_.stage_replicas.empty();
   trainSampler_.emplace(so);
-  if (const char* record = std::getenv("HYDROZOA_RECORD_SAMPLES"); record && *record && firstStage()) {
+  if (const char* record = std::getenv("HYDROZOA_RECORD_SAMPLES"); record && *record && firstStage() && !sampleLog_) {
     sampleLog_ = std::make_unique<std::ofstream>(role_.trace_path + ".samples", std::ios::app);
   }
   if (job.eval && role_.test_size > 0) {
@@ -100,14 +126,18 @@ Status Worker::build() {
     testSampler_.emplace(so);
   }
   if (firstStage() || lastStage()) {
-    const data::DataSpec ds = jobDataSpec(job, input, task);
+    const model::Model& m = chunks_.front()->model();
+    const data::DataSpec ds = jobDataSpec(job, m.input, m.task);
     const int depth = static_cast<int>(2 * role_.microbatches);
-    HZ_ASSIGN_OR_RETURN(auto train, data::openDataset(ds, data::Split::kTrain));
-    trainLoader_ = std::make_unique<data::PrefetchLoader>(train, *trainSampler_, role_.replica, depth);
-    trainData_ = train;
+    if (!trainData_) {
+      HZ_ASSIGN_OR_RETURN(trainData_, data::openDataset(ds, data::Split::kTrain));
+    }
+    trainLoader_ = std::make_unique<data::PrefetchLoader>(trainData_, *trainSampler_, role_.replica, depth);
     if (testSampler_) {
-      HZ_ASSIGN_OR_RETURN(auto test, data::openDataset(ds, data::Split::kTest));
-      testLoader_ = std::make_unique<data::PrefetchLoader>(test, *testSampler_, role_.replica, depth);
+      if (!testData_) {
+        HZ_ASSIGN_OR_RETURN(testData_, data::openDataset(ds, data::Split::kTest));
+      }
+      testLoader_ = std::make_unique<data::PrefetchLoader>(testData_, *testSampler_, role_.replica, depth);
     }
   }
 
@@ -213,25 +243,48 @@ Status Worker::build() {
     if (x.worker == role_.rank && x.mode == "sleep") sleeper_ = &x;
   }
   if (sleeper_) executor_->afterPass([this](double seconds) { straggle(seconds); });
-  HZ_RETURN_IF_ERROR(buildReassignment());  // its reading thread before the compute thread is pinned
-  // NOTE [Cores for compute threads]: with a core of its own, the compute
-  // thread is never queued behind its neighbour's; the helper threads
-  // (transfers, data, heartbeats) stay free to run on any of the process's
-  // cores. Those started above inherit that (every channel a step uses is
-  // opened above, its thread with it); those started later (the
-  // loaders' producers, built above, and the control thread) would inherit
-  // the compute thread's core, and so are put back on helperCpus_: with the
-  // loader sharing the compute core, a ResNet-18 1x1 step took 400 ms where
-  // its profile said 273 ms, while the other core sat idle.
-  if (!role_.cpus.empty()) {
-    if (!runThreadOn(role_.cpus)) {
-      spdlog::warn("could not pin the compute thread to cores {}: {}", fmt::join(role_.cpus, ","), std::strerror(errno));
-    } else {
-      spdlog::info("compute thread pinned to core{} {}", role_.cpus.size() == 1 ? "" : "s", fmt::join(role_.cpus, ","));
-    }
+  return buildReassignment();  // its reading thread before the compute thread is pinned
+}
+
+void Worker::regroup(std::int64_t global) {
+  Regroup g;
+  {
+    std::lock_guard<std::mutex> lock(stateMu_);
+    g = regroup_;
   }
-  setThreadSlice(std::chrono::microseconds(0));  // NOTE [Helper threads wake at once]
-  return Status();
+  if (g.generation <= role_.generation) {
+    throw std::runtime_error(fmt::format("told to regroup into generation {}, not after this one ({})", g.generation,
+                                         role_.generation));
+  }
+  const auto t0 = Clock::now();
+  // Over the old group: its buffers averaged, replica 0 writes (the joiners' state).
+  if (g.checkpoint && global > role_.start_step) checkpoint(global);
+  TraceSpan span(trace_, "regroup", "comm", TraceThread::kCompute, {{"step", global}});
+  // What refers to the old group goes, users first.
+  executor_.reset();
+  reassigning_.reset();
+  reassigner_.reset();
+  channels_.reset();
+  syncs_.clear();
+  transport_.reset();
+  trainLoader_.reset();
+  testLoader_.reset();
+  const int before = role_.replicas;
+  role_.generation = g.generation;
+  role_.replicas = role_.world = g.replicas;
+  role_.rank = role_.replica;
+  role_.microbatches = g.microbatches;
+  // The threads connect() starts are helpers: not on the compute thread's
+  // core, with short slices (as in build()).
+  if (!role_.cpus.empty()) (void)runThreadOn(helperCpus_);
+  if (helperSlice_.count() > 0) (void)setThreadSlice(helperSlice_);
+  const Status s = connect();
+  pinComputeThread();
+  setThreadSlice(std::chrono::microseconds(0));
+  if (!s.ok()) throw std::runtime_error(fmt::format("regrouping at step {}: {}", global, s.message()));
+  regroupAt_ = -1;
+  spdlog::info("regrouped before step {}: replica {} of {} (was {}), {} microbatches a step, generation {}, in {:.3f} s",
+               global, role_.replica, role_.replicas, before, role_.microbatches, role_.generation, since(t0));
 }
 
 // FlexRR among the replicas of a one-stage job (the coordinator refuses

@@ -255,6 +255,10 @@ void Worker::train() {
     if (trainLoader_) trainLoader_->start(epoch, first);
     for (std::int64_t step = first; step < perEpoch && global < role_.stop_step; ++step) {
       currentStep_ = global;
+      if (regroupAt_.load() == global) {
+        regroup(global);
+        if (trainLoader_) trainLoader_->start(epoch, step);
+      }
       // An asynchronous pipeline that began this step runs it first (NOTE
       // [Draining an asynchronous pipeline]): a stop or checkpoint then
       // comes at the first step after which it drained, the same on all.

@@ -66,6 +66,13 @@ class Worker {
  private:
   Status join();
   Status build();
+  // The sampler, loaders, transport, syncs, channels and executor of this
+  // worker's place in its generation (stage_setup.cc).
+  Status connect();
+  void pinComputeThread();
+  // NOTE [Regrouping at a step boundary] (cluster/tier_driver.cc): before
+  // global step `global`, the group the coordinator's "regroup" named.
+  void regroup(std::int64_t global);
   Status exchangeShapes();
   void train();
   // One training step through the step executor, then its report.
@@ -198,7 +205,7 @@ class Worker {
   std::vector<std::int64_t> samplePermutation_;
   void recordSamples(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_t globalStep);
   std::unique_ptr<data::PrefetchLoader> trainLoader_, testLoader_;
-  std::shared_ptr<const data::Dataset> trainData_;
+  std::shared_ptr<const data::Dataset> trainData_, testData_;
   // FlexRR (docs/stragglers.md): with flexrr on and replicas to help, steps
   // run through reassigning_ instead of executor_; a helper reads another
   // replica's microbatch from trainData_ through the epoch's permutation.
@@ -254,6 +261,9 @@ class Worker {
   std::atomic<std::int64_t> stopAt_{-1};        // stop before this global step (all workers alike)
   std::atomic<std::int64_t> continueAt_{-1};    // go on past the epoch end at this global step
   std::atomic<bool> stopCheckpoint_{false};     // and checkpoint there first
+  std::atomic<std::int64_t> regroupAt_{-1};     // regroup_ before this global step
+  Regroup regroup_;                             // under stateMu_
+  std::chrono::microseconds helperSlice_{0};    // NOTE [Helper threads wake at once]
   std::int64_t savedStep_ = -1;                 // the last step checkpoint() saved (compute thread)
   bool stopRequested_ = false;
 };
