@@ -189,8 +189,10 @@ bool Job::receiveOne(int timeoutMs) {
   for (WorkerState& w : joining_) {  // to join at a regroup, waiting for its role
     if (w.id != id) continue;
     w.last_seen = Clock::now();
-    if (m.value("type", "") == "register" && !w.registered) onRegistered(w, gen_);
-    if (m.value("type", "") == "error") (void)failure(fmt::format("{}, started to join, failed: {}", w.name(), m.value("message", "")));
+    const std::string type = m.value("type", "");
+    if (type == "register" && !w.registered) onRegistered(w, gen_);
+    // Its exit, which follows, decides what becomes of the return (onOtherExit()).
+    if (type == "error") spdlog::warn("{}, started to join, failed: {}", w.name(), m.value("message", ""));
   }
   // A pre-started worker of the next generation: running (billed) and
   // waiting for its role until the boundary.

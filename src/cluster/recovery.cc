@@ -64,13 +64,14 @@ std::vector<std::pair<WorkerExit, WorkerState*>> Job::endedWorkers() {
 
 void Job::onOtherExit(const WorkerExit& e) {
   ledger_.stop(e.id, now());
-  for (auto it = leaving_.begin(); it != leaving_.end(); ++it) {  // left at a regroup (NOTE [Regrouping at a step boundary])
+  // Left at a regroup, or started to join one (NOTE [Regrouping at a step boundary]).
+  for (auto it = leaving_.begin(); it != leaving_.end(); ++it) {
     if (it->id != e.id) continue;
     exits_.emplace_back(it->name(), e.how);
     leaving_.erase(it);
     return;
   }
-  for (auto it = joining_.begin(); it != joining_.end(); ++it) {  // started to join at a regroup
+  for (auto it = joining_.begin(); it != joining_.end(); ++it) {
     if (it->id != e.id) continue;
     const std::string name = it->name();
     exits_.emplace_back(name, e.how);

@@ -283,7 +283,8 @@ void Worker::regroup(std::int64_t global) {
   setThreadSlice(std::chrono::microseconds(0));
   if (!s.ok()) throw std::runtime_error(fmt::format("regrouping at step {}: {}", global, s.message()));
   regroupAt_ = -1;
-  spdlog::info("regrouped before step {}: replica {} of {} (was {}), {} microbatches a step, generation {}, in {:.3f} s",
+  spdlog::info("regrouped before step {}: replica {} of {} (was {}), {} microbatches a step, generation {}, "
+               "in {:.3f} s",
                global, role_.replica, role_.replicas, before, role_.microbatches, role_.generation, since(t0));
 }
 
