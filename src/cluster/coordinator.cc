@@ -248,9 +248,9 @@ void Job::handle(int rank, const Json& m) {
       a.compute[static_cast<size_t>(w.stage)] += m.value("compute_s", 0.0);
       a.allreduce[static_cast<size_t>(w.stage)] += m.value("allreduce_s", 0.0);
     }
-    // From a regroup's step on, once it has happened (NOTE [Regrouping at a
-    // step boundary]: maybeRegroup() then completes those in).
-    if (a.reports == reportsFor(step) && (regroupAt_ < 0 || step < regroupAt_)) {
+    // From a regroup's step on, the new group's, once it has happened (NOTE
+    // [Regrouping at a step boundary]: maybeRegroup() then completes those in).
+    if (a.reports == W_ && (regroupAt_ < 0 || step < regroupAt_)) {
       onStepComplete(step, a);
       steps_.erase(step);
       maybeRegroup();

@@ -176,9 +176,9 @@ class Job {
   bool joinersReady();
   void dropJoiners();  // retired, released
   void maybeRegroup();
-  // The reports that complete `step`: this generation's workers', or the
-  // regrouped ones' from the regroup's step on.
-  int reportsFor(std::int64_t step) const { return regroupAt_ >= 0 && step >= regroupAt_ ? regroupWorkers_ : W_; }
+  // A change of the transient workers made (rescale(), maybeRegroup()): its
+  // stall measured to the next step, its event (with `extra`) and line.
+  void tierChanged(int before, bool regrouped, const Json& extra = Json::object());
   void evictTransients(const std::string& why);
   // `active`: the transient replicas of the new generation (-1: those held).
   Status tiersAtNewGeneration(int active = -1);
@@ -308,7 +308,7 @@ class Job {
   std::array<std::vector<double>, 2> tierStalls_;
   Clock::time_point tierChangeFrom_{};  // a change's last step before it, until the first after it
   bool tierChangeLeft_ = false;         // and whether it is a leave
-  int tierRegroups_ = 0;                // leaves that regrouped the survivors
+  int tierRegroups_ = 0;                // changes that regrouped the running workers
   Clock::time_point lastStepEnd_{};     // the last step's report (lastStepAt_ also moves at saves)
   Seconds tierEvictionStall() const;
   std::set<int> evictedIds_;       // workers the market took (their loss is no failure)

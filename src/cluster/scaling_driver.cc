@@ -299,17 +299,7 @@ Status Job::rescale() {
     if (w.registered) sendAssign(w);
   }
   if (tiered) {
-    const bool left = A_ < before;
-    tierChangeFrom_ = lastStepEnd_;  // to the first step (onStepComplete): the change's stall, for BidBrain
-    tierChangeLeft_ = left;
-    Json event = tierEvent(left ? "transient_tier_left" : "transient_tier_back");
-    event["replicas_before"] = before;
-    event["replicas"] = A_;
-    event["released_at"] = boundary;
-    report(event);
-    progress_.note(fmt::format("Step {}: {} → {} replicas ({}); {}", reached_, before, A_,
-                               left ? "transient workers left at the step boundary" : "transient workers joined",
-                               "nothing redone, the same global batch"));
+    tierChanged(before, /*regrouped=*/false, {{"released_at", boundary}});
     return Status();
   }
   if (reinvoked) {

@@ -37,9 +37,10 @@ namespace hydrozoa::cluster::coordinator {
 // deadline is taken (SIGKILL), as the cloud would; with `notice: 0` they are
 // taken at once. Either way that is a lost worker, recovered from the live
 // reliable replicas (NOTE [Recovering from a lost worker]) and not counted
-// in max_recoveries. Leaving with notice, the survivors regroup without
-// restarting (NOTE [Regrouping at a step boundary]); coming back, every
-// worker starts again with the new generation (about a second here).
+// in max_recoveries. Leaving with notice and coming back, the workers that
+// stay regroup without restarting (NOTE [Regrouping at a step boundary]);
+// where they cannot, every worker starts again with the new generation
+// (seconds here).
 //
 // NOTE [BidBrain in a live run]
 // With `bidder: bidbrain` the coordinator bids as BidBrain (seed 002 §4.3;
@@ -59,9 +60,9 @@ namespace hydrozoa::cluster::coordinator {
 // generation at a step boundary like an eviction. It holds one allocation at
 // a time where the simulator's BidBrain may hold several in several
 // markets. And it charges an eviction what it costs this runtime: two
-// changes of the transient workers, the evicted leaving (the survivors
-// regroup, NOTE [Regrouping at a step boundary]) and new ones joining (a new
-// generation of all R + k workers), so W loses β·(R + k)·s, s the two
+// changes of the transient workers, the evicted leaving and new ones joining
+// (each a regroup, NOTE [Regrouping at a step boundary], or a new
+// generation of every worker), so W loses β·(R + k)·s, s the two
 // stalls as measured in this run (tierEvictionStall(), in trace hours at
 // the replay's speed). Without that term, in which an evicted hour is
 // free work, BidBrain bids low and pays each eviction in stalls
@@ -244,11 +245,11 @@ void Job::bidBrain(Seconds t) {
 // The coordinator switches to the new group once step S − 1 is complete
 // and, with joiners, S's save is finalized (maybeRegroup()); it then sends
 // the joiners their role (start at S, from that save), and they load it and
-// meet the others at the rendezvous. Meanwhile reportsFor() counts the new
-// group's reports of S and later, which wait for the switch; the leavers
-// are answered until they exit. The job token stays: the running workers
-// are the authenticated processes they were, and the joiners got it at
-// launch. What regroups: the replicas of one stage without tensor groups
+// meet the others at the rendezvous. Meanwhile the new group's reports of S
+// and later wait for the switch (handle() completes no step from S on until
+// then); the leavers are answered until they exit. The job token stays: the
+// running workers are the authenticated processes they were, and the
+// joiners got it at launch. What regroups: the replicas of one stage without tensor groups
 // or a channel, under a flushing schedule, the tiers' own case (and joins
 // need a launcher that runs two sets of workers at once); S is moved off
 // an epoch's first step (the epoch's evaluation reports count the old
@@ -260,7 +261,7 @@ bool Job::canRegroup(std::int64_t* at) const {
   const std::int64_t microbatches = static_cast<std::int64_t>(gen_.num_microbatches) * A_;
   const bool flushing = gen_.schedule == plan::ScheduleKind::kGPipe || gen_.schedule == plan::ScheduleKind::kOneFOneB;
   const bool joins = tierTarget_ > tierActive_;
-  if (!spec_.tiers.regroup || tierTarget_ == tierActive_ || after < 1 || B_ != 1 || T_ != 1 || W_ != A_ ||
+  if (!spec_.tiers.regroup || tierTarget_ == tierActive_ || after < 1 || B_ != 1 || T_ != 1 ||
       !stageReplicas_.empty() || channel_ || spec_.flexrr.enabled || policy_->usesMetrics() || !flushing ||
       microbatches % after != 0 || (joins && (tierJoinFailed_ || !launcher_->overlapsGenerations()))) {
     return false;
@@ -351,8 +352,7 @@ void Job::maybeRegroup() {
   }
   const std::int64_t at = regroupAt_;
   const int before = A_;
-  const bool joined = !joining_.empty();
-  if (joined) {
+  if (!joining_.empty()) {
     auto latest = run_.latestCheckpoint();
     if (!latest.ok() || !*latest || (*latest)->step != at) {
       (void)failure(fmt::format("the state at step {} was not saved, so the transient workers cannot join there; "
@@ -382,30 +382,39 @@ void Job::maybeRegroup() {
   ++generation_;
   store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
   resumeStep_ = at;
-  tierChangeFrom_ = lastStepEnd_;  // to the first step after it (onStepComplete): the change's stall
-  tierChangeLeft_ = !joined;
   for (WorkerState& w : joining_) {  // their role: the new group's, from the save at the boundary
     w.last_seen = Clock::now();
     workers_.push_back(w);
     sendAssign(w);
   }
   joining_.clear();
-  Json event = tierEvent(joined ? "transient_tier_back" : "transient_tier_left");
-  event["replicas_before"] = before;
-  event["replicas"] = A_;
-  event["step"] = at;
-  event["regrouped"] = true;
-  report(event);
-  ++tierRegroups_;
-  progress_.note(fmt::format("Step {}: {} → {} replicas ({}); nothing redone, the same global batch", at, before, A_,
-                             joined ? "transient workers joined the running ones"
-                                    : "transient workers left at the step boundary; the others regrouped without "
-                                      "restarting"));
+  tierChanged(before, /*regrouped=*/true);  // at step `at`: reached_ is at, the steps after it wait
   // The survivors' reports of the steps since may all be in.
   for (auto it = steps_.begin(); it != steps_.end() && it->second.reports == W_;) {
     onStepComplete(it->first, it->second);
     it = steps_.erase(it);
   }
+}
+
+void Job::tierChanged(int before, bool regrouped, const Json& extra) {
+  const bool left = A_ < before;
+  tierChangeFrom_ = lastStepEnd_;  // to the first step (onStepComplete): the change's stall, for BidBrain
+  tierChangeLeft_ = left;
+  Json event = tierEvent(left ? "transient_tier_left" : "transient_tier_back");
+  event["replicas_before"] = before;
+  event["replicas"] = A_;
+  if (regrouped) {
+    event["regrouped"] = true;
+    ++tierRegroups_;
+  }
+  event.update(extra);
+  report(event);
+  const char* how = left ? (regrouped ? "transient workers left at the step boundary; the others regrouped without "
+                                        "restarting"
+                                      : "transient workers left at the step boundary")
+                         : (regrouped ? "transient workers joined the running ones" : "transient workers joined");
+  progress_.note(fmt::format("Step {}: {} → {} replicas ({}); nothing redone, the same global batch", reached_, before,
+                             A_, how));
 }
 
 void Job::evictTransients(const std::string& why) {

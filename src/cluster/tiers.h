@@ -38,9 +38,9 @@ struct TierSpec {
   // stops at a step boundary and restarts from its checkpoint when the
   // price falls to the bid (NOTE [Checkpoint-restart]).
   bool checkpoint_restart = false;
-  // Transient workers that leave (evicted with notice, or fewer held) leave
-  // the others running, regrouped at the step boundary; false: every change
-  // restarts all workers (NOTE [Regrouping at a step boundary]).
+  // Transient workers that leave (evicted with notice, or fewer held) or come
+  // back leave the others running, regrouped at the step boundary; false:
+  // every change restarts all workers (NOTE [Regrouping at a step boundary]).
   bool regroup = true;
   bool enabled() const { return reliable > 0 || checkpoint_restart; }
 };
