@@ -208,6 +208,14 @@ bool Job::receiveOne(int timeoutMs) {
   return true;
 }
 
+void Job::completeSteps() {
+  for (auto it = steps_.begin();
+       it != steps_.end() && it->second.reports == W_ && (regroupAt_ < 0 || it->first < regroupAt_);) {
+    onStepComplete(it->first, it->second);
+    it = steps_.erase(it);
+  }
+}
+
 void Job::handle(int rank, const Json& m) {
   WorkerState& w = workers_[rank];
   const int id = w.id;
@@ -217,6 +225,8 @@ void Job::handle(int rank, const Json& m) {
     if (!w.registered) onRegistered(w, gen_);
     sendAssign(w);
     noteReadyIfScaling();
+  } else if (type == "step_ack") {
+    onStepAck(id, m);
   } else if (type == "ready") {
     w.ready = true;
     if (training_) control_->send(from(id), {{"type", "go"}});  // joined at a regroup
@@ -251,8 +261,7 @@ void Job::handle(int rank, const Json& m) {
     // From a regroup's step on, the new group's, once it has happened (NOTE
     // [Regrouping at a step boundary]: maybeRegroup() then completes those in).
     if (a.reports == W_ && (regroupAt_ < 0 || step < regroupAt_)) {
-      onStepComplete(step, a);
-      steps_.erase(step);
+      completeSteps();
       maybeRegroup();
     }
   } else if (type == "eval") {
@@ -380,7 +389,13 @@ Status Job::watch() {
   for (;;) {
     if (std::all_of(workers_.begin(), workers_.end(), [](const WorkerState& w) { return w.done; })) return Status();
     if (receiveOne(100)) {
-      while (receiveOne(0)) {  // drain what else is waiting
+      // Drain what else is waiting, for 20 ms at most: on a loaded machine
+      // the workers' reports can arrive faster than this process, starved
+      // of CPU, handles them, and the duties below (the tiers' market, the
+      // heartbeats) must still run (a price spike went unseen for the
+      // whole of a 5 s run).
+      const auto until = Clock::now() + std::chrono::milliseconds(20);
+      while (Clock::now() < until && receiveOne(0)) {
       }
     }
     // A worker that ended before saying it was done has failed.
@@ -424,16 +439,16 @@ Status Job::watch() {
         return lose(w.id, !seen.empty());
       }
     }
-    if (o_.interrupt && o_.interrupt->load() && !stopping_) {
+    if (o_.interrupt && o_.interrupt->load() && !stopping_ && !agreeing()) {
       // Every worker stops after the same step and checkpoints it.
       stopping_ = interrupted_ = true;
       preempted_ = o_.preempt_request && o_.preempt_request->load();
       const std::int64_t at = std::max(resumeStep_ + 1, agreedStep());
       progress_.note(fmt::format("{}: the workers finish step {}, checkpoint it and exit...",
                                  preempted_ ? "Preempted" : "Stopping", at));
-      for (const auto& w : workers_) {
-        control_->send(from(w.id), {{"type", "stop"}, {"at_step", at}, {"checkpoint", true}});
-      }
+      std::map<int, Json> stops;
+      for (const auto& w : workers_) stops[w.id] = {{"type", "stop"}, {"checkpoint", true}};
+      propose(at, std::move(stops));
       stopSent = Clock::now();
     }
     maybeReinvoke();
@@ -460,7 +475,7 @@ Status Job::watch() {
 // boundary (tests: FunctionWorkers.*).
 void Job::maybeReinvoke() {
   const Seconds limit = launcher_ ? launcher_->maxDuration() : 0;
-  if (limit <= 0 || stopping_ || reinvoking_ || workers_.empty()) return;
+  if (limit <= 0 || stopping_ || reinvoking_ || workers_.empty() || agreeing()) return;
   double first = -1;
   for (const auto& w : workers_) {
     if (w.started_at >= 0 && (first < 0 || w.started_at < first)) first = w.started_at;
@@ -472,9 +487,9 @@ void Job::maybeReinvoke() {
   progress_.note(fmt::format("Step {}: the functions near their time limit ({}); they save the state and fresh "
                              "invocations continue it",
                              at, formatSeconds(limit)));
-  for (const auto& w : workers_) {
-    control_->send(from(w.id), {{"type", "stop"}, {"at_step", at}, {"checkpoint", true}});
-  }
+  std::map<int, Json> stops;
+  for (const auto& w : workers_) stops[w.id] = {{"type", "stop"}, {"checkpoint", true}};
+  propose(at, std::move(stops));
 }
 
 void Job::stopWorkers(Seconds grace) {

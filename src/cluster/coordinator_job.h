@@ -138,7 +138,9 @@ class Job {
   void onRegistered(WorkerState& w, const plan::Plan& plan);
   WorkerState* current(int id);
   static UsdPerHour rateOf(const plan::Plan& plan, int stage);
-  void sendAssign(const WorkerState& w);
+  // Its role in this generation; stateFrom ≥ 0: joining the running group,
+  // its state from that replica (NOTE [State for joiners]).
+  void sendAssign(const WorkerState& w, int stateFrom = -1);
   void onFile(const WorkerState& w, const Json& m);
   Status fetchStoredFile(const Json& m, std::int64_t step, const std::function<bool(int)>& ownLayer);
   // Once the generation after a boundary has all registered: how long the
@@ -149,6 +151,23 @@ class Job {
   Status lose(int worker, bool outOfMemory);
   // A step no worker has begun by the time they all hear of it.
   std::int64_t agreedStep() const;
+  // NOTE [Agreeing on a step]: sends each worker its stop or regroup message
+  // (by id) for `step`, confirmed once every one says it had not begun it;
+  // else moved past the furthest begun, to the step `revise` returns for it
+  // (its own state moved along; absent: that step).
+  void propose(std::int64_t step, std::map<int, Json> messages,
+               std::function<std::int64_t(std::int64_t)> revise = {});
+  void onStepAck(int id, const Json& m);
+  bool confirmed(std::int64_t step) const { return agreement_.confirmed && agreement_.step == step; }
+  bool agreeing() const { return agreement_.step >= 0 && !agreement_.confirmed; }  // a proposal awaits answers
+  struct Agreement {
+    std::int64_t step = -1;
+    std::map<int, Json> messages;
+    std::set<int> acked;
+    std::function<std::int64_t(std::int64_t)> revise;
+    bool confirmed = false;
+    int moves = 0;
+  } agreement_;
   Status waitFor(const char* what, const std::function<bool(const WorkerState&)>& reached);
   Status watch();
   void handle(int worker, const Json& m);
@@ -156,6 +175,9 @@ class Job {
   // when none came.
   bool receiveOne(int timeoutMs);
   void onStepComplete(std::int64_t step, const StepAccount& a);
+  // onStepComplete() for the steps whose every report is in, in order; from
+  // a regroup's step on only once it has happened (maybeRegroup()).
+  void completeSteps();
   // A line of metrics.jsonl, also passed on as an event (NOTE [A job's
   // events], cluster/job_handle.h); emit(): an event alone.
   void report(Json line);
@@ -316,7 +338,6 @@ class Job {
   int regroupWorkers_ = 0;         // and are these many
   std::vector<WorkerState> leaving_;  // left at a regroup: answered until they exit
   std::vector<WorkerState> joining_;  // started to join at a regroup, waiting for their role
-  Clock::time_point regroupAsked_{};
   bool tierJoinFailed_ = false;       // a joiner could not start: returns restart every worker
   int segmentReplicas_ = 1;        // the segment's replicas (A_ unless the transient ones are gone)
 

@@ -108,6 +108,56 @@ std::int64_t Job::agreedStep() const {
   return maxStarted_ + 2 + std::min<std::int64_t>(pace, 1000);
 }
 
+// That estimate can still be behind on a loaded machine (the workers' reports
+// queued behind others at a coordinator short of CPU; seen in CI: a worker
+// began step S before its "stop at S" came, the others stopped there, and it
+// was left alone in S's allreduce). So each worker answers a stop or regroup
+// with the step it had begun, and waits at S for the coordinator's "confirm",
+// sent once every worker had not begun S (at once, in the usual case, long
+// before S). If one had, the coordinator moves every worker's S past it
+// instead, the same way; a worker waiting at the old S goes on.
+void Job::propose(std::int64_t step, std::map<int, Json> messages, std::function<std::int64_t(std::int64_t)> revise) {
+  agreement_ = Agreement{step, std::move(messages), {}, std::move(revise), false, 0};
+  for (auto& [id, m] : agreement_.messages) {
+    m["at_step"] = step;
+    control_->send(from(id), m);
+  }
+}
+
+void Job::onStepAck(int id, const Json& m) {
+  Agreement& a = agreement_;
+  const std::int64_t at = m.value("at_step", std::int64_t{-1}), begun = m.value("begun", std::int64_t{-1});
+  if (a.confirmed || at != a.step || !a.messages.count(id)) return;  // not the proposal pending
+  if (begun >= at) {
+    // Past the step it had begun (fresher than the reports, which may be
+    // queued here), each move by a wider margin: a worker that heard late
+    // once may again, and one running alone runs on while it hears.
+    maxStarted_ = std::max(maxStarted_, begun);
+    const std::int64_t margin = agreedStep() - maxStarted_;
+    std::int64_t next = maxStarted_ + margin * (1 + a.moves);
+    if (a.revise) next = a.revise(next);
+    ++a.moves;
+    report({{"t", priorSeconds_ + since(trainingStart_)},
+            {"event", "step_moved"},
+            {"from", at},
+            {"to", next},
+            {"worker", id},
+            {"begun", begun}});
+    spdlog::info("worker {} had begun step {} when asked to stop or regroup before it: step {} instead", id, at, next);
+    a.step = next;
+    a.acked.clear();
+    for (auto& [to, message] : a.messages) {
+      message["at_step"] = next;
+      control_->send(from(to), message);
+    }
+    return;
+  }
+  a.acked.insert(id);
+  if (a.acked.size() < a.messages.size()) return;
+  a.confirmed = true;
+  for (const auto& [to, message] : a.messages) control_->send(from(to), {{"type", "confirm"}, {"at_step", a.step}});
+}
+
 Status Job::lose(int worker, bool outOfMemory) {
   loss_.worker = worker;
   loss_.out_of_memory = outOfMemory;
@@ -258,6 +308,7 @@ Status Job::recover() {
 
   // The next generation.
   ++generation_;
+  agreement_ = {};  // what the last generation agreed on is done
   reinvoking_ = false;  // a stop for fresh invocations that a loss overtook
   resizeIssued_ = false;  // a resize asked for is told to the new generation (takeRequests())
   store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));

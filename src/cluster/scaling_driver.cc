@@ -268,6 +268,7 @@ Status Job::rescale() {
   resumeStep_ = maxStarted_ = reached_;
   genStop_ = generationStop();
   ++generation_;
+  agreement_ = {};  // what the last generation agreed on is done
   store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
   if (channel_) channel_->clearGeneration(generation_ - 1);
   steps_.clear();
@@ -373,7 +374,7 @@ void Job::takeRequests() {
       resizeIssued_ = false;
     }
   }
-  if (resizeTo_ > 0 && !resizeIssued_ && !stopping_ && !reinvoking_) issueResize();
+  if (resizeTo_ > 0 && !resizeIssued_ && !stopping_ && !reinvoking_ && !agreeing()) issueResize();
 }
 
 void Job::issueResize() {
@@ -395,9 +396,13 @@ void Job::issueResize() {
                              resizeTo_, boundary));
   if (boundary >= genStop_) return;  // this generation ends there anyway; rescale() takes the resize
   genStop_ = boundary;
-  for (const auto& w : workers_) {
-    control_->send(from(w.id), {{"type", "stop"}, {"at_step", boundary}, {"checkpoint", true}});
-  }
+  std::map<int, Json> stops;
+  for (const auto& w : workers_) stops[w.id] = {{"type", "stop"}, {"checkpoint", true}};
+  propose(boundary, std::move(stops), [this](std::int64_t next) {  // the epoch boundary after
+    const std::int64_t epoch = epochs_.epochOf(next);
+    genStop_ = epochs_.epochStart(epoch) == next ? next : epochs_.epochStart(epoch + 1);
+    return genStop_;
+  });
 }
 
 // Positive: the new workers were running (and billed) this long before the

@@ -224,87 +224,8 @@ void Job::bidBrain(Seconds t) {
   }
 }
 
-// NOTE [Regrouping at a step boundary]
-// Gloo's groups cannot shrink or grow, but a process can leave one and join
-// another. So a change of the transient workers restarts no worker that
-// stays. When some leave (an eviction notice, or BidBrain holding fewer),
-// the leavers are told to stop at the agreed step S and the others to
-// regroup there ("regroup": the new generation's number, width and
-// microbatches per replica). When some come back, they are started at once
-// (the instances are bought and billed from then, as the cloud would boot
-// them) and wait for their role; once all have registered, the running
-// workers are told to regroup at S. With joiners, every worker of the old
-// group saves S at S as a stop would (the buffers averaged over the old
-// group, replica 0 writes: the joiners' state); a leave saves nothing (the
-// survivors hold the state; measured on the tiers test, shipping that save
-// was 0.4 s of a 0.46 s regroup). Then each running worker drops
-// its transport, syncs, channels, loaders and step executor and builds
-// them again for its place in the new group, its rendezvous under the new
-// generation's prefix of the store, keeping its model, optimizer state,
-// data sets and process (its libtorch loaded, its container, its cores).
-// The coordinator switches to the new group once step S − 1 is complete
-// and, with joiners, S's save is finalized (maybeRegroup()); it then sends
-// the joiners their role (start at S, from that save), and they load it and
-// meet the others at the rendezvous. Meanwhile the new group's reports of S
-// and later wait for the switch (handle() completes no step from S on until
-// then); the leavers are answered until they exit. The job token stays: the
-// running workers are the authenticated processes they were, and the
-// joiners got it at launch. What regroups: the replicas of one stage without tensor groups
-// or a channel, under a flushing schedule, the tiers' own case (and joins
-// need a launcher that runs two sets of workers at once); S is moved off
-// an epoch's first step (the epoch's evaluation reports count the old
-// group). Otherwise, with `regroup: false`, or once a joiner failed to
-// start, a change is a new generation of every worker. Measured on the
-// bench's CNN (bench/proteus_bench.sh): see bench/README.md.
-bool Job::canRegroup(std::int64_t* at) const {
-  const int after = spec_.tiers.reliable + tierTarget_;
-  const std::int64_t microbatches = static_cast<std::int64_t>(gen_.num_microbatches) * A_;
-  const bool flushing = gen_.schedule == plan::ScheduleKind::kGPipe || gen_.schedule == plan::ScheduleKind::kOneFOneB;
-  const bool joins = tierTarget_ > tierActive_;
-  if (!spec_.tiers.regroup || tierTarget_ == tierActive_ || after < 1 || B_ != 1 || T_ != 1 ||
-      !stageReplicas_.empty() || channel_ || spec_.flexrr.enabled || policy_->usesMetrics() || !flushing ||
-      microbatches % after != 0 || (joins && (tierJoinFailed_ || !launcher_->overlapsGenerations()))) {
-    return false;
-  }
-  if (at == nullptr) return true;
-  if (epochs_.stepInEpoch(*at) == 0) ++*at;
-  return *at < genStop_;
-}
-
-void Job::dropJoiners() {
-  retire(joining_, 0.5);
-  joining_.clear();
-}
-
-// The transient workers of a return, started now (billed from their
-// registration, as the instances are from the market's acquire): they wait
-// for their role until the survivors' regroup takes them in. True once all
-// have registered.
-bool Job::joinersReady() {
-  const int want = tierTarget_ - tierActive_;
-  if (!joining_.empty() && static_cast<int>(joining_.size()) != want) {  // the change changed: start again
-    dropJoiners();
-  }
-  if (joining_.empty()) {
-    const std::vector<WorkerState> all = layout(A_ + want, B_, {});
-    for (const WorkerState& w : all) {
-      if (w.replica >= A_) joining_.push_back(w);
-    }
-    for (WorkerState& w : joining_) {
-      if (Status s = launch(w, token_, generation_ + 1, gen_.stages[0], stageMemory_[0]); !s.ok()) {
-        spdlog::warn("could not start {} to join: {}; the transient workers come back with a new generation",
-                     w.name(), s.message());
-        dropJoiners();
-        tierJoinFailed_ = true;
-        return false;
-      }
-    }
-  }
-  return std::all_of(joining_.begin(), joining_.end(), [](const WorkerState& w) { return w.registered; });
-}
-
 void Job::issueTierStop() {
-  if (tierStopIssued_ || !training_ || stopping_ || reinvoking_) return;  // a generation starting: at its start
+  if (tierStopIssued_ || !training_ || stopping_ || reinvoking_ || agreeing()) return;  // at its start, or later
   if (tierTarget_ <= tierActive_ && !joining_.empty()) {  // a return called off (evicted again) before it happened
     dropJoiners();
   }
@@ -315,85 +236,34 @@ void Job::issueTierStop() {
   if (canRegroup(&at)) {
     regroupAt_ = at;
     regroupWorkers_ = spec_.tiers.reliable + tierTarget_;
-    regroupAsked_ = Clock::now();
     const std::int64_t microbatches = static_cast<std::int64_t>(gen_.num_microbatches) * A_ / regroupWorkers_;
-    const bool save = !joining_.empty();  // the joiners' state
+    std::map<int, Json> messages;
     for (const auto& w : workers_) {
       if (w.replica < regroupWorkers_) {
-        control_->send(from(w.id), {{"type", "regroup"},
-                                    {"at_step", at},
-                                    {"generation", generation_ + 1},
-                                    {"replicas", regroupWorkers_},
-                                    {"microbatches", microbatches},
-                                    {"checkpoint", save}});
+        messages[w.id] = {{"type", "regroup"},
+                          {"generation", generation_ + 1},
+                          {"replicas", regroupWorkers_},
+                          {"microbatches", microbatches},
+                          {"joiners", static_cast<int>(joining_.size())}};
       } else {
-        control_->send(from(w.id), {{"type", "stop"}, {"at_step", at}, {"checkpoint", save}});
+        messages[w.id] = {{"type", "stop"}, {"checkpoint", false}};
       }
     }
+    propose(at, std::move(messages), [this](std::int64_t next) {
+      if (epochs_.stepInEpoch(next) == 0) ++next;
+      regroupAt_ = next;
+      completeSteps();  // those the old group did since: a lone worker may have run on
+      return next;
+    });
     return;
   }
   if (!joining_.empty()) {  // the return happens with the next generation instead
     dropJoiners();
   }
   genStop_ = at;
-  for (const auto& w : workers_) {
-    control_->send(from(w.id), {{"type", "stop"}, {"at_step", at}, {"checkpoint", true}});
-  }
-}
-
-void Job::maybeRegroup() {
-  if (regroupAt_ < 0 || reached_ < regroupAt_) return;
-  if (!joining_.empty() && finalized_ != regroupAt_) {  // the joiners start from the boundary's save
-    if (since(regroupAsked_) > std::max(60.0, spec_.start_timeout)) {
-      (void)failure(fmt::format("the state at step {} was not saved for the transient workers joining there",
-                                regroupAt_));
-    }
-    return;
-  }
-  const std::int64_t at = regroupAt_;
-  const int before = A_;
-  if (!joining_.empty()) {
-    auto latest = run_.latestCheckpoint();
-    if (!latest.ok() || !*latest || (*latest)->step != at) {
-      (void)failure(fmt::format("the state at step {} was not saved, so the transient workers cannot join there; "
-                                "resume with hydrozoa train --resume {}",
-                                at, run_.root()));
-      return;
-    }
-    checkpoint_ = (*latest)->dir;
-  }
-  for (auto it = workers_.begin(); it != workers_.end();) {
-    if (it->replica < regroupWorkers_) {
-      ++it;
-      continue;
-    }
-    leaving_.push_back(*it);
-    it = workers_.erase(it);
-  }
-  // The transient workers of the new group (tierTarget_ may have changed
-  // since the regroup was asked: the next change brings that).
-  (void)tiersAtNewGeneration(regroupWorkers_ - spec_.tiers.reliable);
-  if (Status s = useGenerationPlan(at); !s.ok()) {
-    (void)failure(s.message());
-    return;
-  }
-  setReplicas(epochs_.atStep(at).replicas);
-  makeSampler();
-  ++generation_;
-  store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
-  resumeStep_ = at;
-  for (WorkerState& w : joining_) {  // their role: the new group's, from the save at the boundary
-    w.last_seen = Clock::now();
-    workers_.push_back(w);
-    sendAssign(w);
-  }
-  joining_.clear();
-  tierChanged(before, /*regrouped=*/true);  // at step `at`: reached_ is at, the steps after it wait
-  // The survivors' reports of the steps since may all be in.
-  for (auto it = steps_.begin(); it != steps_.end() && it->second.reports == W_;) {
-    onStepComplete(it->first, it->second);
-    it = steps_.erase(it);
-  }
+  std::map<int, Json> stops;
+  for (const auto& w : workers_) stops[w.id] = {{"type", "stop"}, {"checkpoint", true}};
+  propose(at, std::move(stops), [this](std::int64_t next) { return genStop_ = next; });
 }
 
 void Job::tierChanged(int before, bool regrouped, const Json& extra) {
@@ -438,10 +308,13 @@ Status Job::tiersAtNewGeneration(int active) {
   if (!tierMarket_) return Status();
   tierStopIssued_ = false;
   regroupAt_ = -1;
+  const bool taken = !evictedIds_.empty();
   evictedIds_.clear();
   noticeDeadline_ = -1;
   tierActive_ = active >= 0 ? active : tierTarget_;
-  if (spec_.tiers.reliable + tierActive_ == 0) return waitForTransients();
+  // Every worker gone: the run waits for the price, if it has not fallen
+  // already while this generation was being recovered.
+  if (spec_.tiers.reliable + tierActive_ == 0 || (spec_.tiers.reliable == 0 && taken)) return waitForTransients();
   return Status();
 }
 
@@ -472,7 +345,7 @@ Status Job::waitForTransients() {
     m.advance(t);
     if (m.price(t) <= tierBid_) {
       tierWaited_ += t - from;
-      buyTransients(t);
+      if (m.held() == 0) buyTransients(t);  // else bought back while the lost ones were recovered
       tierActive_ = tierTarget_;
       progress_.note(fmt::format("The spot price fell to ${:.4f}/h after {} ({:.1f} h of the trace): {} restart "
                                  "from the checkpoint",

@@ -232,7 +232,7 @@ UsdPerHour Job::rateOf(const plan::Plan& plan, int stage) {
   return st.cost_per_hour > 0 ? st.cost_per_hour : plan.cost_per_hour / plan.workersUsed();
 }
 
-void Job::sendAssign(const WorkerState& w) {
+void Job::sendAssign(const WorkerState& w, int stateFrom) {
   const Segment& seg = epochs_.atStep(resumeStep_);
   const std::int64_t firstEpoch = epochs_.epochOf(resumeStep_);
   Json assign = {{"type", "assign"},
@@ -273,6 +273,10 @@ void Job::sendAssign(const WorkerState& w) {
                  {"cpus", cpusOf(w)},
                  {"cpus_shared", coresShared()},
                  {"job", jobSpecToJson(spec_)}};
+  if (stateFrom >= 0) {  // joining a running group (NOTE [State for joiners], runtime/worker/stage_setup.cc)
+    assign["checkpoint"] = "";
+    assign["state_from"] = stateFrom;
+  }
   if (!stageReplicas_.empty()) assign["stage_replicas"] = stageReplicas_;
   if (channel_) assign["channel"] = channel_->assign(generation_, checkpoint_);
   control_->send(from(w.id), assign);

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 #include "model/tensor_parallel.h"
 #include "runtime/optimizer.h"
@@ -43,6 +44,71 @@ torch::Tensor mine(const model::Model& stage, const model::LayerModule& module, 
   return model::shardOf(saved, *dim, stage.tensor->rank(), stage.tensor->size());
 }
 
+// One layer's tensors (layer `i` of `stage`) into `archive`; every rank of
+// a tensor group takes part (NOTE [Checkpoints of split layers]).
+void writeLayer(torch::serialize::OutputArchive& archive, const model::Model& stage, size_t i,
+                torch::optim::Optimizer& optimizer, const model::Model* previous) {
+  const auto& module = *stage.layers[i].module;
+  for (const auto& p : module.named_parameters()) {
+    archive.write("param/" + p.key(), whole(stage, module, p.key(), p.value()).detach().cpu());
+    for (const auto& [name, t] : optimizerStateOf(optimizer, p.value())) {
+      archive.write("optim/" + p.key() + "/" + name, whole(stage, module, p.key(), t).cpu());
+    }
+  }
+  for (const auto& b : module.named_buffers()) archive.write("buffer/" + b.key(), b.value().cpu());
+  if (previous) {
+    for (const auto& p : previous->layers.at(i).module->named_parameters()) {
+      archive.write("previous/" + p.key(), whole(stage, module, p.key(), p.value()).detach().cpu());
+    }
+  }
+}
+
+// Layer `i` of `stage` from `archive` (read from `where`, which errors name).
+Status readLayer(torch::serialize::InputArchive& archive, const std::string& where, model::Model& stage, size_t i,
+                 torch::optim::Optimizer& optimizer, model::Model* previous) {
+  auto& module = *stage.layers[i].module;
+  for (auto& p : module.named_parameters()) {
+    torch::Tensor saved;
+    if (!archive.try_read("param/" + p.key(), saved)) {
+      return parseError(fmt::format("{}: has no parameter {} (was it saved from another model?)", where, p.key()));
+    }
+    saved = mine(stage, module, p.key(), saved, p.value());
+    if (saved.sizes() != p.value().sizes()) {
+      return parseError(fmt::format("{}: parameter {} has shape {} but the model's is {}", where, p.key(),
+                                    model::shapeString(saved.sizes().vec()),
+                                    model::shapeString(p.value().sizes().vec())));
+    }
+    p.value().copy_(saved);
+    ParamState state;
+    for (const char* name : {"momentum_buffer", "step", "exp_avg", "exp_avg_sq"}) {
+      torch::Tensor t;
+      if (archive.try_read("optim/" + p.key() + "/" + name, t)) {
+        state.emplace_back(name, mine(stage, module, p.key(), t, p.value()).to(p.value().device()));
+      }
+    }
+    setOptimizerStateOf(optimizer, p.value(), state);
+  }
+  for (auto& b : module.named_buffers()) {
+    torch::Tensor saved;
+    if (archive.try_read("buffer/" + b.key(), saved)) b.value().copy_(saved);
+  }
+  if (previous) {
+    const auto current = module.named_parameters();
+    for (auto& p : previous->layers.at(i).module->named_parameters()) {
+      torch::Tensor saved;
+      if (!archive.try_read("previous/" + p.key(), saved)) saved = current[p.key()];
+      saved = mine(stage, module, p.key(), saved, p.value());
+      if (saved.sizes() != p.value().sizes()) {
+        return parseError(fmt::format("{}: the previous weights' {} have shape {} but the model's is {}", where,
+                                      p.key(), model::shapeString(saved.sizes().vec()),
+                                      model::shapeString(p.value().sizes().vec())));
+      }
+      p.value().copy_(saved);
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 Status saveStage(const std::string& dir, const model::Model& stage, torch::optim::Optimizer& optimizer,
@@ -55,19 +121,7 @@ Status saveStage(const std::string& dir, const model::Model& stage, torch::optim
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     try {
       torch::serialize::OutputArchive archive;
-      const auto& module = *stage.layers[i].module;
-      for (const auto& p : module.named_parameters()) {
-        archive.write("param/" + p.key(), whole(stage, module, p.key(), p.value()).detach().cpu());
-        for (const auto& [name, t] : optimizerStateOf(optimizer, p.value())) {
-          archive.write("optim/" + p.key() + "/" + name, whole(stage, module, p.key(), t).cpu());
-        }
-      }
-      for (const auto& b : module.named_buffers()) archive.write("buffer/" + b.key(), b.value().cpu());
-      if (previous) {
-        for (const auto& p : previous->layers.at(i).module->named_parameters()) {
-          archive.write("previous/" + p.key(), whole(stage, module, p.key(), p.value()).detach().cpu());
-        }
-      }
+      writeLayer(archive, stage, i, optimizer, previous);
       if (!writes) continue;
       archive.save_to(tmp);
     } catch (const c10::Error& e) {
@@ -95,50 +149,49 @@ Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Opti
     try {
       torch::serialize::InputArchive archive;
       archive.load_from(path);
-      auto& module = *stage.layers[i].module;
-      for (auto& p : module.named_parameters()) {
-        torch::Tensor saved;
-        if (!archive.try_read("param/" + p.key(), saved)) {
-          return parseError(fmt::format("{}: has no parameter {} (was it saved from another model?)", path, p.key()));
-        }
-        saved = mine(stage, module, p.key(), saved, p.value());
-        if (saved.sizes() != p.value().sizes()) {
-          return parseError(fmt::format("{}: parameter {} has shape {} but the model's is {}", path, p.key(),
-                                        model::shapeString(saved.sizes().vec()),
-                                        model::shapeString(p.value().sizes().vec())));
-        }
-        p.value().copy_(saved);
-        ParamState state;
-        for (const char* name : {"momentum_buffer", "step", "exp_avg", "exp_avg_sq"}) {
-          torch::Tensor t;
-          if (archive.try_read("optim/" + p.key() + "/" + name, t)) {
-            state.emplace_back(name, mine(stage, module, p.key(), t, p.value()).to(p.value().device()));
-          }
-        }
-        setOptimizerStateOf(optimizer, p.value(), state);
-      }
-      for (auto& b : module.named_buffers()) {
-        torch::Tensor saved;
-        if (archive.try_read("buffer/" + b.key(), saved)) b.value().copy_(saved);
-      }
-      if (previous) {
-        const auto current = module.named_parameters();
-        for (auto& p : previous->layers.at(i).module->named_parameters()) {
-          torch::Tensor saved;
-          if (!archive.try_read("previous/" + p.key(), saved)) saved = current[p.key()];
-          saved = mine(stage, module, p.key(), saved, p.value());
-          if (saved.sizes() != p.value().sizes()) {
-            return parseError(fmt::format("{}: the previous weights' {} have shape {} but the model's is {}", path,
-                                          p.key(), model::shapeString(saved.sizes().vec()),
-                                          model::shapeString(p.value().sizes().vec())));
-          }
-          p.value().copy_(saved);
-        }
-      }
+      HZ_RETURN_IF_ERROR(readLayer(archive, path, stage, i, optimizer, previous));
     } catch (const c10::Error& e) {
       return parseError(fmt::format("{}: cannot read the checkpoint ({}); is it truncated?", path,
                                     std::string(e.what_without_backtrace()).substr(0, 200)));
     }
+  }
+  return Status();
+}
+
+Result<std::string> saveStageBytes(const model::Model& stage, torch::optim::Optimizer& optimizer) {
+  try {
+    torch::serialize::OutputArchive all;
+    for (size_t i = 0; i < stage.layers.size(); ++i) {
+      torch::serialize::OutputArchive layer;
+      writeLayer(layer, stage, i, optimizer, nullptr);
+      all.write(layerFileName(stage.first + static_cast<int>(i)), layer);
+    }
+    std::ostringstream out;
+    all.save_to(out);
+    return out.str();
+  } catch (const c10::Error& e) {
+    return internalError(fmt::format("cannot serialize the stage's state: {}", e.what_without_backtrace()));
+  }
+}
+
+Status loadStageBytes(const char* data, size_t size, const std::string& from, model::Model& stage,
+                      torch::optim::Optimizer& optimizer) {
+  torch::NoGradGuard guard;
+  try {
+    torch::serialize::InputArchive all;
+    all.load_from(data, size);
+    for (size_t i = 0; i < stage.layers.size(); ++i) {
+      const int global = stage.first + static_cast<int>(i);
+      const std::string where = fmt::format("layer {} of {}", global, from);
+      torch::serialize::InputArchive layer;
+      if (!all.try_read(layerFileName(global), layer)) {
+        return notFound(fmt::format("{}: missing (layer \"{}\")", where, stage.layers[i].name));
+      }
+      HZ_RETURN_IF_ERROR(readLayer(layer, where, stage, i, optimizer, nullptr));
+    }
+  } catch (const c10::Error& e) {
+    return parseError(fmt::format("{}: cannot read the state ({})", from,
+                                  std::string(e.what_without_backtrace()).substr(0, 200)));
   }
   return Status();
 }

@@ -32,4 +32,12 @@ Status saveStage(const std::string& dir, const model::Model& stage, torch::optim
 Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Optimizer& optimizer,
                  model::Model* previous = nullptr);
 
+// The same state in memory (one archive of every layer's, named as their
+// files): what replica 0 sends the workers that join a running group
+// (NOTE [State for joiners], runtime/worker/stage_setup.cc). `from` names
+// the bytes' source in errors.
+Result<std::string> saveStageBytes(const model::Model& stage, torch::optim::Optimizer& optimizer);
+Status loadStageBytes(const char* data, size_t size, const std::string& from, model::Model& stage,
+                      torch::optim::Optimizer& optimizer);
+
 }  // namespace hydrozoa::runtime

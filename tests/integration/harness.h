@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -52,7 +53,26 @@ class ScratchDir {
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
-  ~ScratchDir() { fs::remove_all(path_); }
+  // A failed test's directory stays, its path and its logs' warnings and
+  // errors printed (what a CI log needs to tell why).
+  ~ScratchDir() {
+    if (!::testing::Test::HasFailure()) {
+      fs::remove_all(path_);
+      return;
+    }
+    std::cerr << "kept " << path_.string() << "; its logs' warnings and errors:\n";
+    std::error_code ec;
+    int shown = 0;
+    for (auto it = fs::recursive_directory_iterator(path_, ec); it != fs::recursive_directory_iterator(); ++it) {
+      if (it->path().extension() != ".log") continue;
+      std::ifstream in(it->path());
+      for (std::string line; std::getline(in, line) && shown < 80;) {
+        if (line.find("[error]") == std::string::npos && line.find("[warning]") == std::string::npos) continue;
+        std::cerr << it->path().filename().string() << ": " << line.substr(0, 300) << "\n";
+        ++shown;
+      }
+    }
+  }
   std::string operator/(const std::string& name) const { return (path_ / name).string(); }
   const fs::path& path() const { return path_; }
 

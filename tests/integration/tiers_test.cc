@@ -112,12 +112,14 @@ std::map<std::int64_t, std::set<std::int64_t>> samplesByStep(const std::filesyst
 
 // The run with tiers trained as the run without: every step took the same
 // samples, and had the same loss: to the bit until the tier first changed
-// at step `changed`, after it within 1e-5 (the same microbatches, but the
-// reliable replica alone sums 6 of them where two replicas summed 3 each
-// and then added: float rounding, which the training of random labels
-// amplifies step by step: 7e-8 at most over 160 steps, but past 1e-5
-// after some 300 steps at 256 hidden units; a microbatch lost or counted
-// twice is 1e-3 at once).
+// at step `changed`, after it within 1e-5 to step 160 and 1e-4 after (the
+// same microbatches, but the reliable replica alone sums 6 of them where
+// two replicas summed 3 each and then added: float rounding, which the
+// training of random labels amplifies step by step: 7e-8 at most over 160
+// steps, but up to 3e-5 by step 240 in one CI run where the reliable
+// replica trained alone for longer, and past 1e-5 after some 300 steps at
+// 256 hidden units; a microbatch lost or counted twice is 1e-3 at once,
+// and the samples are compared exactly).
 // A step that the taken worker finished but never reported has the other
 // replica's loss alone, marked partial (NOTE [Recovering from a lost
 // worker]): not compared.
@@ -134,7 +136,7 @@ void expectTheSameTraining(const ScratchDir& dir, std::int64_t changed, int epoc
   EXPECT_LE(partial.size(), 1u);
   for (size_t i = 0; i < a.size(); ++i) {
     if (partial.count(i)) continue;
-    const double bound = static_cast<std::int64_t>(i) < changed ? 1e-12 : 1e-5;
+    const double bound = static_cast<std::int64_t>(i) < changed ? 1e-12 : i < 2 * kStepsPerEpoch ? 1e-5 : 1e-4;
     EXPECT_NEAR(a[i], b[i], bound * std::fabs(a[i])) << "step " << i + 1 << " (the tier changed at " << changed << ")";
   }
   const auto want = samplesByStep(dir / "whole"), got = samplesByStep(dir / "run");
@@ -146,10 +148,19 @@ void expectTheSameTraining(const ScratchDir& dir, std::int64_t changed, int epoc
   }
 }
 
+// NOTE [Agreeing on a step], caused as well: the reliable worker hears of
+// the leave 1 s late, after it has begun the step the others stop at, so
+// the step moves for all.
 TEST(Tiers, AnEvictedWorkerLeavesAtAStepBoundaryAndComesBackWithNothingLost) {
   ScratchDir dir;
+  ::setenv("HYDROZOA_TEST_LATE_STEP_MESSAGE", "0:1000", 1);
   const Outcome r = runTiered(dir, std::string(kTiers) + ", notice: 3s}", {}, kJoinEpochs);
+  ::unsetenv("HYDROZOA_TEST_LATE_STEP_MESSAGE");
   ASSERT_EQ(r.code, 0) << r.err;
+  const auto moved = eventsOf(dir / "run", "step_moved");
+  ASSERT_GE(moved.size(), 1u);
+  EXPECT_GT(moved[0]["to"].get<int>(), moved[0]["begun"].get<int>());
+  EXPECT_GE(moved[0]["begun"].get<int>(), moved[0]["from"].get<int>());
   EXPECT_NE(r.err.find("above the bid"), std::string::npos) << r.err;
   ASSERT_EQ(eventsOf(dir / "run", "eviction_notice").size(), 1u);
   const auto left = eventsOf(dir / "run", "transient_tier_left");
@@ -172,6 +183,16 @@ TEST(Tiers, AnEvictedWorkerLeavesAtAStepBoundaryAndComesBackWithNothingLost) {
         fmt::format("regrouped before step {}: replica 0 of {}", change["step"].get<int>(), width);
     EXPECT_EQ(countOf(log, line), 1u) << line << " in\n" << log;
   }
+  // NOTE [State for joiners]: the transient worker that came back took its
+  // state from replica 0 over the new group, no save in between.
+  const std::string sent = fmt::format("sent the state (at step {}", back[0]["step"].get<int>());
+  EXPECT_EQ(countOf(log, sent), 1u) << sent << " in\n" << log;
+  std::string joiners;
+  for (const auto& f : std::filesystem::directory_iterator(dir / "run/workers")) {
+    if (f.path().extension() == ".log" && f.path().filename() != "worker-0.log") joiners += testing::slurp(f.path());
+  }
+  const std::string took = fmt::format("took the state (at step {}", back[0]["step"].get<int>());
+  EXPECT_EQ(countOf(joiners, took), 1u) << took << " in\n" << joiners;
   auto summary = readJsonFile(dir / "run/summary.json");
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ((*summary)["status"], "completed");

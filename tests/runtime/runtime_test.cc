@@ -202,10 +202,21 @@ TEST_P(OptimizerState, SurvivesARoundTripThroughCheckpoints) {
   auto optB = makeOptimizer(spec, b.parameters());
   const Status loaded = loadStage(dir.string(), b, *optB);
   ASSERT_TRUE(loaded.ok()) << loaded.message();
+  // And a third from the same state in memory (NOTE [State for joiners]).
+  Result<std::string> bytes = saveStageBytes(a, *optA);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  model::Model c = build("cnn", kTinyCnn, 3);
+  auto optC = makeOptimizer(spec, c.parameters());
+  const Status taken = loadStageBytes(bytes->data(), bytes->size(), "replica 0", c, *optC);
+  ASSERT_TRUE(taken.ok()) << taken.message();
   step(a, *optA);
   step(b, *optB);
-  const auto pa = a.parameters(), pb = b.parameters();
-  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << i;
+  step(c, *optC);
+  const auto pa = a.parameters(), pb = b.parameters(), pc = c.parameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_TRUE(torch::equal(pa[i], pb[i])) << i;
+    EXPECT_TRUE(torch::equal(pa[i], pc[i])) << i;
+  }
   fs::remove_all(dir);
 }
 
@@ -233,6 +244,25 @@ TEST(Checkpoint, ErrorsNameTheFile) {
   fs::remove_all(dir);
 }
 
+// The state sent to joiners, cut short or from another model: one error
+// naming the source, the layer and the tensor.
+TEST(Checkpoint, StateInMemoryErrorsNameTheSender) {
+  model::Model a = build("cnn", kTinyCnn, 1);
+  auto opt = makeOptimizer({}, a.parameters());
+  Result<std::string> bytes = saveStageBytes(a, *opt);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  model::Model wider = build("cnn", {{"width", "0.5"}, {"hidden", "16"}}, 1);
+  auto optW = makeOptimizer({}, wider.parameters());
+  Status s = loadStageBytes(bytes->data(), bytes->size(), "the state from replica 0", wider, *optW);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("layer 0 of the state from replica 0: parameter conv.weight has shape"),
+            std::string::npos)
+      << s.message();
+  s = loadStageBytes(bytes->data(), bytes->size() / 2, "the state from replica 0", a, *opt);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("the state from replica 0: cannot read the state"), std::string::npos) << s.message();
+}
+
 // NOTE [Regrouping at a step boundary]: the coordinator's "regroup", checked
 // as any message from a peer.
 TEST(Regroup, TheMessageIsCheckedAgainstTheRoleThatStays) {
@@ -240,20 +270,21 @@ TEST(Regroup, TheMessageIsCheckedAgainstTheRoleThatStays) {
   role.replica = 1;
   role.replicas = 4;
   const Json ok = {{"type", "regroup"}, {"at_step", 12},       {"generation", 1},
-                   {"replicas", 2},     {"microbatches", 6}, {"checkpoint", false}};
+                   {"replicas", 2},     {"microbatches", 6}, {"joiners", 0}};
   Result<Regroup> g = parseRegroup(ok, role);
   ASSERT_TRUE(g.ok()) << g.status().message();
   EXPECT_EQ(g->at_step, 12);
   EXPECT_EQ(g->replicas, 2);
   EXPECT_EQ(g->microbatches, 6);
-  EXPECT_FALSE(g->checkpoint);
+  EXPECT_EQ(g->joiners, 0);
   const std::pair<Json, std::string> bad[] = {
       {{{"at_step", 0}}, "at_step"},
       {{{"replicas", 0}}, "replicas"},
       {{{"replicas", 1}}, "leave out this worker's replica 1"},
       {{{"microbatches", -3}}, "microbatches"},
       {{{"generation", "next"}}, "generation"},
-      {{{"checkpoint", 2}}, "checkpoint"},
+      {{{"joiners", -1}}, "joiners"},
+      {{{"joiners", 2}}, "leave no running worker"},
   };
   for (const auto& [change, says] : bad) {
     Json m = ok;

@@ -52,6 +52,12 @@ class C10dTransport final : public Transport {
     return {};
   }
   c10::intrusive_ptr<c10d::ProcessGroup> tensorGroup() const override { return tensor_; }
+  c10::intrusive_ptr<c10d::Work> broadcast(torch::Tensor& tensor, int root) override {
+    std::vector<at::Tensor> v = {tensor};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    return world_->broadcast(v, options);
+  }
   void barrier() override { world_->barrier()->wait(); }
 
  private:

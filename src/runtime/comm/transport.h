@@ -58,6 +58,11 @@ class Transport {
   // null without tensor parallelism.
   virtual c10::intrusive_ptr<c10d::ProcessGroup> tensorGroup() const { return {}; }
 
+  // Starts sending `tensor` of world rank `root` into every other worker's
+  // `tensor` (of its size and type); nullptr where this transport cannot
+  // (the channel through a store).
+  virtual c10::intrusive_ptr<c10d::Work> broadcast(torch::Tensor& /*tensor*/, int /*root*/) { return {}; }
+
   // Blocks until every worker of the job reaches it.
   virtual void barrier() = 0;
 };

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "core/memory.h"
 
@@ -36,13 +39,32 @@ void Worker::controlLoop() {
   flush();
 }
 
+// Tests cause a worker that hears of a stop or regroup late (NOTE [Agreeing
+// on a step], cluster/recovery.cc): with HYDROZOA_TEST_LATE_STEP_MESSAGE set
+// to "<replica>:<ms>", that replica handles its first such message that
+// much later, as a control thread starved of CPU would.
+void Worker::maybeHearLate(const std::string& type) {
+  static bool used = false;
+  const char* env = std::getenv("HYDROZOA_TEST_LATE_STEP_MESSAGE");
+  if (used || env == nullptr || (type != "stop" && type != "regroup")) return;
+  int replica = -1, ms = 0;
+  if (std::sscanf(env, "%d:%d", &replica, &ms) != 2 || replica != role_.replica || ms <= 0) return;
+  used = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, 10000)));
+}
+
 void Worker::onControl(const Json& m) {
   const std::string type = m.value("type", "");
+  maybeHearLate(type);
   if (type == "stop") {
     // A stop at a given step lets every worker finish the same steps (a
     // clean, resumable stop); without one, stop now.
     stopCheckpoint_ = m.value("checkpoint", false);
-    stopAt_ = m.value("at_step", std::int64_t{0});
+    const std::int64_t at = m.value("at_step", std::int64_t{0});
+    stopAt_ = at;
+    if (at > 0) ackStep(at);
+  } else if (type == "confirm") {
+    confirmedAt_ = m.value("at_step", std::int64_t{-1});
   } else if (type == "regroup") {
     Result<Regroup> g = parseRegroup(m, role_);  // role_'s fields it reads do not change
     if (!g.ok()) {
@@ -54,6 +76,7 @@ void Worker::onControl(const Json& m) {
       regroup_ = *g;
     }
     regroupAt_ = g->at_step;
+    ackStep(g->at_step);
   } else if (type == "checkpoint") {
     checkpointAt_ = m.value("step", std::int64_t{-1});
   } else if (type == "continue") {
@@ -116,7 +139,25 @@ void Worker::post(Json message) {
 bool Worker::pollControl() {
   if (haltSeen_) throw Halted();
   const std::int64_t at = stopAt_.load();
-  return at < 0 || currentStep_.load() < at;
+  if (at < 0 || currentStep_.load() < at) return true;
+  return at > 0 && !agreed(at, stopAt_);  // at 0: now
+}
+
+// Set before it is read here, and the compute thread sets currentStep_
+// before it reads the proposal (both sequentially consistent): either that
+// thread sees the proposal before it begins `step`, or this one sees that
+// it has begun it.
+void Worker::ackStep(std::int64_t step) {
+  control_->send({{"type", "step_ack"}, {"at_step", step}, {"begun", currentStep_.load()}});
+}
+
+bool Worker::agreed(std::int64_t step, const std::atomic<std::int64_t>& proposal) {
+  for (;;) {
+    if (haltSeen_) throw Halted();
+    if (confirmedAt_.load() == step) return true;
+    if (proposal.load() != step) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
 }
 
 // NOTE [Holding at an epoch's end]

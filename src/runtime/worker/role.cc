@@ -45,6 +45,7 @@ Result<Role> parseRole(const Json& a) {
   r.checkpoint_root = o.string("checkpoint_root");
   r.trace_path = o.string("trace_path");
   r.checkpoint = o.optString("checkpoint").value_or("");
+  r.state_from = static_cast<int>(o.optInteger("state_from", 0, kWorkersRange.max - 1).value_or(-1));
   r.schedule = o.optString("schedule").value_or("gpipe");
   if (const Json* cpus = o.raw("cpus"); cpus && cpus->is_array()) {
     for (const auto& c : *cpus) r.cpus.push_back(c.get<int>());
@@ -109,6 +110,12 @@ Result<Role> parseRole(const Json& a) {
   if (r.tensor_rank >= r.tensor_parallel || (r.tensor_parallel > 1 && !stageReplicas.empty())) {
     return invalidArgument("assign.tensor_rank: expected a rank below tensor_parallel, and stages replicated evenly");
   }
+  if (r.state_from >= 0 && (r.state_from >= r.replicas || r.state_from == r.replica || !r.checkpoint.empty() ||
+                           r.stages != 1 || r.tensor_parallel != 1 || !stageReplicas.empty() || o.has("channel"))) {
+    return invalidArgument(
+        "assign.state_from: expected another replica of a one-stage job without tensor groups, a channel or a "
+        "checkpoint to start from");
+  }
   r.stage_replicas = std::move(stageReplicas);
   HZ_ASSIGN_OR_RETURN(r.job, cluster::parseJobSpec(job, "assign.job"));
   return r;
@@ -121,10 +128,14 @@ Result<Regroup> parseRegroup(const Json& m, const Role& role) {
   g.generation = static_cast<int>(o.integer("generation", 0, 1 << 30));
   g.replicas = static_cast<int>(o.integer("replicas", 1, kWorkersRange.max));
   g.microbatches = o.integer("microbatches", 1, kMicrobatchesRange.max);
-  g.checkpoint = o.boolean("checkpoint");
+  g.joiners = static_cast<int>(o.integer("joiners", 0, kWorkersRange.max - 1));
   HZ_RETURN_IF_ERROR(o.status());
   if (role.stages != 1 || role.tensor_parallel != 1 || !role.stage_replicas.empty() || !role.channel.url.empty()) {
     return invalidArgument("regroup: only the replicas of a one-stage job without tensor groups or a channel regroup");
+  }
+  if (g.joiners >= g.replicas) {
+    return invalidArgument(fmt::format("regroup: {} joiners in a group of {} leave no running worker", g.joiners,
+                                       g.replicas));
   }
   if (role.replica >= g.replicas) {
     return invalidArgument(fmt::format("regroup: {} replicas leave out this worker's replica {}", g.replicas,

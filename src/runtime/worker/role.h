@@ -34,6 +34,10 @@ struct Role {
   std::int64_t microbatch_size = 1, microbatches = 1;
   std::int64_t train_size = 0, test_size = 0;
   std::int64_t start_step = 0;  // global step to start from
+  // Joining a running group (NOTE [State for joiners], stage_setup.cc): the
+  // state comes from this replica of it after the rendezvous, not from
+  // `checkpoint` ("state_from"); −1: not joining.
+  int state_from = -1;
   std::int64_t total_steps = 0;  // the job's (the LR schedule runs over these)
   std::int64_t stop_step = 0;    // where this run stops
   // This generation's epochs (cluster/scaling/epochs.h): epoch first_epoch
@@ -67,16 +71,15 @@ Result<Role> parseRole(const Json& assign);
 
 // A new data-parallel group of the running workers from a step on (the
 // "regroup" message; NOTE [Regrouping at a step boundary],
-// cluster/tier_driver.cc): this worker keeps its replica index, the group
+// cluster/regroup.cc): this worker keeps its replica index, the group
 // becomes `replicas` wide (its rank the replica's: one stage, no tensor
 // groups), each replica taking `microbatches` a step, its rendezvous under
-// "gen<generation>/"; with `checkpoint`, the step is saved first over the old
-// group, as a stop there would.
+// "gen<generation>/"; with `joiners` new workers in it, replica 0 sends them
+// its state once the group is formed (NOTE [State for joiners]).
 struct Regroup {
   std::int64_t at_step = 0;
-  int generation = 0, replicas = 1;
+  int generation = 0, replicas = 1, joiners = 0;
   std::int64_t microbatches = 1;
-  bool checkpoint = false;
 };
 
 // The regroup message, checked against what of this worker's role stays

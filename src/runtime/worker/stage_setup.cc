@@ -74,6 +74,10 @@ Status Worker::build() {
     for (size_t i = 0; i < copy.size(); ++i) copy[i].copy_(latest[i]);
   }
   HZ_RETURN_IF_ERROR(connect());
+  if (role_.state_from >= 0) {
+    if (!copies_.empty()) return invalidArgument("a schedule with weight versions cannot join a running group");
+    HZ_RETURN_IF_ERROR(shareState(role_.state_from, role_.start_step));
+  }
   // NOTE [Cores for compute threads]: with a core of its own, the compute
   // thread is never queued behind its neighbour's; the helper threads
   // (transfers, data, heartbeats) stay free to run on any of the process's
@@ -257,8 +261,6 @@ void Worker::regroup(std::int64_t global) {
                                          role_.generation));
   }
   const auto t0 = Clock::now();
-  // Over the old group: its buffers averaged, replica 0 writes (the joiners' state).
-  if (g.checkpoint && global > role_.start_step) checkpoint(global);
   TraceSpan span(trace_, "regroup", "comm", TraceThread::kCompute, {{"step", global}});
   // What refers to the old group goes, users first.
   executor_.reset();
@@ -278,7 +280,8 @@ void Worker::regroup(std::int64_t global) {
   // core, with short slices (as in build()).
   if (!role_.cpus.empty()) (void)runThreadOn(helperCpus_);
   if (helperSlice_.count() > 0) (void)setThreadSlice(helperSlice_);
-  const Status s = connect();
+  Status s = connect();
+  if (s.ok() && g.joiners > 0) s = shareState(0, global);
   pinComputeThread();
   setThreadSlice(std::chrono::microseconds(0));
   if (!s.ok()) throw std::runtime_error(fmt::format("regrouping at step {}: {}", global, s.message()));
@@ -419,6 +422,59 @@ Status Worker::exchangeShapes() {
       }
     }
   }
+  return Status();
+}
+
+// NOTE [State for joiners]
+// Workers that join a running group at a regroup (NOTE [Regrouping at a step
+// boundary], cluster/regroup.cc) need the group's state at that step:
+// parameters, optimizer state and buffers, as a save holds them. Rather
+// than a save of the old group shipped to the coordinator and fetched back
+// from it (most of a return's 1.5 s on the tiers test), replica `from` of
+// the new group serializes its own (checkpoint.h saveStageBytes) and
+// broadcasts it over the group right after the rendezvous: its size, then
+// the bytes. The joiners load it; the replicas that ran on take part in
+// the broadcast and keep their own, which equals it but for the buffers
+// (BatchNorm's running statistics, each replica's own as in any step; the
+// joiners start from replica `from`'s). The size is bounded before the
+// buffer for the bytes is allocated: at most what this stage's tensors
+// take four times over (parameters, two optimizer moments, one spare) and
+// a megabyte per tensor of archive.
+Status Worker::shareState(int from, std::int64_t step) {
+  torch::NoGradGuard guard;
+  TraceSpan span(trace_, "state", "comm", TraceThread::kCompute);
+  const auto t0 = Clock::now();
+  Bytes bound = 16 << 20;
+  for (const torch::Tensor& p : stageParameters()) bound += 4 * static_cast<Bytes>(p.nbytes()) + (1 << 20);
+  for (const torch::Tensor& b : stageBuffers()) bound += static_cast<Bytes>(b.nbytes()) + (1 << 20);
+  Bytes total = 0;
+  for (const auto& chunk : chunks_) {
+    std::string bytes;
+    torch::Tensor size = torch::zeros({1}, torch::kLong);
+    if (role_.replica == from) {
+      HZ_ASSIGN_OR_RETURN(bytes, saveStageBytes(chunk->model(), *optimizer_));
+      size[0] = static_cast<std::int64_t>(bytes.size());
+    }
+    auto work = transport_->broadcast(size, from);
+    if (!work) return invalidArgument("this transport cannot send the state to workers that join");
+    work->wait();
+    const std::int64_t n = size.item<std::int64_t>();
+    if (n <= 0 || n > bound) {
+      return parseError(fmt::format("replica {} announced {} of state where this stage's takes at most {}", from,
+                                  formatBytes(n), formatBytes(bound)));
+    }
+    torch::Tensor data = role_.replica == from ? torch::from_blob(bytes.data(), {n}, torch::kUInt8)
+                                                : torch::empty({n}, torch::kUInt8);
+    transport_->broadcast(data, from)->wait();
+    if (role_.state_from == from) {
+      HZ_RETURN_IF_ERROR(loadStageBytes(static_cast<const char*>(data.data_ptr()), static_cast<size_t>(n),
+                                        fmt::format("the state from replica {}", from), chunk->model(), *optimizer_));
+    }
+    total += n;
+  }
+  spdlog::info("{} the state (at step {}, {}) {} replica {} in {:.3f} s",
+               role_.replica == from ? "sent" : role_.state_from == from ? "took" : "passed on",
+               step, formatBytes(total), role_.replica == from ? "as" : "from", from, since(t0));
   return Status();
 }
 

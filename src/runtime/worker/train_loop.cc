@@ -255,7 +255,7 @@ void Worker::train() {
     if (trainLoader_) trainLoader_->start(epoch, first);
     for (std::int64_t step = first; step < perEpoch && global < role_.stop_step; ++step) {
       currentStep_ = global;
-      if (regroupAt_.load() == global) {
+      if (regroupAt_.load() == global && agreed(global, regroupAt_)) {
         regroup(global);
         if (trainLoader_) trainLoader_->start(epoch, step);
       }

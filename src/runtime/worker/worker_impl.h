@@ -70,9 +70,20 @@ class Worker {
   // worker's place in its generation (stage_setup.cc).
   Status connect();
   void pinComputeThread();
-  // NOTE [Regrouping at a step boundary] (cluster/tier_driver.cc): before
+  // NOTE [Regrouping at a step boundary] (cluster/regroup.cc): before
   // global step `global`, the group the coordinator's "regroup" named.
   void regroup(std::int64_t global);
+  // NOTE [Agreeing on a step] (cluster/recovery.cc): says which step this
+  // worker had begun when asked to stop or regroup at `step`.
+  void ackStep(std::int64_t step);
+  void maybeHearLate(const std::string& type);  // a test's fault (control.cc)
+  // Waits at `step` until the coordinator confirms it (true) or moves
+  // `proposal` off it (false: some worker had begun it).
+  bool agreed(std::int64_t step, const std::atomic<std::int64_t>& proposal);
+  // NOTE [State for joiners]: replica `from` sends its state before global
+  // step `step` to every other replica; those with role_.state_from == from
+  // load it.
+  Status shareState(int from, std::int64_t step);
   Status exchangeShapes();
   void train();
   // One training step through the step executor, then its report.
@@ -262,6 +273,7 @@ class Worker {
   std::atomic<std::int64_t> continueAt_{-1};    // go on past the epoch end at this global step
   std::atomic<bool> stopCheckpoint_{false};     // and checkpoint there first
   std::atomic<std::int64_t> regroupAt_{-1};     // regroup_ before this global step
+  std::atomic<std::int64_t> confirmedAt_{-1};   // the coordinator's confirmation of a stop or regroup step
   Regroup regroup_;                             // under stateMu_
   std::chrono::microseconds helperSlice_{0};    // NOTE [Helper threads wake at once]
   std::int64_t savedStep_ = -1;                 // the last step checkpoint() saved (compute thread)
