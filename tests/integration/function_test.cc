@@ -105,7 +105,8 @@ void expectSameCheckpoints(const std::string& a, const std::string& b, int layer
   }
 }
 
-// With a 20 s time limit the run crosses several invocations: each
+// With a 12 s time limit (each generation saves at 9 s; 20 s took 80 s of
+// CI time for the same test) the run crosses several invocations: each
 // generation saves at a step and the next continues it, so it ends with
 // the same losses and weights as one run through the same channel without
 // a limit. The run is stopped (SIGINT: a checkpoint at a step) once it has
@@ -116,7 +117,7 @@ TEST(FunctionWorkers, AcrossSeveralInvocationsTheRunEqualsAnUninterruptedOne) {
   std::ofstream(dir / "job.yaml") << functionJob("");
   const pid_t pid = testing::spawnHydrozoa(dir.path().string(),
                                            {"train", "job.yaml", "--no-progress", "--out", "functions", "--launcher",
-                                            "function", "--function-timeout", "20s"});
+                                            "function", "--function-timeout", "12s"});
   bool crossed = false;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(240);
   while (!crossed && std::chrono::steady_clock::now() < until) {
