@@ -321,7 +321,8 @@ class Job {
   double tierBid_ = 0;             // the fixed bidder's bid (BidBrain's first allocation's)
   bool tierStopIssued_ = false;    // this generation was told where to stop for the change
   double noticeDeadline_ = -1;     // training seconds at which the noticed workers are taken
-  double tierPolled_ = 0;          // training seconds at the last look at the market
+  double tierPolled_ = 0;          // the market's seconds (tierWall()) at the last look at it
+  Seconds tierClockFrom_ = -1;     // training seconds when the market's clock started (-1: not yet)
   double tierDecideAt_ = 0;        // BidBrain's next decision, training seconds
   int tierNotices_ = 0, tierTaken_ = 0, tierReturns_ = 0, tierDecisions_ = 0;
   double tierWaited_ = 0;          // wall seconds without a worker (checkpoint-restart)
@@ -333,6 +334,7 @@ class Job {
   int tierRegroups_ = 0;                // changes that regrouped the running workers
   Clock::time_point lastStepEnd_{};     // the last step's report (lastStepAt_ also moves at saves)
   Seconds tierEvictionStall() const;
+  Seconds tierWall() const;
   std::set<int> evictedIds_;       // workers the market took (their loss is no failure)
   std::int64_t regroupAt_ = -1;    // the survivors regroup before this step (-1: none asked)
   int regroupWorkers_ = 0;         // and are these many

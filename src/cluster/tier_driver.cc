@@ -69,8 +69,8 @@ namespace hydrozoa::cluster::coordinator {
 // (bench/proteus_bench.sh).
 
 Json Job::tierEvent(const char* name) const {
-  const double t = priorSeconds_ + since(trainingStart_);
-  return {{"t", t},
+  const double t = tierWall();
+  return {{"t", priorSeconds_ + since(trainingStart_)},  // training seconds, as every event's
           {"event", name},
           {"generation", generation_},
           {"step", reached_},
@@ -128,11 +128,22 @@ Seconds Job::tierEvictionStall() const {
   return leave + back;
 }
 
+// The market's clock: training seconds, less those before this run's first
+// step was done (on a loaded machine the first step alone took more than
+// the 0.25 s after which the tests' replays raise the price).
+Seconds Job::tierWall() const {
+  return priorSeconds_ + std::max(0.0, since(trainingStart_) - std::max(0.0, tierClockFrom_));
+}
+
 void Job::pollTiers() {
   if (!tierMarket_ || trainingStart_ == Clock::time_point{}) return;
-  const double t = priorSeconds_ + since(trainingStart_);
   TierMarket& m = *tierMarket_;
-  if (!m.started()) {  // the instances' hours begin with the training
+  if (!m.started()) {  // the instances' hours begin with the training's first step
+    if (reached_ <= startStep_) return;
+    tierClockFrom_ = since(trainingStart_);
+  }
+  const double t = tierWall();
+  if (!m.started()) {
     m.start(t);
     tierPolled_ = t;
     if (tierTarget_ > 0) m.acquire(t, tierTarget_, tierBid_);
@@ -149,7 +160,7 @@ void Job::pollTiers() {
     if (tierActive_ > 0 && noticeDeadline_ < 0 && evictedIds_.empty()) {
       ++tierNotices_;
       Json event = tierEvent("eviction_notice");
-      event["deadline"] = t + spec_.tiers.notice;
+      event["deadline"] = event["t"].get<double>() + spec_.tiers.notice;
       event["workers"] = held;
       report(event);
       progress_.note(fmt::format("Step {}: the spot price rose to ${:.4f}/h, above the bid of ${:.4f}/h: {} "
@@ -332,7 +343,7 @@ Status Job::tiersAtNewGeneration(int active) {
 // resumable from that checkpoint.
 Status Job::waitForTransients() {
   TierMarket& m = *tierMarket_;
-  const double from = priorSeconds_ + since(trainingStart_);
+  const double from = tierWall();
   Json left = tierEvent("transient_tier_left");
   left["replicas"] = 0;
   report(left);
@@ -341,7 +352,7 @@ Status Job::waitForTransients() {
                              reached_, reached_, m.price(from), tierBid_));
   const Seconds lastRecord = m.market().prices.empty() ? 0 : m.market().prices.back().first;
   for (;;) {
-    const double t = priorSeconds_ + since(trainingStart_);
+    const double t = tierWall();
     m.advance(t);
     if (m.price(t) <= tierBid_) {
       tierWaited_ += t - from;

@@ -77,6 +77,7 @@ Status Worker::build() {
   if (role_.state_from >= 0) {
     if (!copies_.empty()) return invalidArgument("a schedule with weight versions cannot join a running group");
     HZ_RETURN_IF_ERROR(shareState(role_.state_from, role_.start_step));
+    role_.state_from = -1;  // joined: at a later regroup it is one of the running replicas
   }
   // NOTE [Cores for compute threads]: with a core of its own, the compute
   // thread is never queued behind its neighbour's; the helper threads
