@@ -16,8 +16,9 @@ namespace hydrozoa::cluster::coordinator {
 // another. So a change of the transient workers restarts no worker that
 // stays. When some leave (an eviction notice, or BidBrain holding fewer),
 // the leavers are told to stop at the agreed step S and the others to
-// regroup there ("regroup": the new generation's number, width and
-// microbatches per replica). When some come back, they are started at once
+// regroup there ("regroup": the new generation's number, width, microbatches
+// per replica and joiners), which none acts on until every one has said it
+// had not begun S (NOTE [Agreeing on a step]). When some come back, they are started at once
 // (the instances are bought and billed from then, as the cloud would boot
 // them) and wait for their role; once all have registered, the running
 // workers are told to regroup at S. Nothing is saved: the running workers
@@ -31,15 +32,14 @@ namespace hydrozoa::cluster::coordinator {
 // it then sends the joiners their role (start at S, the state from replica
 // 0), and they meet the others at the rendezvous, where replica 0 sends
 // them its state (NOTE [State for joiners], runtime/worker/stage_setup.cc).
-// Meanwhile the new group's reports of S
-// and later wait for the switch (handle() completes no step from S on until
-// then); the leavers are answered until they exit. The job token stays: the
-// running workers are the authenticated processes they were, and the
-// joiners got it at launch. What regroups: the replicas of one stage without tensor groups
-// or a channel, under a flushing schedule, the tiers' own case (and joins
-// need a launcher that runs two sets of workers at once); S is moved off
-// an epoch's first step (the epoch's evaluation reports count the old
-// group). Otherwise, with `regroup: false`, or once a joiner failed to
+// Meanwhile the new group's reports of S and later wait for the switch
+// (completeSteps() completes no step from S on until then); the leavers are
+// answered until they exit. The job token stays: the running workers are
+// the authenticated processes they were, and the joiners got it at launch.
+// What regroups: the replicas of one stage without tensor groups or a
+// channel, under a flushing schedule, the tiers' own case (and joins need a
+// launcher that runs two sets of workers at once); S is moved off an
+// epoch's first step (the epoch's evaluation reports count the old group). Otherwise, with `regroup: false`, or once a joiner failed to
 // start, a change is a new generation of every worker. Measured on the
 // bench's CNN (bench/proteus_bench.sh): see bench/README.md.
 bool Job::canRegroup(std::int64_t* at) const {
