@@ -208,14 +208,6 @@ bool Job::receiveOne(int timeoutMs) {
   return true;
 }
 
-void Job::completeSteps() {
-  for (auto it = steps_.begin();
-       it != steps_.end() && it->second.reports == W_ && (regroupAt_ < 0 || it->first < regroupAt_);) {
-    onStepComplete(it->first, it->second);
-    it = steps_.erase(it);
-  }
-}
-
 void Job::handle(int rank, const Json& m) {
   WorkerState& w = workers_[rank];
   const int id = w.id;
@@ -446,9 +438,7 @@ Status Job::watch() {
       const std::int64_t at = std::max(resumeStep_ + 1, agreedStep());
       progress_.note(fmt::format("{}: the workers finish step {}, checkpoint it and exit...",
                                  preempted_ ? "Preempted" : "Stopping", at));
-      std::map<int, Json> stops;
-      for (const auto& w : workers_) stops[w.id] = {{"type", "stop"}, {"checkpoint", true}};
-      propose(at, std::move(stops));
+      proposeStop(at);
       stopSent = Clock::now();
     }
     maybeReinvoke();
@@ -461,35 +451,6 @@ Status Job::watch() {
     }
     takeRequests();
   }
-}
-
-// NOTE [Functions' time limit]
-// A function runs at most the platform's time limit (launcher_->maxDuration()).
-// Before the first of a generation's would reach it (a quarter of the limit
-// before, at most a minute), every worker is told to finish the step half a
-// second ahead (agreedStep()), checkpoint it and end, as for a stop at
-// --max-steps; run() then starts the next generation from that checkpoint
-// with the same plan (rescale(), its "reinvoked" event), fresh invocations
-// with a full time limit, as FuncPipe's function manager does (§3.1). The
-// training is the same as without the limit: a stop and resume at a step
-// boundary (tests: FunctionWorkers.*).
-void Job::maybeReinvoke() {
-  const Seconds limit = launcher_ ? launcher_->maxDuration() : 0;
-  if (limit <= 0 || stopping_ || reinvoking_ || workers_.empty() || agreeing()) return;
-  double first = -1;
-  for (const auto& w : workers_) {
-    if (w.started_at >= 0 && (first < 0 || w.started_at < first)) first = w.started_at;
-  }
-  if (first < 0 || now() - first < limit - std::min(60.0, limit / 4)) return;
-  const std::int64_t at = std::max(resumeStep_ + 1, agreedStep());
-  if (at >= genStop_) return;  // the generation ends before that anyway
-  reinvoking_ = true;
-  progress_.note(fmt::format("Step {}: the functions near their time limit ({}); they save the state and fresh "
-                             "invocations continue it",
-                             at, formatSeconds(limit)));
-  std::map<int, Json> stops;
-  for (const auto& w : workers_) stops[w.id] = {{"type", "stop"}, {"checkpoint", true}};
-  propose(at, std::move(stops));
 }
 
 void Job::stopWorkers(Seconds grace) {

@@ -157,6 +157,8 @@ class Job {
   // (its own state moved along; absent: that step).
   void propose(std::int64_t step, std::map<int, Json> messages,
                std::function<std::int64_t(std::int64_t)> revise = {});
+  // propose() of a stop with a save at `step` to every worker.
+  void proposeStop(std::int64_t step, std::function<std::int64_t(std::int64_t)> revise = {});
   void onStepAck(int id, const Json& m);
   bool confirmed(std::int64_t step) const { return agreement_.confirmed && agreement_.step == step; }
   bool agreeing() const { return agreement_.step >= 0 && !agreement_.confirmed; }  // a proposal awaits answers

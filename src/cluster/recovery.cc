@@ -124,6 +124,12 @@ void Job::propose(std::int64_t step, std::map<int, Json> messages, std::function
   }
 }
 
+void Job::proposeStop(std::int64_t step, std::function<std::int64_t(std::int64_t)> revise) {
+  std::map<int, Json> stops;
+  for (const auto& w : workers_) stops[w.id] = {{"type", "stop"}, {"checkpoint", true}};
+  propose(step, std::move(stops), std::move(revise));
+}
+
 void Job::onStepAck(int id, const Json& m) {
   Agreement& a = agreement_;
   const std::int64_t at = m.value("at_step", std::int64_t{-1}), begun = m.value("begun", std::int64_t{-1});

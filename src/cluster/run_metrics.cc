@@ -60,6 +60,14 @@ void Job::checkPrediction(double stepSeconds) {
                              formatSeconds(measured), formatSeconds(gen_.iteration_seconds), 100 * error));
 }
 
+void Job::completeSteps() {
+  for (auto it = steps_.begin();
+       it != steps_.end() && it->second.reports == W_ && (regroupAt_ < 0 || it->first < regroupAt_);) {
+    onStepComplete(it->first, it->second);
+    it = steps_.erase(it);
+  }
+}
+
 void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
   const auto now = Clock::now();
   const double dt = std::chrono::duration<double>(now - lastStepAt_).count();

@@ -1,6 +1,8 @@
 // Job: generations at epoch boundaries (NOTE [Changing the replicas]): the
 // scaling schedule, each generation's plan, pre-starting, a rule's decision,
-// and the change itself (coordinator_job.h).
+// and the change itself; and the new generation of fresh invocations before
+// functions reach their time limit (NOTE [Functions' time limit])
+// (coordinator_job.h).
 #include "cluster/coordinator_job.h"
 #include "cluster/coordinator.h"
 
@@ -396,9 +398,7 @@ void Job::issueResize() {
                              resizeTo_, boundary));
   if (boundary >= genStop_) return;  // this generation ends there anyway; rescale() takes the resize
   genStop_ = boundary;
-  std::map<int, Json> stops;
-  for (const auto& w : workers_) stops[w.id] = {{"type", "stop"}, {"checkpoint", true}};
-  propose(boundary, std::move(stops), [this](std::int64_t next) {  // the epoch boundary after
+  proposeStop(boundary, [this](std::int64_t next) {  // the epoch boundary after
     const std::int64_t epoch = epochs_.epochOf(next);
     genStop_ = epochs_.epochStart(epoch) == next ? next : epochs_.epochStart(epoch + 1);
     return genStop_;
@@ -415,6 +415,33 @@ void Job::noteReadyIfScaling() {
   double last = 0;
   for (const auto& w : workers_) last = std::max(last, w.registered_at);
   e["ready_before_boundary_s"] = scalingSince_ - last;
+}
+
+// NOTE [Functions' time limit]
+// A function runs at most the platform's time limit (launcher_->maxDuration()).
+// Before the first of a generation's would reach it (a quarter of the limit
+// before, at most a minute), every worker is told to finish the step half a
+// second ahead (agreedStep()), checkpoint it and end, as for a stop at
+// --max-steps; run() then starts the next generation from that checkpoint
+// with the same plan (rescale(), its "reinvoked" event), fresh invocations
+// with a full time limit, as FuncPipe's function manager does (§3.1). The
+// training is the same as without the limit: a stop and resume at a step
+// boundary (tests: FunctionWorkers.*).
+void Job::maybeReinvoke() {
+  const Seconds limit = launcher_ ? launcher_->maxDuration() : 0;
+  if (limit <= 0 || stopping_ || reinvoking_ || workers_.empty() || agreeing()) return;
+  double first = -1;
+  for (const auto& w : workers_) {
+    if (w.started_at >= 0 && (first < 0 || w.started_at < first)) first = w.started_at;
+  }
+  if (first < 0 || now() - first < limit - std::min(60.0, limit / 4)) return;
+  const std::int64_t at = std::max(resumeStep_ + 1, agreedStep());
+  if (at >= genStop_) return;  // the generation ends before that anyway
+  reinvoking_ = true;
+  progress_.note(fmt::format("Step {}: the functions near their time limit ({}); they save the state and fresh "
+                             "invocations continue it",
+                             at, formatSeconds(limit)));
+  proposeStop(at);
 }
 
 }  // namespace hydrozoa::cluster::coordinator

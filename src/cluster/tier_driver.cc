@@ -141,13 +141,12 @@ void Job::pollTiers() {
   if (!m.started()) {  // the instances' hours begin with the training's first step
     if (reached_ <= startStep_) return;
     tierClockFrom_ = since(trainingStart_);
+    const double start = tierWall();
+    m.start(start);
+    tierPolled_ = start;
+    if (tierTarget_ > 0) m.acquire(start, tierTarget_, tierBid_);
   }
   const double t = tierWall();
-  if (!m.started()) {
-    m.start(t);
-    tierPolled_ = t;
-    if (tierTarget_ > 0) m.acquire(t, tierTarget_, tierBid_);
-  }
   m.advance(t);
   if (spec_.tiers.transient == 0) return;  // all on demand: nothing to evict
   // The cloud: the held instances are evicted when the price passes their bid.
@@ -272,9 +271,7 @@ void Job::issueTierStop() {
     dropJoiners();
   }
   genStop_ = at;
-  std::map<int, Json> stops;
-  for (const auto& w : workers_) stops[w.id] = {{"type", "stop"}, {"checkpoint", true}};
-  propose(at, std::move(stops), [this](std::int64_t next) { return genStop_ = next; });
+  proposeStop(at, [this](std::int64_t next) { return genStop_ = next; });
 }
 
 void Job::tierChanged(int before, bool regrouped, const Json& extra) {
