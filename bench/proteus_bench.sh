@@ -21,7 +21,13 @@
 #    restarts from that checkpoint (NOTE [Checkpoint-restart]); and the
 #    same without notice (taken, restored from the last checkpoint, at
 #    each epoch's end: the steps since are redone);
-#  - 1 on demand alone.
+#  - 1 on demand alone;
+#  - AgileML's third stage (NOTE [Reliable workers that compute nothing]):
+#    1 on demand + 3 spot at a global batch of 192 in 12 microbatches (so
+#    that 3 transient replicas can share them), the reliable worker
+#    computing (reliable_idle_ratio: 0) or not (reliable_idle_ratio: 3),
+#    at equal speeds and with the reliable worker at half speed (its
+#    container's CPU quota halved: a slower or busier on-demand machine).
 # Billed as the thesis's cloud (and the simulator): per hour begun, an hour
 # cut short by an eviction not charged.
 # Each row: the wall time to the steps, the trace hours they covered, the
@@ -31,6 +37,7 @@
 # after it).
 #
 #   bench/proteus_bench.sh [STEPS=2000] [SPEED=720] [CPU_LIMIT=0.45]
+#   ONLY=stage3 bench/proteus_bench.sh ...   # the third stage's rows alone
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hz=$PWD/build/hydrozoa
@@ -40,9 +47,11 @@ cpus=${3:-0.45}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp examples/spot_prices.json "$work/trace.json"
-echo "cnn (width 0.5) on fashion-mnist, global batch 128, $steps steps; containers of $cpus vCPUs; $(nproc) cores; c4.xlarge/us-east-1b replayed ${speed}x"
+echo "cnn (width 0.5) on fashion-mnist, $steps steps; containers of $cpus vCPUs; $(nproc) cores; c4.xlarge/us-east-1b replayed ${speed}x"
 printf '%-40s %8s %8s %9s %10s %8s %8s %8s %8s\n' tiers wall_s trace_h usd usd/100st notices spot_h leave_s return_s
 runs=0
+# $batch, $microbatches and $stragglers (cluster.stragglers) apply to the rows after them.
+batch=128 microbatches=1 stragglers="[]"
 row() {  # label reliable transient bidder [", KEY: VALUE" (tiers) [notice]]
   runs=$((runs + 1))
   local label=$1 name=run-$runs
@@ -50,14 +59,15 @@ row() {  # label reliable transient bidder [", KEY: VALUE" (tiers) [notice]]
 name: proteus-bench
 model: {name: cnn, options: {width: 0.5}}
 data: {dataset: fashion_mnist}
-training: {epochs: $((steps / 468 + 1)), global_batch: 128, seed: 0, eval: false, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
+training: {epochs: $((steps * batch / 60000 + 1)), global_batch: $batch, seed: 0, eval: false, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
 cluster:
   workers: 4
   launcher: container
   cpu_limit: $cpus
+  stragglers: $stragglers
   tiers: {reliable: $2, transient: $3, spot_trace: trace.json, market: c4.xlarge/us-east-1b, speed: $speed, notice: ${6:-5s},
          bidder: $4, start: "2016-03-14T12:00:00Z"${5:-}}
-plan: {microbatches: 1}
+plan: {microbatches: $microbatches}
 YAML
   (cd "$work" && $hz train "$name.yaml" --max-steps "$steps" --no-progress --out "$name" > "$name.log" 2>&1) ||
     { echo "$label: failed; its log ends:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
@@ -74,10 +84,20 @@ print(f"{sys.argv[2]:<40} {wall:8.1f} {t['trace_hours']:8.1f} {t['usd']['total']
       f"{stall('leave_stall_s')} {stall('return_stall_s')}")
 PY
 }
-row "4 on demand" 4 0 fixed
-row "1 on demand + 3 spot, bid on-demand" 1 3 fixed
-row "1 on demand + 3 spot, bid o-d, restarts" 1 3 fixed ", regroup: false"
-row "1 on demand + ≤3 spot, BidBrain" 1 3 bidbrain
-row "4 spot, ckpt-restart, 5 s notice" 0 4 fixed ", checkpoint_restart: true"
-row "4 spot, ckpt-restart, no notice" 0 4 fixed ", checkpoint_restart: true" 0
-row "1 on demand alone" 1 0 fixed
+if [ "${ONLY:-}" != stage3 ]; then
+  echo "global batch 128 in 4 microbatches"
+  row "4 on demand" 4 0 fixed
+  row "1 on demand + 3 spot, bid on-demand" 1 3 fixed
+  row "1 on demand + 3 spot, bid o-d, restarts" 1 3 fixed ", regroup: false"
+  row "1 on demand + ≤3 spot, BidBrain" 1 3 bidbrain
+  row "4 spot, ckpt-restart, 5 s notice" 0 4 fixed ", checkpoint_restart: true"
+  row "4 spot, ckpt-restart, no notice" 0 4 fixed ", checkpoint_restart: true" 0
+  row "1 on demand alone" 1 0 fixed
+fi
+echo "AgileML's third stage: global batch 192 in 12 microbatches"
+batch=192 microbatches=3
+row "1 o-d + 3 spot, reliable computes" 1 3 fixed ", reliable_idle_ratio: 0"
+row "1 o-d + 3 spot, reliable idle" 1 3 fixed ", reliable_idle_ratio: 3"
+stragglers='["worker=0,slowdown=2x"]'
+row "the same, o-d at half speed: computes" 1 3 fixed ", reliable_idle_ratio: 0"
+row "the same, o-d at half speed: idle" 1 3 fixed ", reliable_idle_ratio: 3"

@@ -568,6 +568,8 @@ Status Job::train() {
                              stageReplicas_.empty() ? "" : " a step, round-robin",
                              gen_.microbatch_size, formatSeconds(gen_.iteration_seconds), resumeStep_ + 1, stopStep_,
                              totalSteps_, run_.root()));
+  if (idle_ > 0) noteIdle();
+  idleBefore_ = idle_;
   return watch();
 }
 

@@ -197,6 +197,13 @@ class Job {
   // epoch's start), and the change itself once that step's predecessor is
   // complete.
   bool canRegroup(std::int64_t* at) const;  // at null: whether it could
+  // The reliable replicas that compute nothing beside `transient` ones: all
+  // R from reliable_idle_ratio on, where the transient ones can share the
+  // step's microbatches; else 0.
+  int idleBeside(int transient) const;
+  void noteIdle();  // on the console: the reliable replicas compute nothing, or compute again
+  // The step's microbatches over every replica of this generation.
+  std::int64_t stepMicrobatches() const { return static_cast<std::int64_t>(gen_.num_microbatches) * (A_ - idle_); }
   bool joinersReady();
   void dropJoiners();  // retired, released
   void maybeRegroup();
@@ -319,6 +326,8 @@ class Job {
   // Tiers (NOTE [Evicting at a step boundary], [BidBrain in a live run]).
   std::optional<TierMarket> tierMarket_;
   int tierActive_ = 0;             // transient replicas in this generation
+  int idle_ = 0;                   // replicas 0..idle_−1 compute nothing (NOTE [Reliable workers that compute nothing])
+  int idleBefore_ = 0;             // idle_ at the last change of the transient workers (or the start)
   int tierTarget_ = 0;             // in the next one (the instances held)
   double tierBid_ = 0;             // the fixed bidder's bid (BidBrain's first allocation's)
   bool tierStopIssued_ = false;    // this generation was told where to stop for the change

@@ -44,12 +44,12 @@ namespace hydrozoa::cluster::coordinator {
 // bench's CNN (bench/proteus_bench.sh): see bench/README.md.
 bool Job::canRegroup(std::int64_t* at) const {
   const int after = spec_.tiers.reliable + tierTarget_;
-  const std::int64_t microbatches = static_cast<std::int64_t>(gen_.num_microbatches) * A_;
+  const int working = after - idleBeside(tierTarget_);
   const bool flushing = gen_.schedule == plan::ScheduleKind::kGPipe || gen_.schedule == plan::ScheduleKind::kOneFOneB;
   const bool joins = tierTarget_ > tierActive_;
   if (!spec_.tiers.regroup || tierTarget_ == tierActive_ || after < 1 || B_ != 1 || T_ != 1 ||
       !stageReplicas_.empty() || channel_ || spec_.flexrr.enabled || policy_->usesMetrics() || !flushing ||
-      microbatches % after != 0 || (joins && (tierJoinFailed_ || !launcher_->overlapsGenerations()))) {
+      stepMicrobatches() % working != 0 || (joins && (tierJoinFailed_ || !launcher_->overlapsGenerations()))) {
     return false;
   }
   if (at == nullptr) return true;

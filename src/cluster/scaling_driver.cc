@@ -20,6 +20,7 @@ void Job::makeSampler() {
   so.dataset_size = trainSize_;
   so.global_batch = globalBatch();
   so.replicas = A_;
+  so.idle_replicas = idle_;
   so.microbatch_size = gen_.microbatch_size;
   so.drop_last = spec_.drop_last;
   sampler_.emplace(so);

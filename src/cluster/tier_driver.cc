@@ -68,6 +68,55 @@ namespace hydrozoa::cluster::coordinator {
 // free work, BidBrain bids low and pays each eviction in stalls
 // (bench/proteus_bench.sh).
 
+// NOTE [Reliable workers that compute nothing]
+// AgileML's third stage (seed 002 §4.2.1): from a transient:reliable ratio
+// on (the thesis: beyond 15:1; `reliable_idle_ratio`, default 16) the
+// reliable machines run no workers, only the servers of the state, which
+// at such ratios made them the stragglers. Here every replica holds the
+// whole state and there are no servers: the reliable replicas become
+// replicas that compute nothing. They get no samples (the sampler's idle
+// replicas, data/sampler.h), take part in every allreduce with zero
+// gradients and apply the optimizer step, so they hold the same state as
+// the others; replica 0 still writes the checkpoints and saves and feeds
+// the joiners. The transient replicas take the step's microbatches among
+// them: the same global batch in the same microbatches, so the same
+// training. Where the transient ones cannot share the step's microbatches
+// evenly (or with FlexRR, which balances work among the replicas itself,
+// or under an asynchronous schedule), the reliable ones keep computing.
+// When transient workers leave or join, the ratio is taken again for the
+// new group: evicted, the reliable replicas compute every step again
+// (AgileML's first stage), and a return makes them idle at the same
+// regroup. In an allreduce nothing on the
+// reliable workers grows with the ratio, so the stage pays where they are
+// the slower machines (bench/proteus_bench.sh); at equal speeds it costs
+// the reliable workers' share of the compute. BidBrain's expected work
+// counts them only once the transient ones are evicted (sim::chooseBid).
+int Job::idleBeside(int transient) const {
+  const int R = spec_.tiers.reliable;
+  const double ratio = spec_.tiers.reliable_idle_ratio;
+  const bool flushing = plan_.schedule == plan::ScheduleKind::kGPipe || plan_.schedule == plan::ScheduleKind::kOneFOneB;
+  if (R < 1 || transient < 1 || ratio <= 0 || static_cast<double>(transient) < ratio * R || spec_.flexrr.enabled ||
+      !flushing) {
+    return 0;
+  }
+  const std::int64_t microbatches = static_cast<std::int64_t>(plan_.num_microbatches) * (R + spec_.tiers.transient);
+  return microbatches % transient == 0 ? R : 0;
+}
+
+void Job::noteIdle() {
+  if (idle_ > 0) {
+    progress_.note(fmt::format("{} {} the state and {} nothing; the transient replicas take the step's "
+                               "microbatches, {} each (AgileML's third stage: {} transient to {} reliable, "
+                               "reliable_idle_ratio {})",
+                               countOf(idle_, "reliable replica", "reliable replicas"), idle_ == 1 ? "holds" : "hold",
+                               idle_ == 1 ? "computes" : "compute", gen_.num_microbatches, tierActive_,
+                               spec_.tiers.reliable, spec_.tiers.reliable_idle_ratio));
+  } else {
+    progress_.note(fmt::format("The reliable replicas compute again ({} transient to {} reliable)", tierActive_,
+                               spec_.tiers.reliable));
+  }
+}
+
 Json Job::tierEvent(const char* name) const {
   const double t = tierWall();
   return {{"t", priorSeconds_ + since(trainingStart_)},  // training seconds, as every event's
@@ -103,12 +152,13 @@ Status Job::openTiers() {
 sim::BidChoice Job::chooseTierBid(Seconds wall) const {
   const int R = spec_.tiers.reliable, T = spec_.tiers.transient;
   const std::int64_t microbatches = static_cast<std::int64_t>(plan_.num_microbatches) * (R + T);
-  std::vector<int> counts;
+  std::vector<int> counts, idle;
   for (int k = 1; k <= T; ++k) {
-    if (microbatches % (R + k) == 0) counts.push_back(k);
+    if (microbatches % (R + k - idleBeside(k)) == 0) counts.push_back(k);
+    if (idleBeside(k) > 0) idle.push_back(k);
   }
   return sim::chooseBid(tierMarket_->market(), tierMarket_->onDemand(), R, counts, sim::BidBrainOptions{}.deltas,
-                        tierMarket_->traceTime(wall), tierEvictionStall() * spec_.tiers.speed / 3600);
+                        tierMarket_->traceTime(wall), tierEvictionStall() * spec_.tiers.speed / 3600, idle);
 }
 
 // What an eviction stalls the job: its two changes of the transient
@@ -221,7 +271,8 @@ void Job::bidBrain(Seconds t) {
   // Holding some: at their hour's end, keep, resize or let go.
   if (m.hourLeft(t) > std::max(defaults.decision_interval / spec_.tiers.speed, 1.0)) return;
   const double keep = sim::costPerWork(m.market(), m.onDemand(), spec_.tiers.reliable, m.held(), m.bid(),
-                                       m.traceTime(t), tierEvictionStall() * spec_.tiers.speed / 3600);
+                                       m.traceTime(t), tierEvictionStall() * spec_.tiers.speed / 3600,
+                                       idleBeside(m.held()) > 0);
   const sim::BidChoice c = chooseTierBid(t);
   if (c.count == 0 && keep >= m.onDemand()) {
     m.lapse();
@@ -246,7 +297,8 @@ void Job::issueTierStop() {
   if (canRegroup(&at)) {
     regroupAt_ = at;
     regroupWorkers_ = spec_.tiers.reliable + tierTarget_;
-    const std::int64_t microbatches = static_cast<std::int64_t>(gen_.num_microbatches) * A_ / regroupWorkers_;
+    const int idle = idleBeside(tierTarget_);
+    const std::int64_t microbatches = stepMicrobatches() / (regroupWorkers_ - idle);
     std::map<int, Json> messages;
     for (const auto& w : workers_) {
       if (w.replica < regroupWorkers_) {
@@ -254,6 +306,7 @@ void Job::issueTierStop() {
                           {"generation", generation_ + 1},
                           {"replicas", regroupWorkers_},
                           {"microbatches", microbatches},
+                          {"idle_replicas", idle},
                           {"joiners", static_cast<int>(joining_.size())}};
       } else {
         messages[w.id] = {{"type", "stop"}, {"checkpoint", false}};
@@ -276,11 +329,14 @@ void Job::issueTierStop() {
 
 void Job::tierChanged(int before, bool regrouped, const Json& extra) {
   const bool left = A_ < before;
+  if (idle_ != idleBefore_) noteIdle();
+  idleBefore_ = idle_;
   tierChangeFrom_ = lastStepEnd_;  // to the first step (onStepComplete): the change's stall, for BidBrain
   tierChangeLeft_ = left;
   Json event = tierEvent(left ? "transient_tier_left" : "transient_tier_back");
   event["replicas_before"] = before;
   event["replicas"] = A_;
+  event["idle_replicas"] = idle_;
   if (regrouped) {
     event["regrouped"] = true;
     ++tierRegroups_;

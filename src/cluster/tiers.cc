@@ -28,6 +28,7 @@ Result<TierSpec> readTiers(const Json& j, const std::string& where) {
   t.start = r.optString("start").value_or("");
   if (r.has("checkpoint_restart")) t.checkpoint_restart = r.boolean("checkpoint_restart");
   if (r.has("regroup")) t.regroup = r.boolean("regroup");
+  if (r.has("reliable_idle_ratio")) t.reliable_idle_ratio = r.number("reliable_idle_ratio");
   r.rejectUnknownKeys();
   HZ_RETURN_IF_ERROR(r.status());
   HZ_RETURN_IF_ERROR(validateTiers(t, where));
@@ -41,6 +42,7 @@ Json tiersToJson(const TierSpec& t) {
   if (t.bid) j["bid"] = *t.bid;
   if (t.checkpoint_restart) j["checkpoint_restart"] = true;
   if (!t.regroup) j["regroup"] = false;
+  if (t.reliable_idle_ratio != TierSpec{}.reliable_idle_ratio) j["reliable_idle_ratio"] = t.reliable_idle_ratio;
   return j;
 }
 
@@ -79,6 +81,11 @@ Status validateTiers(const TierSpec& t, const std::string& what) {
     return bad(fmt::format("speed {} must be from 1 to 10000000 trace seconds per wall second", t.speed));
   }
   if (!(t.notice >= 0 && t.notice <= 3600)) return bad("notice must be from 0 to 1h of wall time");
+  if (!(t.reliable_idle_ratio >= 0 && t.reliable_idle_ratio <= kWorkersRange.max)) {
+    return bad(fmt::format("reliable_idle_ratio {} must be a transient:reliable ratio from 0 (the reliable workers "
+                           "always compute) to {}",
+                           t.reliable_idle_ratio, kWorkersRange.max));
+  }
   return Status();
 }
 

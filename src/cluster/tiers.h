@@ -42,6 +42,11 @@ struct TierSpec {
   // back leave the others running, regrouped at the step boundary; false:
   // every change restarts all workers (NOTE [Regrouping at a step boundary]).
   bool regroup = true;
+  // From this transient:reliable ratio of the workers present on, the
+  // reliable ones hold the state and compute nothing (AgileML's third
+  // stage, NOTE [Reliable workers that compute nothing]); 0: they always
+  // compute. The thesis switches beyond 15:1.
+  double reliable_idle_ratio = 16;
   bool enabled() const { return reliable > 0 || checkpoint_restart; }
 };
 
@@ -49,7 +54,7 @@ struct TierSpec {
 // checkpoint_restart: validateTiers says so).
 Status parseTierCounts(const std::string& text, const std::string& what, TierSpec* spec);
 // cluster.tiers: {reliable, transient, spot_trace, market, bid, bidder, speed, notice, start,
-// checkpoint_restart, regroup}.
+// checkpoint_restart, regroup, reliable_idle_ratio}.
 Result<TierSpec> readTiers(const Json& j, const std::string& where);
 Json tiersToJson(const TierSpec& t);
 // The values, without reading the trace (`what` names the field).

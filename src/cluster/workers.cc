@@ -69,12 +69,16 @@ Json Job::cpusOf(const WorkerState& w) const {
 void Job::setReplicas(int replicas) {
   segmentReplicas_ = replicas;
   A_ = replicas;
-  if (const int some = spec_.tiers.reliable + tierActive_; tierMarket_ && gen_.data_parallel > some) {
+  idle_ = tierMarket_ ? idleBeside(tierActive_) : 0;
+  if (const int some = spec_.tiers.reliable + tierActive_; tierMarket_ && (gen_.data_parallel > some || idle_ > 0)) {
     // The reliable replicas and the transient ones present take the step's
-    // microbatches (NOTE [Evicting at a step boundary]): the same global
-    // batch, in the same microbatches.
-    gen_.iteration_seconds *= static_cast<double>(gen_.data_parallel) / some;  // the compute, about
-    gen_.num_microbatches = gen_.num_microbatches * gen_.data_parallel / some;
+    // microbatches (NOTE [Evicting at a step boundary]), or the transient
+    // ones alone (NOTE [Reliable workers that compute nothing]): the same
+    // global batch, in the same microbatches.
+    const int working = some - idle_;
+    const std::int64_t microbatches = static_cast<std::int64_t>(gen_.num_microbatches) * gen_.data_parallel;
+    gen_.iteration_seconds *= static_cast<double>(gen_.data_parallel) / working;  // the compute, about
+    gen_.num_microbatches = microbatches / working;
     gen_.data_parallel = some;
     A_ = some;
   }
@@ -253,6 +257,7 @@ void Job::sendAssign(const WorkerState& w, int stateFrom) {
                  {"microbatches", stageReplicas_.empty() ? gen_.num_microbatches
                                                          : A_ * gen_.num_microbatches /
                                                                stageReplicas_[static_cast<size_t>(w.stage)]},
+                 {"idle_replicas", stageReplicas_.empty() ? idle_ : 0},
                  {"train_size", trainSize_},
                  {"test_size", spec_.eval ? testSize_ : 0},
                  {"start_step", resumeStep_},

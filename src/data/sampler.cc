@@ -10,9 +10,12 @@ namespace hydrozoa::data {
 
 EpochSampler::EpochSampler(const SamplerOptions& o) : o_(o) {
   HZ_CHECK(o.dataset_size >= 1 && o.global_batch >= 1 && o.replicas >= 1 && o.microbatch_size >= 1);
-  const std::int64_t perReplica = o.global_batch / o.replicas;
-  HZ_CHECK_MSG(perReplica * o.replicas == o.global_batch && perReplica % o.microbatch_size == 0,
-               "global_batch must be replicas x microbatch_size x microbatches");
+  HZ_CHECK_MSG(o.idle_replicas >= 0 && o.idle_replicas < o.replicas && (o.idle_replicas == 0 || !o.round_robin),
+               "idle_replicas must leave a working replica, and none are idle round-robin");
+  const std::int64_t working = o.replicas - o.idle_replicas;
+  const std::int64_t perReplica = o.global_batch / working;
+  HZ_CHECK_MSG(perReplica * working == o.global_batch && perReplica % o.microbatch_size == 0,
+               "global_batch must be working replicas x microbatch_size x microbatches");
   microbatches_ = perReplica / o.microbatch_size;
 }
 
@@ -30,11 +33,17 @@ std::int64_t EpochSampler::stepSamples(std::int64_t step) const {
 }
 
 void EpochSampler::share(std::int64_t step, int replica, std::int64_t* begin, std::int64_t* size) const {
-  // The first n mod A replicas get one sample more than the others.
-  const std::int64_t n = stepSamples(step), A = o_.replicas;
+  // The first n mod A replicas that work get one sample more than the others.
+  const std::int64_t n = stepSamples(step), A = o_.replicas - o_.idle_replicas;
   const std::int64_t base = n / A, extra = n % A;
-  *size = base + (replica < extra ? 1 : 0);
-  *begin = step * o_.global_batch + replica * base + std::min<std::int64_t>(replica, extra);
+  const std::int64_t r = replica - o_.idle_replicas;  // its share's index among the working replicas
+  if (r < 0) {
+    *size = 0;
+    *begin = step * o_.global_batch;
+    return;
+  }
+  *size = base + (r < extra ? 1 : 0);
+  *begin = step * o_.global_batch + r * base + std::min<std::int64_t>(r, extra);
 }
 
 int EpochSampler::microbatches(std::int64_t step, int replica) const {

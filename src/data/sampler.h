@@ -11,6 +11,11 @@
 // disjoint shards, and a short last step has fewer or smaller microbatches
 // (never more than M). With drop_last the short last step is skipped.
 //
+// Idle replicas (AgileML's third stage, NOTE [Reliable workers that compute
+// nothing] in cluster/tier_driver.cc): the first I replicas get no share;
+// the step's samples are split as above among the A − I others, replica r
+// taking share r − I. They still join every allreduce.
+//
 // Round-robin (stages replicated unevenly, NOTE [Unevenly replicated stages]
 // in plan/plan.cc): the step's samples are cut in order into microbatches of
 // m (a short step's last one smaller) and microbatch k goes to replica
@@ -27,24 +32,26 @@ namespace hydrozoa::data {
 
 struct SamplerOptions {
   std::int64_t dataset_size = 0;
-  std::int64_t global_batch = 1;     // G = A · m · M
+  std::int64_t global_batch = 1;     // G = (A − I) · m · M
   int replicas = 1;                  // A
   std::int64_t microbatch_size = 1;  // m
   std::uint64_t seed = 0;
   bool shuffle = true;
   bool drop_last = false;
   bool round_robin = false;
+  int idle_replicas = 0;  // I: replicas 0..I−1 get no samples (not with round_robin)
 };
 
 class EpochSampler {
  public:
   // REQUIRES: dataset_size >= 1, global_batch >= 1, replicas >= 1,
-  // microbatch_size >= 1, and global_batch == replicas · microbatch_size · M
-  // for some whole M >= 1.
+  // 0 <= idle_replicas < replicas (0 with round_robin), microbatch_size >= 1,
+  // and global_batch == (replicas − idle_replicas) · microbatch_size · M for
+  // some whole M >= 1.
   explicit EpochSampler(const SamplerOptions& options);
 
   std::int64_t stepsPerEpoch() const;
-  std::int64_t microbatchesPerStep() const;  // M
+  std::int64_t microbatchesPerStep() const;  // M, of a replica that is not idle
 
   // Samples in step `step` (of any epoch), over all replicas: the loss of
   // every microbatch is weighted by its size over this number. A replica may

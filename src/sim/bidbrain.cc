@@ -264,26 +264,30 @@ std::pair<double, double> expectedCostAndWork(int k, double price, const Evictio
 namespace {
 
 // E of the reliable instances and k spot ones at price p, evicted as `e`
-// says, each eviction stalling all of them for `stallHours`.
-double liveCostPerWork(double onDemand, int reliable, int k, double p, const EvictionEstimate& e,
-                       double stallHours) {
+// says, each eviction stalling all of them for `stallHours`. Reliable ones
+// that compute nothing beside the k (`idle`) work only once those are
+// evicted: for the hour's rest after τ, with probability β.
+double liveCostPerWork(double onDemand, int reliable, int k, double p, const EvictionEstimate& e, double stallHours,
+                       bool idle) {
   const auto [c, w] = expectedCostAndWork(k, p, e);
-  const double work = reliable + w - e.beta * (reliable + k) * stallHours;
+  const double reliableWork = idle ? reliable * e.beta * (1 - e.tau / kHour) : reliable;
+  const double work = reliableWork + w - e.beta * (reliable + k) * stallHours;
   return work > 0 ? (reliable * onDemand + c) / work : std::numeric_limits<double>::infinity();
 }
 
 }  // namespace
 
 double costPerWork(const SpotMarket& m, double onDemand, int reliable, int count, double bid, Seconds now,
-                   double stallHours) {
+                   double stallHours, bool reliableIdle) {
   if (count <= 0) return onDemand;  // the reliable instances alone
   const double p = m.priceAt(now);
-  return liveCostPerWork(onDemand, reliable, count, p, estimateEviction(m, std::max(0.0, bid - p), now),
-                         stallHours);
+  return liveCostPerWork(onDemand, reliable, count, p, estimateEviction(m, std::max(0.0, bid - p), now), stallHours,
+                         reliableIdle);
 }
 
 BidChoice chooseBid(const SpotMarket& m, double onDemand, int reliable, const std::vector<int>& counts,
-                    const std::vector<double>& deltas, Seconds now, double stallHours) {
+                    const std::vector<double>& deltas, Seconds now, double stallHours,
+                    const std::vector<int>& idleCounts) {
   BidChoice best;
   best.cost_per_work = onDemand;
   const double p = m.priceAt(now);
@@ -291,7 +295,8 @@ BidChoice chooseBid(const SpotMarket& m, double onDemand, int reliable, const st
     const EvictionEstimate e = estimateEviction(m, d, now);
     for (int k : counts) {
       if (k <= 0) continue;
-      const double cpw = liveCostPerWork(onDemand, reliable, k, p, e, stallHours);
+      const bool idle = std::find(idleCounts.begin(), idleCounts.end(), k) != idleCounts.end();
+      const double cpw = liveCostPerWork(onDemand, reliable, k, p, e, stallHours, idle);
       if (cpw < best.cost_per_work - 1e-12) best = {k, p + d, cpw};
     }
   }

@@ -79,17 +79,20 @@ std::pair<double, double> expectedCostAndWork(int k, double price, const Evictio
 // long an eviction stalls every instance of the job (in the live runtime,
 // two changes: the evicted leave, the survivors regrouping, and new ones
 // join, every worker starting again); an allocation's expected work loses
-// β·(reliable + k)·stallHours. The simulator's AgileML loses none.
+// β·(reliable + k)·stallHours. The simulator's AgileML loses none. Beside
+// the counts in `idleCounts` the reliable instances compute nothing
+// (AgileML's third stage): their work counts only after an eviction.
 struct BidChoice {
   int count = 0;
   double bid = 0;            // USD/h
   double cost_per_work = 0;  // E with it (without: the on-demand price)
 };
 BidChoice chooseBid(const SpotMarket& m, double onDemand, int reliable, const std::vector<int>& counts,
-                    const std::vector<double>& deltas, Seconds now, double stallHours = 0);
+                    const std::vector<double>& deltas, Seconds now, double stallHours = 0,
+                    const std::vector<int>& idleCounts = {});
 // E of `reliable` on demand and `count` spot instances bidding `bid`, at `now`.
 double costPerWork(const SpotMarket& m, double onDemand, int reliable, int count, double bid, Seconds now,
-                   double stallHours = 0);
+                   double stallHours = 0, bool reliableIdle = false);
 
 // All-on-demand, spot with checkpoint-restart, a fixed bid, BidBrain; in
 // that order. Fails when the history lacks an on-demand price for a type it

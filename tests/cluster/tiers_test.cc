@@ -54,6 +54,14 @@ TEST(Tiers, AJobSpecsTiersPinItsReplicasAndRoundTrip) {
   again = parseJobSpec(jobSpecToJson(*s), "job.yaml");
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_FALSE(again->tiers.regroup);
+  // AgileML's third stage from 3:1 on (NOTE [Reliable workers that compute nothing]).
+  EXPECT_DOUBLE_EQ(s->tiers.reliable_idle_ratio, 16);
+  s = parse("model: {name: mlp}\ncluster:\n  tiers: {reliable: 1, transient: 3, spot_trace: t.json, "
+            "reliable_idle_ratio: 3}\n");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  again = parseJobSpec(jobSpecToJson(*s), "job.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_DOUBLE_EQ(again->tiers.reliable_idle_ratio, 3);
   // All transient, the state in checkpoints.
   s = parse("model: {name: mlp}\ncluster:\n  tiers: {reliable: 0, transient: 4, spot_trace: t.json, "
             "checkpoint_restart: true}\n");
@@ -95,6 +103,10 @@ TEST(Tiers, BadTiersAreOneErrorNamingThem) {
       {"cluster: {tiers: {reliable: 1, transient: 2, spot_trace: t.json}}\ntraining: {global_batch: 64}",
        "3 replicas do not divide"},
       {"cluster: {tiers: {reliable: 1, transient: 3, spot_trace: t.json, regroup: sometimes}}", "regroup"},
+      {"cluster: {tiers: {reliable: 1, transient: 3, spot_trace: t.json, reliable_idle_ratio: -1}}",
+       "reliable_idle_ratio -1 must be a transient:reliable ratio from 0"},
+      {"cluster: {tiers: {reliable: 1, transient: 3, spot_trace: t.json, reliable_idle_ratio: never}}",
+       "reliable_idle_ratio"},
   };
   for (const Case& c : cases) {
     auto s = parse(head + c.yaml);

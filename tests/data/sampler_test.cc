@@ -130,9 +130,53 @@ TEST(EpochSampler, ReplicasWithoutSamplesInAShortStep) {
   EXPECT_TRUE(s.indices(0, 1, 3, 0).empty());
 }
 
+// AgileML's third stage: the first I replicas hold the state and compute
+// nothing. The others take the step's samples in the same microbatches as
+// a sampler of A − I replicas without idle ones (the same training), and
+// the idle ones none, in full and short steps alike.
+TEST(EpochSampler, IdleReplicasGetNothingAndTheOthersTheSameMicrobatches) {
+  for (bool shuffle : {true, false}) {
+    const EpochSampler working({103, 24, 3, 4, 5, shuffle, false});  // 5 steps, the last of 7 samples
+    SamplerOptions o{103, 24, 4, 4, 5, shuffle, false};
+    o.idle_replicas = 1;
+    const EpochSampler s(o);
+    ASSERT_EQ(s.stepsPerEpoch(), working.stepsPerEpoch());
+    EXPECT_EQ(s.microbatchesPerStep(), 2);
+    for (std::int64_t step = 0; step < s.stepsPerEpoch(); ++step) {
+      EXPECT_EQ(s.microbatches(step, 0), 0);
+      EXPECT_EQ(s.microbatchSize(step, 0, 0), 0);
+      EXPECT_TRUE(s.indices(1, step, 0, 0).empty());
+      EXPECT_EQ(s.stepSamples(step), working.stepSamples(step));
+      EXPECT_EQ(s.stepMicrobatches(step), working.stepMicrobatches(step));
+      for (int r = 1; r < 4; ++r) {
+        ASSERT_EQ(s.microbatches(step, r), working.microbatches(step, r - 1)) << step << " " << r;
+        for (int mb = 0; mb < s.microbatches(step, r); ++mb) {
+          EXPECT_EQ(s.indices(1, step, r, mb), working.indices(1, step, r - 1, mb)) << step << " " << r << " " << mb;
+        }
+      }
+    }
+  }
+}
+
 TEST(EpochSampler, InconsistentSizesAreABug) {
   EXPECT_THROW(EpochSampler({10, 20, 3, 4, 0, true, false}), hydrozoa::InternalError);
   EXPECT_THROW(EpochSampler({0, 20, 2, 5, 0, true, false}), hydrozoa::InternalError);
+  SamplerOptions allIdle{10, 20, 2, 5, 0, true, false};
+  allIdle.idle_replicas = 2;
+  EXPECT_THROW(EpochSampler{allIdle}, hydrozoa::InternalError);
+  SamplerOptions uneven{10, 20, 3, 5, 0, true, false};  // 20 over 2 working replicas: 10 each, 2 of 5
+  uneven.idle_replicas = 1;
+  EXPECT_EQ(EpochSampler(uneven).microbatchesPerStep(), 2);
+  uneven.idle_replicas = 2;  // 20 on one: 4 of 5
+  EXPECT_EQ(EpochSampler(uneven).microbatchesPerStep(), 4);
+  uneven.global_batch = 15;  // 15 over 2
+  uneven.idle_replicas = 1;
+  EXPECT_THROW(EpochSampler{uneven}, hydrozoa::InternalError);
+  uneven.idle_replicas = 0;
+  uneven.round_robin = true;
+  EXPECT_NO_THROW(EpochSampler{uneven});
+  uneven.idle_replicas = 2;
+  EXPECT_THROW(EpochSampler{uneven}, hydrozoa::InternalError);
 }
 
 }  // namespace

@@ -218,6 +218,49 @@ TEST(Tiers, AnEvictedWorkerLeavesAtAStepBoundaryAndComesBackWithNothingLost) {
   EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
 }
 
+// NOTE [Reliable workers that compute nothing], AgileML's third stage, at a
+// ratio of 1:1 here (reliable_idle_ratio: 1): the reliable replica takes no
+// sample while the transient one is present (it takes all 6 microbatches),
+// computes every step while evicted, and none again once it is back; the
+// same training throughout (within float rounding from the first step: one
+// replica sums the 6 microbatches that two summed 3 by 3 without tiers).
+TEST(Tiers, TheReliableReplicaComputesNothingBesideEnoughTransientOnes) {
+  ScratchDir dir;
+  const Outcome r = runTiered(dir, std::string(kTiers) + ", notice: 8s, reliable_idle_ratio: 1}", {}, kJoinEpochs);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("1 reliable replica holds the state and computes nothing; the transient replicas take the step's "
+                       "microbatches, 6 each"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("The reliable replicas compute again"), std::string::npos) << r.err;
+  const auto left = eventsOf(dir / "run", "transient_tier_left");
+  const auto back = eventsOf(dir / "run", "transient_tier_back");
+  ASSERT_EQ(left.size(), 1u) << r.err;
+  ASSERT_EQ(back.size(), 1u) << r.err;
+  EXPECT_EQ(left[0]["idle_replicas"], 0);
+  EXPECT_EQ(back[0]["idle_replicas"], 1);
+  EXPECT_EQ(left[0].value("regrouped", false), true);
+  EXPECT_EQ(back[0].value("regrouped", false), true);
+  const std::int64_t leftAt = left[0]["step"].get<std::int64_t>(), backAt = back[0]["step"].get<std::int64_t>();
+  const std::string log = testing::slurp(dir / "run/workers/worker-0.log");
+  EXPECT_EQ(countOf(log, "replica 0: holds the state and computes nothing"), 2u) << log;
+  EXPECT_EQ(countOf(log, "replica 0: computes again"), 1u) << log;
+  EXPECT_EQ(countOf(log, fmt::format("regrouped before step {}: replica 0 of 1 (was 2), 6 microbatches", leftAt)), 1u) << log;
+  EXPECT_EQ(countOf(log, fmt::format("regrouped before step {}: replica 0 of 2 (was 1), 0 microbatches", backAt)), 1u) << log;
+  // Replica 0's samples, step by step (a change's step is the first the new group runs).
+  size_t idleSteps = 0, busySteps = 0;
+  for (const testing::SampleRecord& s : testing::recordedSamples(dir / "run")) {
+    if (s.replica != 0) continue;
+    const bool alone = s.step >= leftAt && s.step < backAt;
+    EXPECT_EQ(s.ids.size(), alone ? 24u : 0u) << "step " << s.step << " (alone from " << leftAt << " to " << backAt << ")";
+    ++(alone ? busySteps : idleSteps);
+  }
+  EXPECT_GT(idleSteps, 0u);
+  EXPECT_GT(busySteps, 0u);
+  expectTheSameTraining(dir, 1, kJoinEpochs);
+  EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
+}
+
 TEST(Tiers, AWorkerEvictedWithoutNoticeIsRecoveredFromTheReliableReplica) {
   ScratchDir dir;
   // With recovery off: the spot market's take is not a failure. The spike

@@ -269,6 +269,7 @@ TEST(Regroup, TheMessageIsCheckedAgainstTheRoleThatStays) {
   Role role;
   role.replica = 1;
   role.replicas = 4;
+  role.global_batch = 12;  // 4 replicas of 3 microbatches of 1
   const Json ok = {{"type", "regroup"}, {"at_step", 12},       {"generation", 1},
                    {"replicas", 2},     {"microbatches", 6}, {"joiners", 0}};
   Result<Regroup> g = parseRegroup(ok, role);
@@ -285,6 +286,10 @@ TEST(Regroup, TheMessageIsCheckedAgainstTheRoleThatStays) {
       {{{"generation", "next"}}, "generation"},
       {{{"joiners", -1}}, "joiners"},
       {{{"joiners", 2}}, "leave no running worker"},
+      {{{"microbatches", 5}}, "5 microbatches of 1 on each of 2 replicas are not the global batch of 12"},
+      {{{"idle_replicas", 2}}, "2 idle replicas of 2 leave none to compute"},
+      {{{"idle_replicas", 1}}, "6 microbatches of 1 on each of 1 replicas are not the global batch"},
+      {{{"idle_replicas", -1}}, "idle_replicas"},
   };
   for (const auto& [change, says] : bad) {
     Json m = ok;
@@ -293,6 +298,13 @@ TEST(Regroup, TheMessageIsCheckedAgainstTheRoleThatStays) {
     ASSERT_FALSE(g.ok()) << m.dump();
     EXPECT_NE(g.status().message().find(says), std::string::npos) << g.status().message();
   }
+  // AgileML's third stage: replica 0 holds the state, replica 1 takes all 12.
+  Json idle = ok;
+  idle.update({{"idle_replicas", 1}, {"microbatches", 12}});
+  g = parseRegroup(idle, role);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->idle_replicas, 1);
+  EXPECT_EQ(g->microbatches, 12);
   Role piped = role;
   piped.stages = 2;
   g = parseRegroup(ok, piped);

@@ -123,6 +123,21 @@ TEST(BidBrain, ALiveBidSeesThePastAlone) {
   EXPECT_NEAR(c.bid, 0.35, 1e-9);
   EXPECT_NEAR(c.cost_per_work, (0.199 + 0.15) / 4, 1e-9);
   EXPECT_GT(costPerWork(s, 0.199, 1, 3, 0.051, 40 * 3600, 0.6), 0.12);
+  // Reliable instances that compute nothing beside 3 (AgileML's third
+  // stage) work only after an eviction: never evicted, E = (0.199 + 0.15) / 3.
+  c = chooseBid(m, 0.199, 1, {1, 3}, {0.001, 0.1}, 0, 0, {3});
+  EXPECT_EQ(c.count, 3);
+  EXPECT_NEAR(c.cost_per_work, (0.199 + 0.15) / 3, 1e-9);
+  EXPECT_NEAR(costPerWork(m, 0.199, 1, 3, 0.051, 0, 0, true), c.cost_per_work, 1e-12);
+  // Evicted within the hour (β 0.5 at 40:00 on the spiky market), the
+  // reliable one works the hour's rest: more work than idle all along.
+  const EvictionEstimate e = estimateEviction(s, 0.001, 40 * 3600);
+  ASSERT_GT(e.beta, 0.2);
+  const double p = s.priceAt(40 * 3600);
+  const double spotWork = 3 * ((1 - e.beta) + e.beta * e.tau / 3600);
+  EXPECT_NEAR(costPerWork(s, 0.199, 1, 3, p + 0.001, 40 * 3600, 0, true),
+              (0.199 + (1 - e.beta) * 3 * p) / (e.beta * (1 - e.tau / 3600) + spotWork), 1e-12);
+  EXPECT_GT(costPerWork(s, 0.199, 1, 3, p + 0.001, 40 * 3600, 0, true), costPerWork(s, 0.199, 1, 3, p + 0.001, 40 * 3600));
   // In a spike above the on-demand price, nothing lowers E: none held.
   c = chooseBid(m, 0.199, 1, {1, 3}, {0.001, 0.1}, 25 * 3600 + 60);
   EXPECT_EQ(c.count, 0);

@@ -34,6 +34,7 @@ Status Worker::join() {
   }
   spdlog::info("replica {} stage {} of {}x{}, at {}", role_.replica, role_.stage, role_.replicas, role_.stages,
                role_.listen_host);
+  if (idle()) logIdle();
   return Status();
 }
 

@@ -10,6 +10,15 @@
 #include "wire/control.h"
 
 namespace hydrozoa::runtime {
+namespace {
+
+// Whether `working` replicas of `microbatches` microbatches of `size` make
+// the global batch (each factor already range-checked; no product overflows).
+bool splitsTheBatch(std::int64_t globalBatch, int working, std::int64_t size, std::int64_t microbatches) {
+  return globalBatch % size == 0 && globalBatch / size == static_cast<std::int64_t>(working) * microbatches;
+}
+
+}  // namespace
 
 Result<Role> parseRole(const Json& a) {
   Role r;
@@ -30,6 +39,7 @@ Result<Role> parseRole(const Json& a) {
   r.last_layer = static_cast<int>(o.integer("last_layer", 0, kLayersRange.max));
   r.microbatch_size = o.integer("microbatch_size", 1, kSamplesRange.max);
   r.microbatches = o.integer("microbatches", 1, kMicrobatchesRange.max);
+  r.idle_replicas = static_cast<int>(o.optInteger("idle_replicas", 0, kWorkersRange.max - 1).value_or(0));
   r.train_size = o.integer("train_size", 1, kSamplesRange.max);
   r.test_size = o.integer("test_size", 0, kSamplesRange.max);
   r.start_step = o.integer("start_step", 0, kStepsRange.max);
@@ -116,6 +126,13 @@ Result<Role> parseRole(const Json& a) {
         "assign.state_from: expected another replica of a one-stage job without tensor groups, a channel or a "
         "checkpoint to start from");
   }
+  if (r.idle_replicas > 0 &&
+      (r.idle_replicas >= r.replicas || r.stages != 1 || r.tensor_parallel != 1 || !stageReplicas.empty() ||
+       !splitsTheBatch(r.global_batch, r.replicas - r.idle_replicas, r.microbatch_size, r.microbatches))) {
+    return invalidArgument(
+        "assign.idle_replicas: expected fewer than the replicas, of a one-stage job without tensor groups, the "
+        "others taking the global batch in their microbatches");
+  }
   r.stage_replicas = std::move(stageReplicas);
   HZ_ASSIGN_OR_RETURN(r.job, cluster::parseJobSpec(job, "assign.job"));
   return r;
@@ -129,6 +146,7 @@ Result<Regroup> parseRegroup(const Json& m, const Role& role) {
   g.replicas = static_cast<int>(o.integer("replicas", 1, kWorkersRange.max));
   g.microbatches = o.integer("microbatches", 1, kMicrobatchesRange.max);
   g.joiners = static_cast<int>(o.integer("joiners", 0, kWorkersRange.max - 1));
+  g.idle_replicas = static_cast<int>(o.optInteger("idle_replicas", 0, kWorkersRange.max - 1).value_or(0));
   HZ_RETURN_IF_ERROR(o.status());
   if (role.stages != 1 || role.tensor_parallel != 1 || !role.stage_replicas.empty() || !role.channel.url.empty()) {
     return invalidArgument("regroup: only the replicas of a one-stage job without tensor groups or a channel regroup");
@@ -137,9 +155,19 @@ Result<Regroup> parseRegroup(const Json& m, const Role& role) {
     return invalidArgument(fmt::format("regroup: {} joiners in a group of {} leave no running worker", g.joiners,
                                        g.replicas));
   }
+  if (g.idle_replicas >= g.replicas) {
+    return invalidArgument(fmt::format("regroup: {} idle replicas of {} leave none to compute", g.idle_replicas,
+                                       g.replicas));
+  }
   if (role.replica >= g.replicas) {
     return invalidArgument(fmt::format("regroup: {} replicas leave out this worker's replica {}", g.replicas,
                                        role.replica));
+  }
+  if (!splitsTheBatch(role.global_batch, g.replicas - g.idle_replicas, role.microbatch_size, g.microbatches)) {
+    return invalidArgument(fmt::format("regroup: {} microbatches of {} on each of {} replicas are not the global "
+                                       "batch of {}",
+                                       g.microbatches, role.microbatch_size, g.replicas - g.idle_replicas,
+                                       role.global_batch));
   }
   return g;
 }

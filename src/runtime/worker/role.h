@@ -32,6 +32,10 @@ struct Role {
   std::vector<std::pair<int, int>> layer_ranges;
   bool recompute = false;  // NOTE [Recomputation], runtime/stage.h
   std::int64_t microbatch_size = 1, microbatches = 1;
+  // Replicas 0..idle_replicas−1 hold the state and compute nothing (AgileML's
+  // third stage, NOTE [Reliable workers that compute nothing] in
+  // cluster/tier_driver.cc): the others take `microbatches` each.
+  int idle_replicas = 0;
   std::int64_t train_size = 0, test_size = 0;
   std::int64_t start_step = 0;  // global step to start from
   // Joining a running group (NOTE [State for joiners], stage_setup.cc): the
@@ -73,12 +77,13 @@ Result<Role> parseRole(const Json& assign);
 // "regroup" message; NOTE [Regrouping at a step boundary],
 // cluster/regroup.cc): this worker keeps its replica index, the group
 // becomes `replicas` wide (its rank the replica's: one stage, no tensor
-// groups), each replica taking `microbatches` a step, its rendezvous under
+// groups), each replica but the first `idle_replicas` taking `microbatches`
+// a step, its rendezvous under
 // "gen<generation>/"; with `joiners` new workers in it, replica 0 sends them
 // its state once the group is formed (NOTE [State for joiners]).
 struct Regroup {
   std::int64_t at_step = 0;
-  int generation = 0, replicas = 1, joiners = 0;
+  int generation = 0, replicas = 1, joiners = 0, idle_replicas = 0;
   std::int64_t microbatches = 1;
 };
 

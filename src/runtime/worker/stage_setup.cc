@@ -120,6 +120,7 @@ Status Worker::connect() {
   so.shuffle = job.shuffle;
   so.drop_last = job.drop_last;
   so.round_robin = !role_.stage_replicas.empty();
+  so.idle_replicas = role_.idle_replicas;
   trainSampler_.emplace(so);
   if (const char* record = std::getenv("HYDROZOA_RECORD_SAMPLES"); record && *record && firstStage() && !sampleLog_) {
     sampleLog_ = std::make_unique<std::ofstream>(role_.trace_path + ".samples", std::ios::app);
@@ -277,6 +278,8 @@ void Worker::regroup(std::int64_t global) {
   role_.replicas = role_.world = g.replicas;
   role_.rank = role_.replica;
   role_.microbatches = g.microbatches;
+  const bool wasIdle = idle();
+  role_.idle_replicas = g.idle_replicas;
   // The threads connect() starts are helpers: not on the compute thread's
   // core, with short slices (as in build()).
   if (!role_.cpus.empty()) (void)runThreadOn(helperCpus_);
@@ -289,7 +292,9 @@ void Worker::regroup(std::int64_t global) {
   regroupAt_ = -1;
   spdlog::info("regrouped before step {}: replica {} of {} (was {}), {} microbatches a step, generation {}, "
                "in {:.3f} s",
-               global, role_.replica, role_.replicas, before, role_.microbatches, role_.generation, since(t0));
+               global, role_.replica, role_.replicas, before, idle() ? 0 : role_.microbatches, role_.generation,
+               since(t0));
+  if (idle() != wasIdle) logIdle();
 }
 
 // FlexRR among the replicas of a one-stage job (the coordinator refuses

@@ -50,7 +50,7 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
   in.sizes = microbatchSizes(sampler, stepInEpoch);
   in.stepSamples = static_cast<double>(sampler.stepSamples(stepInEpoch));
   const bool dealt = !role_.stage_replicas.empty();
-  in.firstMicrobatch = dealt ? 0 : role_.replica * role_.microbatches;
+  in.firstMicrobatch = dealt || idle() ? 0 : (role_.replica - role_.idle_replicas) * role_.microbatches;
   in.stepMicrobatches = sampler.stepMicrobatches(stepInEpoch);
   if (nextStep && schedule_->asynchronous()) {
     in.nextSizes = microbatchSizes(sampler, stepInEpoch + 1);
@@ -231,15 +231,24 @@ void Worker::evaluate(std::int64_t epoch) {
 }
 
 // Replicas of a stage saw different microbatches, so their BatchNorm running
-// statistics differ; average them before evaluating or saving.
+// statistics differ; average them before evaluating or saving. Idle
+// replicas saw none: theirs are the working replicas' average.
 void Worker::synchronizeBuffers() {
   if (role_.replicas <= 1) return;
   torch::NoGradGuard guard;
   for (torch::Tensor& b : stageBuffers()) {
     if (!b.is_floating_point()) continue;
+    if (idle()) b.zero_();
     transport_->allreduceStage(b)->wait();
-    b.div_(role_.replicas);
+    b.div_(working());
   }
+}
+
+void Worker::logIdle() const {
+  spdlog::info("replica {}: {} (of {}); {}", role_.replica,
+               idle() ? "holds the state and computes nothing while the transient replicas take the steps"
+                      : "computes again",
+               role_.replicas, idle() ? "AgileML's third stage" : "the transient replicas are fewer");
 }
 
 void Worker::train() {

@@ -128,6 +128,11 @@ class Worker {
   // coordinator into a fresh private directory (the caller removes it).
   Result<std::string> fetchCheckpoint();
 
+  // Holding the state and computing nothing (NOTE [Reliable workers that
+  // compute nothing], cluster/tier_driver.cc); the replicas that compute.
+  bool idle() const { return role_.replica < role_.idle_replicas; }
+  int working() const { return role_.replicas - role_.idle_replicas; }
+  void logIdle() const;
   bool firstStage() const { return role_.stage == 0; }
   bool lastStage() const { return role_.stage == role_.stages - 1; }
   // The rank of replica `replica` of `stage` (ranks are replica-major,
@@ -150,7 +155,7 @@ class Worker {
     shape.microbatches = static_cast<int>(role_.microbatches);
     shape.stageReplicas = role_.stage_replicas;
     shape.replica = role_.replica;
-    shape.stepMicrobatches = static_cast<int>(role_.microbatches) * role_.replicas;
+    shape.stepMicrobatches = static_cast<int>(role_.microbatches) * working();
     return shape;
   }
   // Every chunk's parameters, in order; saving and loading all chunks.
