@@ -37,7 +37,7 @@
 # after it).
 #
 #   bench/proteus_bench.sh [STEPS=2000] [SPEED=720] [CPU_LIMIT=0.45]
-#   ONLY=stage3 bench/proteus_bench.sh ...   # the third stage's rows alone
+#   ONLY='computes|idle' bench/proteus_bench.sh ...   # the rows whose label matches (bash regex)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hz=$PWD/build/hydrozoa
@@ -53,6 +53,7 @@ runs=0
 # $batch, $microbatches and $stragglers (cluster.stragglers) apply to the rows after them.
 batch=128 microbatches=1 stragglers="[]"
 row() {  # label reliable transient bidder [", KEY: VALUE" (tiers) [notice]]
+  if [[ -n "${ONLY:-}" && ! "$1" =~ $ONLY ]]; then return; fi
   runs=$((runs + 1))
   local label=$1 name=run-$runs
   cat > "$work/$name.yaml" <<YAML
@@ -84,16 +85,14 @@ print(f"{sys.argv[2]:<40} {wall:8.1f} {t['trace_hours']:8.1f} {t['usd']['total']
       f"{stall('leave_stall_s')} {stall('return_stall_s')}")
 PY
 }
-if [ "${ONLY:-}" != stage3 ]; then
-  echo "global batch 128 in 4 microbatches"
-  row "4 on demand" 4 0 fixed
-  row "1 on demand + 3 spot, bid on-demand" 1 3 fixed
-  row "1 on demand + 3 spot, bid o-d, restarts" 1 3 fixed ", regroup: false"
-  row "1 on demand + ≤3 spot, BidBrain" 1 3 bidbrain
-  row "4 spot, ckpt-restart, 5 s notice" 0 4 fixed ", checkpoint_restart: true"
-  row "4 spot, ckpt-restart, no notice" 0 4 fixed ", checkpoint_restart: true" 0
-  row "1 on demand alone" 1 0 fixed
-fi
+echo "global batch 128 in 4 microbatches"
+row "4 on demand" 4 0 fixed
+row "1 on demand + 3 spot, bid on-demand" 1 3 fixed
+row "1 on demand + 3 spot, bid o-d, restarts" 1 3 fixed ", regroup: false"
+row "1 on demand + ≤3 spot, BidBrain" 1 3 bidbrain
+row "4 spot, ckpt-restart, 5 s notice" 0 4 fixed ", checkpoint_restart: true"
+row "4 spot, ckpt-restart, no notice" 0 4 fixed ", checkpoint_restart: true" 0
+row "1 on demand alone" 1 0 fixed
 echo "AgileML's third stage: global batch 192 in 12 microbatches"
 batch=192 microbatches=3
 row "1 o-d + 3 spot, reliable computes" 1 3 fixed ", reliable_idle_ratio: 0"

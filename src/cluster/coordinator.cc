@@ -191,6 +191,7 @@ bool Job::receiveOne(int timeoutMs) {
     w.last_seen = Clock::now();
     const std::string type = m.value("type", "");
     if (type == "register" && !w.registered) onRegistered(w, gen_);
+    if (type == "ready") w.ready = true;  // set up ahead: "go" at the switch (maybeRegroup())
     // Its exit, which follows, decides what becomes of the return (onOtherExit()).
     if (type == "error") spdlog::warn("{}, started to join, failed: {}", w.name(), m.value("message", ""));
   }

@@ -60,6 +60,7 @@ struct WorkerState {
   int id = 0, rank = 0, replica = 0, stage = 0;
   int tensor_rank = 0, tensor_parallel = 1;  // its slice of the stage's layers (NOTE [Ranks of a 3D grid], plan/plan.h)
   bool registered = false, ready = false, done = false;
+  bool assigned = false;  // a joiner sent its role ahead of the regroup (NOTE [Roles for joiners ahead])
   double launched_at = -1, registered_at = -1;  // now(); -1: not yet
   double started_at = -1;                        // launched_at + its start delay: its process begins
   Bytes peak_memory = 0;                         // resident, the most reported
@@ -141,6 +142,12 @@ class Job {
   // Its role in this generation; stateFrom ≥ 0: joining the running group,
   // its state from that replica (NOTE [State for joiners]).
   void sendAssign(const WorkerState& w, int stateFrom = -1);
+  // The "assign" message; with `next` (the regroup message to the running
+  // workers), its role in the group they regroup into at regroupAt_.
+  Json assignMessage(const WorkerState& w, int stateFrom, const Json* next = nullptr) const;
+  // The joiners' roles, once the regroup's step is confirmed (NOTE [Roles
+  // for joiners ahead], regroup.cc).
+  void assignJoiners();
   void onFile(const WorkerState& w, const Json& m);
   Status fetchStoredFile(const Json& m, std::int64_t step, const std::function<bool(int)>& ownLayer);
   // Once the generation after a boundary has all registered: how long the
@@ -155,8 +162,9 @@ class Job {
   // (by id) for `step`, confirmed once every one says it had not begun it;
   // else moved past the furthest begun, to the step `revise` returns for it
   // (its own state moved along; absent: that step).
+  // `confirmed` runs once it is.
   void propose(std::int64_t step, std::map<int, Json> messages,
-               std::function<std::int64_t(std::int64_t)> revise = {});
+               std::function<std::int64_t(std::int64_t)> revise = {}, std::function<void()> confirmed = {});
   // propose() of a stop with a save at `step` to every worker.
   void proposeStop(std::int64_t step, std::function<std::int64_t(std::int64_t)> revise = {});
   void onStepAck(int id, const Json& m);
@@ -167,6 +175,7 @@ class Job {
     std::map<int, Json> messages;
     std::set<int> acked;
     std::function<std::int64_t(std::int64_t)> revise;
+    std::function<void()> onConfirmed;
     bool confirmed = false;
     int moves = 0;
   } agreement_;
@@ -234,8 +243,10 @@ class Job {
   void billFromAccounting();
   void finish(const std::string& status, const std::string& reason);
   int workerOf(const std::string& identity) const;
-  Json cpusOf(const WorkerState& w) const;
-  bool coresShared() const;
+  // Its cores, and whether the workers share them, in a generation of
+  // `workers` (−1: this one's W_).
+  Json cpusOf(const WorkerState& w, int workers = -1) const;
+  bool coresShared(int workers = -1) const;
 
   const TrainOptions& o_;  // coordinator.cc's alone (the public options: cluster/coordinator.h)
   std::optional<std::int64_t> stopAfter_;  // o_.stop_after
@@ -351,6 +362,7 @@ class Job {
   int regroupWorkers_ = 0;         // and are these many
   std::vector<WorkerState> leaving_;  // left at a regroup: answered until they exit
   std::vector<WorkerState> joining_;  // started to join at a regroup, waiting for their role
+  Json regroupRole_;                  // the regroup message of the running workers that stay
   bool tierJoinFailed_ = false;       // a joiner could not start: returns restart every worker
   int segmentReplicas_ = 1;        // the segment's replicas (A_ unless the transient ones are gone)
 

@@ -116,8 +116,9 @@ std::int64_t Job::agreedStep() const {
 // sent once every worker had not begun S (at once, in the usual case, long
 // before S). If one had, the coordinator moves every worker's S past it
 // instead, the same way; a worker waiting at the old S goes on.
-void Job::propose(std::int64_t step, std::map<int, Json> messages, std::function<std::int64_t(std::int64_t)> revise) {
-  agreement_ = Agreement{step, std::move(messages), {}, std::move(revise), false, 0};
+void Job::propose(std::int64_t step, std::map<int, Json> messages, std::function<std::int64_t(std::int64_t)> revise,
+                  std::function<void()> confirmed) {
+  agreement_ = Agreement{step, std::move(messages), {}, std::move(revise), std::move(confirmed), false, 0};
   for (auto& [id, m] : agreement_.messages) {
     m["at_step"] = step;
     control_->send(from(id), m);
@@ -162,6 +163,7 @@ void Job::onStepAck(int id, const Json& m) {
   if (a.acked.size() < a.messages.size()) return;
   a.confirmed = true;
   for (const auto& [to, message] : a.messages) control_->send(from(to), {{"type", "confirm"}, {"at_step", a.step}});
+  if (a.onConfirmed) a.onConfirmed();
 }
 
 Status Job::lose(int worker, bool outOfMemory) {
@@ -294,6 +296,9 @@ Status Job::recover() {
             {"cost_usd", cost()}});
   }
   reached_ = resumeStep_ = maxStarted_ = restore;
+  // Joiners that have their role in a regroup that will not happen now
+  // cannot take another: the return starts them again.
+  if (std::any_of(joining_.begin(), joining_.end(), [](const WorkerState& w) { return w.assigned; })) dropJoiners();
   if (Status s = tiersAtNewGeneration(); !s.ok()) return s;
   if (Status s = useGenerationPlan(restore); !s.ok()) return failure(s.message());
   decided_.reset();  // a rule decides again at the next epoch end
@@ -318,6 +323,7 @@ Status Job::recover() {
   reinvoking_ = false;  // a stop for fresh invocations that a loss overtook
   resizeIssued_ = false;  // a resize asked for is told to the new generation (takeRequests())
   store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
+  store_.erasePrefix(fmt::format("gen{}/", generation_));  // a regroup into it, begun before the loss
   if (channel_) channel_->clearGeneration(generation_ - 1);
   training_ = false;
   token_ = wire::newToken();

@@ -28,10 +28,11 @@ namespace hydrozoa::cluster::coordinator {
 // in the new group, its rendezvous under the new generation's prefix of
 // the store, keeping its model, optimizer state, data sets and process
 // (its libtorch loaded, its container, its cores). The coordinator
-// switches to the new group once step S − 1 is complete (maybeRegroup());
-// it then sends the joiners their role (start at S, the state from replica
-// 0), and they meet the others at the rendezvous, where replica 0 sends
-// them its state (NOTE [State for joiners], runtime/worker/stage_setup.cc).
+// switches to the new group once step S − 1 is complete (maybeRegroup()).
+// The joiners got their role (start at S, the state from replica 0) when S
+// was confirmed (NOTE [Roles for joiners ahead]) and meet the others at the
+// rendezvous, where replica 0 sends them its state (NOTE [State for
+// joiners], runtime/worker/stage_setup.cc).
 // Meanwhile the new group's reports of S and later wait for the switch
 // (completeSteps() completes no step from S on until then); the leavers are
 // answered until they exit. The job token stays: the running workers are
@@ -89,6 +90,24 @@ bool Job::joinersReady() {
   return std::all_of(joining_.begin(), joining_.end(), [](const WorkerState& w) { return w.registered; });
 }
 
+// NOTE [Roles for joiners ahead]
+// A joiner needs its role to set up (its model, its data sets and loaders:
+// most of a second in a container of half a core), and the regroup's step
+// S is final once confirmed (NOTE [Agreeing on a step]). So the joiners get
+// their role then, the new group's (its generation, width, microbatches,
+// start at S, the state from replica 0), while the running workers train
+// on to S: they set up meanwhile and wait at the new group's rendezvous,
+// and their "ready" waits for the switch, where they get "go". Before, they
+// got their role at the switch and set up while every other worker waited.
+// A regroup that does not happen after all (a worker lost before S) drops
+// them: a worker that has a role takes no other (recover()).
+void Job::assignJoiners() {
+  for (WorkerState& w : joining_) {
+    control_->send(from(w.id), assignMessage(w, /*stateFrom=*/0, &regroupRole_));
+    w.assigned = true;
+  }
+}
+
 void Job::maybeRegroup() {
   if (regroupAt_ < 0 || reached_ < regroupAt_ || !confirmed(regroupAt_)) return;
   const std::int64_t at = regroupAt_;
@@ -114,13 +133,17 @@ void Job::maybeRegroup() {
   agreement_ = {};  // what the last generation agreed on is done
   store_.erasePrefix(fmt::format("gen{}/", generation_ - 1));
   resumeStep_ = at;
+  const bool ahead = !joining_.empty() && std::all_of(joining_.begin(), joining_.end(),
+                                                     [](const WorkerState& w) { return w.assigned; });
   for (WorkerState& w : joining_) {  // their role: the new group's, its state from replica 0
     w.last_seen = Clock::now();
     workers_.push_back(w);
-    sendAssign(w, /*stateFrom=*/0);
+    if (!w.assigned) sendAssign(w, /*stateFrom=*/0);
+    if (w.ready) control_->send(from(w.id), {{"type", "go"}});
   }
   joining_.clear();
-  tierChanged(before, /*regrouped=*/true);  // at step `at`: reached_ is at, the steps after it wait
+  // At step `at`: reached_ is at, the steps after it wait.
+  tierChanged(before, /*regrouped=*/true, ahead ? Json{{"roles_ahead", true}} : Json::object());
   completeSteps();  // the survivors' reports of the steps since may all be in
 }
 

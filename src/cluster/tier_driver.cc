@@ -299,25 +299,25 @@ void Job::issueTierStop() {
     regroupWorkers_ = spec_.tiers.reliable + tierTarget_;
     const int idle = idleBeside(tierTarget_);
     const std::int64_t microbatches = stepMicrobatches() / (regroupWorkers_ - idle);
+    regroupRole_ = {{"type", "regroup"},
+                    {"generation", generation_ + 1},
+                    {"replicas", regroupWorkers_},
+                    {"microbatches", microbatches},
+                    {"idle_replicas", idle},
+                    {"joiners", static_cast<int>(joining_.size())}};
     std::map<int, Json> messages;
     for (const auto& w : workers_) {
-      if (w.replica < regroupWorkers_) {
-        messages[w.id] = {{"type", "regroup"},
-                          {"generation", generation_ + 1},
-                          {"replicas", regroupWorkers_},
-                          {"microbatches", microbatches},
-                          {"idle_replicas", idle},
-                          {"joiners", static_cast<int>(joining_.size())}};
-      } else {
-        messages[w.id] = {{"type", "stop"}, {"checkpoint", false}};
-      }
+      messages[w.id] = w.replica < regroupWorkers_ ? regroupRole_ : Json{{"type", "stop"}, {"checkpoint", false}};
     }
-    propose(at, std::move(messages), [this](std::int64_t next) {
-      if (epochs_.stepInEpoch(next) == 0) ++next;
-      regroupAt_ = next;
-      completeSteps();  // those the old group did since: a lone worker may have run on
-      return next;
-    });
+    propose(
+        at, std::move(messages),
+        [this](std::int64_t next) {
+          if (epochs_.stepInEpoch(next) == 0) ++next;
+          regroupAt_ = next;
+          completeSteps();  // those the old group did since: a lone worker may have run on
+          return next;
+        },
+        [this] { assignJoiners(); });
     return;
   }
   if (!joining_.empty()) {  // the return happens with the next generation instead

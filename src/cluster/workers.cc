@@ -49,16 +49,17 @@ Json layerRangesJson(const plan::PlanStage& stage) {
 // the scheduler. The cores are those this process may use (taskset, a
 // cpuset, Slurm's binding), not 0..n-1: pinning to a core outside them fails.
 // The workers' compute threads outnumber the cores this process may use.
-bool Job::coresShared() const {
+bool Job::coresShared(int workers) const {
   if (launcher_ && !launcher_->onThisHost()) return false;
-  return static_cast<std::int64_t>(W_) * spec_.threads > static_cast<std::int64_t>(usableCpus().size());
+  return static_cast<std::int64_t>(workers < 0 ? W_ : workers) * spec_.threads >
+         static_cast<std::int64_t>(usableCpus().size());
 }
 
-Json Job::cpusOf(const WorkerState& w) const {
+Json Job::cpusOf(const WorkerState& w, int workers) const {
   Json cpus = Json::array();
   const std::vector<int> usable = usableCpus();
   if (usable.empty() || !launcher_->onThisHost()) return cpus;
-  if (coresShared()) {
+  if (coresShared(workers)) {
     if (spec_.threads == 1) cpus.push_back(usable[static_cast<size_t>(w.stage + w.replica) % usable.size()]);
     return cpus;
   }
@@ -236,9 +237,12 @@ UsdPerHour Job::rateOf(const plan::Plan& plan, int stage) {
   return st.cost_per_hour > 0 ? st.cost_per_hour : plan.cost_per_hour / plan.workersUsed();
 }
 
-void Job::sendAssign(const WorkerState& w, int stateFrom) {
-  const Segment& seg = epochs_.atStep(resumeStep_);
-  const std::int64_t firstEpoch = epochs_.epochOf(resumeStep_);
+void Job::sendAssign(const WorkerState& w, int stateFrom) { control_->send(from(w.id), assignMessage(w, stateFrom)); }
+
+Json Job::assignMessage(const WorkerState& w, int stateFrom, const Json* next) const {
+  const std::int64_t start = next ? regroupAt_ : resumeStep_;
+  const Segment& seg = epochs_.atStep(start);
+  const std::int64_t firstEpoch = epochs_.epochOf(start);
   Json assign = {{"type", "assign"},
                  {"generation", generation_},
                  {"rank", w.rank},
@@ -260,7 +264,7 @@ void Job::sendAssign(const WorkerState& w, int stateFrom) {
                  {"idle_replicas", stageReplicas_.empty() ? idle_ : 0},
                  {"train_size", trainSize_},
                  {"test_size", spec_.eval ? testSize_ : 0},
-                 {"start_step", resumeStep_},
+                 {"start_step", start},
                  {"total_steps", totalSteps_},
                  {"stop_step", genStop_},
                  {"epoch_start_step", epochs_.epochStart(firstEpoch)},
@@ -284,7 +288,14 @@ void Job::sendAssign(const WorkerState& w, int stateFrom) {
   }
   if (!stageReplicas_.empty()) assign["stage_replicas"] = stageReplicas_;
   if (channel_) assign["channel"] = channel_->assign(generation_, checkpoint_);
-  control_->send(from(w.id), assign);
+  if (next) {  // the group the running workers regroup into (one stage: its replicas are its workers)
+    const int workers = (*next)["replicas"].get<int>();
+    for (const char* key : {"generation", "replicas", "microbatches", "idle_replicas"}) assign[key] = (*next)[key];
+    assign["world_size"] = workers;
+    assign["cpus"] = cpusOf(w, workers);
+    assign["cpus_shared"] = coresShared(workers);
+  }
+  return assign;
 }
 
 }  // namespace coordinator

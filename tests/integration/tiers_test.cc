@@ -178,6 +178,7 @@ TEST(Tiers, AnEvictedWorkerLeavesAtAStepBoundaryAndComesBackWithNothingLost) {
   // three), regrouped alone and then with the transient worker that joined.
   EXPECT_EQ(left[0].value("regrouped", false), true);
   EXPECT_EQ(back[0].value("regrouped", false), true);
+  EXPECT_EQ(back[0].value("roles_ahead", false), true);  // NOTE [Roles for joiners ahead]
   const std::string log = testing::slurp(dir / "run/workers/worker-0.log");
   EXPECT_EQ(countOf(log, "replica 0 stage 0 of"), 1u) << log;
   for (const auto& [change, width] : {std::pair{left[0], 1}, std::pair{back[0], 2}}) {
