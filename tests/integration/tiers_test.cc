@@ -404,6 +404,55 @@ TEST(Tiers, AWorkerKilledWhileJoiningLeavesTheReturnToANewGeneration) {
   EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
 }
 
+// NOTE [Roles for joiners ahead], caused: the transient worker that comes
+// back is killed once it has its role (the regroup's step confirmed; it is
+// setting up, or waiting at the new group's rendezvous, or has just
+// joined). The reliable worker, waiting for it there or training on, is
+// recovered (the joiner lost before the switch counts as evicted, after it
+// as one recovery), and the run completes with the same training.
+TEST(Tiers, AJoinerKilledOnceItHasItsRoleIsRecoveredFrom) {
+  ScratchDir dir;
+  writeTrace(dir / "trace.json", 10, 30);
+  std::ofstream(dir / "whole.yaml") << tierJob("", kJoinEpochs);
+  std::ofstream(dir / "job.yaml") << tierJob(std::string(kTiers) + ", notice: 3s}", kJoinEpochs);
+  ::setenv("HYDROZOA_RECORD_SAMPLES", "1", 1);
+  const Outcome whole = runHydrozoa(dir.path().string(), {"train", "whole.yaml", "--no-progress", "--out", "whole"});
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  const pid_t pid = testing::spawnHydrozoa(dir.path().string(),
+                                           {"train", "job.yaml", "--no-progress", "--out", "run", "--max-recoveries", "1"});
+  const std::string endpoint = testing::waitForSteps(dir / "run", 1);
+  std::set<pid_t> first;
+  for (pid_t w : testing::workersOf(endpoint)) first.insert(w);
+  EXPECT_EQ(first.size(), 2u);
+  pid_t killed = 0;
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       killed == 0 && !endpoint.empty() && std::chrono::steady_clock::now() < until;) {
+    for (pid_t w : testing::workersOf(endpoint)) {
+      if (first.count(w)) continue;
+      // Its id from its command line ("... --id N"), its role from its log.
+      const std::string args = testing::slurp("/proc/" + std::to_string(w) + "/cmdline");
+      const size_t at = args.find(std::string("--id") + '\0');
+      if (at == std::string::npos) continue;
+      const std::string id = args.substr(at + 5, args.find('\0', at + 5) - at - 5);
+      const std::string log = testing::slurp(dir / ("run/workers/worker-" + id + ".log"));
+      if (log.find("replica 1 stage 0 of 2x1") != std::string::npos && ::kill(w, SIGKILL) == 0) killed = w;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const Outcome r = testing::waitHydrozoa(dir.path().string(), pid);
+  ::unsetenv("HYDROZOA_RECORD_SAMPLES");
+  ASSERT_GT(killed, 0) << "no joiner got its role:\n" << r.err;
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto left = eventsOf(dir / "run", "transient_tier_left");
+  ASSERT_GE(left.size(), 1u);
+  EXPECT_GE(eventsOf(dir / "run", "recovered").size(), 1u) << r.err;
+  auto summary = readJsonFile(dir / "run/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["status"], "completed");
+  expectTheSameTraining(dir, left[0]["step"].get<std::int64_t>(), kJoinEpochs);
+  EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
+}
+
 // Without notice the workers are taken before any checkpoint (the first is
 // at the epoch's end, step 80): the run restores the start, waits out the
 // spike and does those steps again, to the same losses bit for bit.
