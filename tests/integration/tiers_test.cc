@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -355,6 +356,43 @@ TEST(Tiers, AllTransientTiersStopWhenEvictedAndRestartFromTheCheckpoint) {
   EXPECT_TRUE(testing::noWorkersLeft(dir / "run"));
 }
 
+// Runs whole.yaml and the tiered job (a 3 s notice, at most `maxRecoveries`
+// recoveries) into dir/whole and dir/run, and SIGKILLs the first worker
+// started to join (one not among the first two) once `now(pid)` says so.
+struct KilledJoiner {
+  Outcome whole, run;
+  pid_t killed = 0;  // 0: none was killed within a minute (or the run without tiers failed)
+};
+KilledJoiner runKillingAJoiner(const ScratchDir& dir, const char* maxRecoveries,
+                               const std::function<bool(pid_t)>& now) {
+  KilledJoiner k;
+  writeTrace(dir / "trace.json", 10, 30);
+  std::ofstream(dir / "whole.yaml") << tierJob("", kJoinEpochs);
+  std::ofstream(dir / "job.yaml") << tierJob(std::string(kTiers) + ", notice: 3s}", kJoinEpochs);
+  ::setenv("HYDROZOA_RECORD_SAMPLES", "1", 1);
+  k.whole = runHydrozoa(dir.path().string(), {"train", "whole.yaml", "--no-progress", "--out", "whole"});
+  if (k.whole.code != 0) {
+    ::unsetenv("HYDROZOA_RECORD_SAMPLES");
+    return k;
+  }
+  const pid_t pid = testing::spawnHydrozoa(
+      dir.path().string(), {"train", "job.yaml", "--no-progress", "--out", "run", "--max-recoveries", maxRecoveries});
+  const std::string endpoint = testing::waitForSteps(dir / "run", 1);
+  std::set<pid_t> first;
+  for (pid_t w : testing::workersOf(endpoint)) first.insert(w);
+  EXPECT_EQ(first.size(), 2u);
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       k.killed == 0 && !endpoint.empty() && std::chrono::steady_clock::now() < until;) {
+    for (pid_t w : testing::workersOf(endpoint)) {
+      if (first.count(w) == 0 && now(w) && ::kill(w, SIGKILL) == 0) k.killed = w;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  k.run = testing::waitHydrozoa(dir.path().string(), pid);
+  ::unsetenv("HYDROZOA_RECORD_SAMPLES");
+  return k;
+}
+
 // NOTE [Regrouping at a step boundary], caused: the transient worker
 // started to join the running reliable one is killed as soon as it
 // appears (a spot instance that dies while it boots). The return then
@@ -363,30 +401,10 @@ TEST(Tiers, AllTransientTiersStopWhenEvictedAndRestartFromTheCheckpoint) {
 // way the run completes with the same training.
 TEST(Tiers, AWorkerKilledWhileJoiningLeavesTheReturnToANewGeneration) {
   ScratchDir dir;
-  writeTrace(dir / "trace.json", 10, 30);
-  std::ofstream(dir / "whole.yaml") << tierJob("", kJoinEpochs);
-  std::ofstream(dir / "job.yaml") << tierJob(std::string(kTiers) + ", notice: 3s}", kJoinEpochs);
-  ::setenv("HYDROZOA_RECORD_SAMPLES", "1", 1);
-  const Outcome whole = runHydrozoa(dir.path().string(), {"train", "whole.yaml", "--no-progress", "--out", "whole"});
-  ASSERT_EQ(whole.code, 0) << whole.err;
-  const pid_t pid = testing::spawnHydrozoa(dir.path().string(),
-                                           {"train", "job.yaml", "--no-progress", "--out", "run", "--max-recoveries", "0"});
-  const std::string endpoint = testing::waitForSteps(dir / "run", 1);
-  std::set<pid_t> first;
-  for (pid_t w : testing::workersOf(endpoint)) first.insert(w);
-  EXPECT_EQ(first.size(), 2u);
-  pid_t joiner = 0;
-  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-       joiner == 0 && !endpoint.empty() && std::chrono::steady_clock::now() < until;) {
-    for (pid_t w : testing::workersOf(endpoint)) {
-      if (first.count(w) == 0) joiner = w;
-    }
-    if (joiner != 0) ::kill(joiner, SIGKILL);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  const Outcome r = testing::waitHydrozoa(dir.path().string(), pid);
-  ::unsetenv("HYDROZOA_RECORD_SAMPLES");
-  ASSERT_GT(joiner, 0) << "no worker started to join:\n" << r.err;
+  const KilledJoiner k = runKillingAJoiner(dir, "0", [](pid_t) { return true; });
+  ASSERT_EQ(k.whole.code, 0) << k.whole.err;
+  const Outcome& r = k.run;
+  ASSERT_GT(k.killed, 0) << "no worker started to join:\n" << r.err;
   ASSERT_EQ(r.code, 0) << r.err;
   const auto left = eventsOf(dir / "run", "transient_tier_left");
   const auto back = eventsOf(dir / "run", "transient_tier_back");
@@ -412,36 +430,18 @@ TEST(Tiers, AWorkerKilledWhileJoiningLeavesTheReturnToANewGeneration) {
 // as one recovery), and the run completes with the same training.
 TEST(Tiers, AJoinerKilledOnceItHasItsRoleIsRecoveredFrom) {
   ScratchDir dir;
-  writeTrace(dir / "trace.json", 10, 30);
-  std::ofstream(dir / "whole.yaml") << tierJob("", kJoinEpochs);
-  std::ofstream(dir / "job.yaml") << tierJob(std::string(kTiers) + ", notice: 3s}", kJoinEpochs);
-  ::setenv("HYDROZOA_RECORD_SAMPLES", "1", 1);
-  const Outcome whole = runHydrozoa(dir.path().string(), {"train", "whole.yaml", "--no-progress", "--out", "whole"});
-  ASSERT_EQ(whole.code, 0) << whole.err;
-  const pid_t pid = testing::spawnHydrozoa(dir.path().string(),
-                                           {"train", "job.yaml", "--no-progress", "--out", "run", "--max-recoveries", "1"});
-  const std::string endpoint = testing::waitForSteps(dir / "run", 1);
-  std::set<pid_t> first;
-  for (pid_t w : testing::workersOf(endpoint)) first.insert(w);
-  EXPECT_EQ(first.size(), 2u);
-  pid_t killed = 0;
-  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-       killed == 0 && !endpoint.empty() && std::chrono::steady_clock::now() < until;) {
-    for (pid_t w : testing::workersOf(endpoint)) {
-      if (first.count(w)) continue;
-      // Its id from its command line ("... --id N"), its role from its log.
-      const std::string args = testing::slurp("/proc/" + std::to_string(w) + "/cmdline");
-      const size_t at = args.find(std::string("--id") + '\0');
-      if (at == std::string::npos) continue;
-      const std::string id = args.substr(at + 5, args.find('\0', at + 5) - at - 5);
-      const std::string log = testing::slurp(dir / ("run/workers/worker-" + id + ".log"));
-      if (log.find("replica 1 stage 0 of 2x1") != std::string::npos && ::kill(w, SIGKILL) == 0) killed = w;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  const Outcome r = testing::waitHydrozoa(dir.path().string(), pid);
-  ::unsetenv("HYDROZOA_RECORD_SAMPLES");
-  ASSERT_GT(killed, 0) << "no joiner got its role:\n" << r.err;
+  auto hasItsRole = [&dir](pid_t w) {  // its id from its command line ("... --id N"), its role from its log
+    const std::string args = testing::slurp("/proc/" + std::to_string(w) + "/cmdline");
+    const size_t at = args.find(std::string("--id") + '\0');
+    if (at == std::string::npos) return false;
+    const std::string id = args.substr(at + 5, args.find('\0', at + 5) - at - 5);
+    const std::string log = testing::slurp(dir / ("run/workers/worker-" + id + ".log"));
+    return log.find("replica 1 stage 0 of 2x1") != std::string::npos;
+  };
+  const KilledJoiner k = runKillingAJoiner(dir, "1", hasItsRole);
+  ASSERT_EQ(k.whole.code, 0) << k.whole.err;
+  const Outcome& r = k.run;
+  ASSERT_GT(k.killed, 0) << "no joiner got its role:\n" << r.err;
   ASSERT_EQ(r.code, 0) << r.err;
   const auto left = eventsOf(dir / "run", "transient_tier_left");
   ASSERT_GE(left.size(), 1u);
