@@ -21,15 +21,22 @@ class RedisChannel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     ServerOptions so;
-    so.dir = (std::filesystem::temp_directory_path() / ("hz-redis-test-" + std::to_string(::getpid()))).string();
+    so.dir = dir();
     so.password = "test-password-0123456789";
     auto s = LocalServer::start(so);
     ASSERT_TRUE(s.ok()) << s.status().message();
     server_ = std::move(s).value().release();
   }
   static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
+    if (server_ != nullptr) {
+      delete server_;
+      server_ = nullptr;
+    }
+    std::error_code ec;  // its config holds the password: leave nothing in /tmp
+    std::filesystem::remove_all(dir(), ec);
+  }
+  static std::string dir() {
+    return (std::filesystem::temp_directory_path() / ("hz-redis-test-" + std::to_string(::getpid()))).string();
   }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
