@@ -97,10 +97,10 @@ Status runSimulate(const SimulateArgs& a) {
   o.space_sharing = a.space_sharing;
   std::vector<std::string> names;
   if (a.policy == "all") {
-    // Those the inputs allow, and not the slow ones.
+    // Those the inputs allow.
     for (const auto& p : sched::policyList()) {
       if ((p.prices && o.price.empty()) || (p.budget && !(o.budget > 0)) || (p.entities && a.entities.empty()) ||
-          (a.space_sharing && !p.pairs) || p.slow) {
+          (a.space_sharing && !p.pairs)) {
         continue;
       }
       names.push_back(p.name);
@@ -143,9 +143,9 @@ Status runSimulate(const SimulateArgs& a) {
     o.measure_first = static_cast<int>(*first);
     o.measure_last = static_cast<int>(*last);
   }
-  std::vector<std::string> header = {"policy", "average JCT", "makespan", "utilisation", "rounds", "allocations",
-                                     "solver"};
-  std::vector<bool> right = {false, true, true, true, true, true, true};
+  std::vector<std::string> header = {"policy", "average JCT", "makespan", "FTF rho mean / max", "utilisation",
+                                     "rounds", "allocations", "solver"};
+  std::vector<bool> right = {false, true, true, true, true, true, true, true};
   if (!o.price.empty()) {
     header.push_back("cost");
     right.push_back(true);
@@ -179,10 +179,13 @@ Status runSimulate(const SimulateArgs& a) {
       continue;
     }
     Json jobs = Json::array();
-    for (const sim::SimJob& j : r->jobs) jobs.push_back({{"arrival", j.arrival}, {"finish", j.finish}});
+    for (const sim::SimJob& j : r->jobs) {
+      jobs.push_back({{"arrival", j.arrival}, {"finish", j.finish}, {"finish_time_fairness", j.rho}});
+    }
     out.push_back({{"policy", name},
                    {"average_jct_seconds", r->average_jct},
                    {"makespan_seconds", r->makespan},
+                   {"finish_time_fairness", {{"mean", r->rho_mean}, {"max", r->rho_max}}},
                    {"utilisation", r->utilisation},
                    {"rounds", r->rounds},
                    {"allocations", r->allocations},
@@ -193,7 +196,9 @@ Status runSimulate(const SimulateArgs& a) {
                    {"reclaimed", r->reclaimed},
                    {"jobs", jobs}});
     std::vector<std::string> row = {name, fmt::format("{:.2f} h", r->average_jct / 3600),
-                                    fmt::format("{:.2f} h", r->makespan / 3600), fmt::format("{:.1f}%", 100 * r->utilisation),
+                                    fmt::format("{:.2f} h", r->makespan / 3600),
+                                    fmt::format("{:.2f} / {:.2f}", r->rho_mean, r->rho_max),
+                                    fmt::format("{:.1f}%", 100 * r->utilisation),
                                     std::to_string(r->rounds), std::to_string(r->allocations),
                                     formatSeconds(r->solve_seconds)};
     if (!o.price.empty()) row.push_back(fmt::format("${:.2f}", r->cost));

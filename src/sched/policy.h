@@ -28,10 +28,8 @@ class Policy {
 
 struct PolicyInfo {
   std::string name, objective;
-  // What it needs beyond throughputs: Problem::price, ::budget, ::entities;
-  // slow: left out of `simulate --policy all` (water filling without
-  // entities: an LP per job per iteration, long simulations take minutes).
-  bool prices = false, budget = false, entities = false, slow = false;
+  // What it needs beyond throughputs: Problem::price, ::budget, ::entities.
+  bool prices = false, budget = false, entities = false;
   // It takes a problem with Problem::pairs (space sharing): weighs them, or
   // for the agnostic forms drops them; the others refuse them.
   bool pairs = false;

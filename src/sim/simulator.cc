@@ -152,6 +152,7 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
   std::vector<double> priceNow = o.price;
   sched::Problem problem;
   std::vector<size_t> placeable;  // problem.jobs' trace indices: active jobs with a type that has their workers
+  std::vector<double> isolatedRate;  // each placeable job's steps per second on 1/n of the cluster now
   sched::Allocation allocation;
   sched::RoundMechanism mechanism;
   bool changed = true;
@@ -200,11 +201,12 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
         return unavailable(fmt::format("at {:.0f} s: {} jobs wait for workers that the spot trace never brings back",
                                        now - start, active.size()));
       }
+      isolatedRate.clear();
       for (size_t k = 0; k < placeable.size(); ++k) {
         // What finish-time fairness compares with: the time its steps so far
         // would have taken on 1/n of the cluster.
-        problem.jobs[k].isolated_elapsed =
-            done[placeable[k]] / sched::isolatedThroughput(problem, static_cast<int>(k));
+        isolatedRate.push_back(sched::isolatedThroughput(problem, static_cast<int>(k)));
+        problem.jobs[k].isolated_elapsed = done[placeable[k]] / isolatedRate.back();
       }
       allocation = {};
       if (!placeable.empty()) {
@@ -239,6 +241,7 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
         const bool finishes = run.members.size() == 1 ? !run.reclaimed && paid + run.finish[i] <= o.round
                                                       : run.finish[i] <= window;
         Seconds ran = finishes ? run.finish[i] : window;
+        const double before = done[m];
         if (finishes) {
           done[m] = trace[m].total_steps;
         } else if (run.members.size() == 1 || window <= run.finish[1 - i]) {
@@ -248,6 +251,7 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
         }
         busiest = std::max(busiest, ran);
         r.jobs[m].rounds += 1;
+        r.jobs[m].isolated += (done[m] - before) / isolatedRate[k];
         problem.jobs[k].steps_remaining = trace[m].total_steps - done[m];
         lastType[m] = run.reclaimed ? -1 : run.type;
         r.reclaimed += run.reclaimed && !finishes;
@@ -273,17 +277,21 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
     now += o.round;
     ++r.rounds;
   }
-  double jct = 0, last = start;
+  double jct = 0, last = start, rhos = 0;
   int finished = 0;
   const int to = o.measure_last < 0 ? static_cast<int>(r.jobs.size()) : o.measure_last;
   for (int m = 0; m < static_cast<int>(r.jobs.size()); ++m) {
-    const SimJob& j = r.jobs[static_cast<size_t>(m)];
+    SimJob& j = r.jobs[static_cast<size_t>(m)];
     last = std::max(last, j.finish);
+    if (j.isolated > 0) j.rho = (j.finish - j.arrival) / j.isolated;
     if (m < o.measure_first || m >= to) continue;
     jct += j.finish - j.arrival;
+    rhos += j.rho;
+    r.rho_max = std::max(r.rho_max, j.rho);
     ++finished;
   }
   r.average_jct = finished > 0 ? jct / finished : 0;
+  r.rho_mean = finished > 0 ? rhos / finished : 0;
   for (const SimJob& j : r.jobs) {
     if (j.deadline < 0) continue;
     ++r.slo_jobs;

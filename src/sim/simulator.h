@@ -4,7 +4,7 @@
 // when the set of jobs changed; a placed job advances at its throughput on
 // its type for the round (and finishes inside it when it has fewer steps
 // left). Reports each job's completion time and the average, the
-// makespan, and how busy the workers were. With a spot trace (sim/market.h)
+// makespan, how busy the workers were, and each job's finish-time fairness. With a spot trace (sim/market.h)
 // the types' prices and worker counts change as it says: the allocation is
 // decided again at the first round boundary after a change, and a job whose
 // worker is reclaimed in the middle of a round stops there, keeping its
@@ -49,6 +49,12 @@ struct SimJob {
   Seconds arrival = 0, finish = -1;  // finish < 0: not finished
   Seconds deadline = -1;             // its SLO's; < 0: none
   double rounds = 0;                 // rounds it ran
+  // Finish-time fairness (Themis; Gavel §5.4.2): its completion time over
+  // the time its steps would have taken on 1/n of the cluster, n the jobs
+  // there were as each step ran (sched::isolatedThroughput). 1: as on an
+  // equal share; above: slower than that. Only for finished jobs.
+  double rho = 0;
+  Seconds isolated = 0;              // the denominator, seconds
 };
 
 struct SimResult {
@@ -61,6 +67,7 @@ struct SimResult {
   int slo_jobs = 0, slo_missed = 0;
   int reclaimed = 0;              // jobs stopped mid-round by a spot worker reclaimed
   Seconds solve_seconds = 0;      // wall time in the policy
+  double rho_mean = 0, rho_max = 0;  // finish-time fairness of the measured jobs (SimJob::rho)
 };
 
 Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std::vector<sched::WorkerType>& types,

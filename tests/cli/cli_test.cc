@@ -456,7 +456,8 @@ TEST_F(Cli, AllocateAsWritten) {
 }
 
 // `hydrozoa simulate` as issue 13 writes it, on examples/cluster: every
-// policy side by side, --json with each job's finish, mistakes named.
+// policy side by side, --json with each job's finish and finish-time
+// fairness, mistakes named.
 TEST_F(Cli, SimulateAsWritten) {
   const std::string ex = std::string(HYDROZOA_SOURCE_DIR) + "/examples/cluster/";
   const std::vector<std::string> base = {"simulate", "--trace", ex + "jobs.trace", "--throughputs",
@@ -474,8 +475,13 @@ TEST_F(Cli, SimulateAsWritten) {
   ASSERT_EQ(r.code, 0) << r.err;
   const Json j = Json::parse(r.out);
   ASSERT_EQ(j["jobs"].size(), 3u);
-  for (const Json& job : j["jobs"]) EXPECT_GT(job["finish"].get<double>(), job["arrival"].get<double>());
+  for (const Json& job : j["jobs"]) {
+    EXPECT_GT(job["finish"].get<double>(), job["arrival"].get<double>());
+    EXPECT_GT(job["finish_time_fairness"].get<double>(), 0);
+    EXPECT_LE(job["finish_time_fairness"].get<double>(), j["finish_time_fairness"]["max"].get<double>());
+  }
   EXPECT_GT(j["average_jct_seconds"].get<double>(), 0);
+  EXPECT_GT(j["finish_time_fairness"]["mean"].get<double>(), 0);
   // A generated trace, kept, its steady state measured.
   r = run({"simulate", "--generate", "60", "--rate", "2", "--seed", "3", "--throughputs", ex + "throughputs.json",
            "--cluster", "v100=2,k80=2", "--measure", "20-40", "--write-trace", "gen.trace", "--policy", "all"});

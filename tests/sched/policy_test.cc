@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "sched/policies/policies.h"
 #include "sched/policy.h"
 
 namespace hydrozoa::sched {
@@ -58,13 +59,18 @@ void expectValid(const Problem& p, const Allocation& a, const std::string& polic
 }
 
 // §5.4.1: T = [[40, 10], [12, 4], [100, 50]] on one V100 and one K80,
-// weights 1: X_het = [[0.45, 0], [0.45, 0.09], [0.09, 0.91]].
+// weights 1: X_het = [[0.45, 0], [0.45, 0.09], [0.09, 0.91]], to two digits
+// of the exact [[5/11, 0], [5/11, 1/11], [1/11, 10/11]] (the LP's only optimum).
 TEST(Policies, TheThesisWorkedExampleOfMaxMinFairness) {
   const Problem p = problem({{"v100", 1}, {"k80", 1}}, {{40, 10}, {12, 4}, {100, 50}});
   const Allocation a = allocate("max_min_fairness", p);
   const std::vector<std::vector<double>> thesis = {{0.45, 0.0}, {0.45, 0.09}, {0.09, 0.91}};
+  const std::vector<std::vector<double>> exact = {{5.0 / 11, 0.0}, {5.0 / 11, 1.0 / 11}, {1.0 / 11, 10.0 / 11}};
   for (size_t m = 0; m < 3; ++m) {
-    for (size_t j = 0; j < 2; ++j) EXPECT_NEAR(a.x[m][j], thesis[m][j], 0.006) << "job " << m << " type " << j;
+    for (size_t j = 0; j < 2; ++j) {
+      EXPECT_NEAR(a.x[m][j], thesis[m][j], 0.005) << "job " << m << " type " << j;
+      EXPECT_NEAR(a.x[m][j], exact[m][j], 1e-7) << "job " << m << " type " << j;
+    }
   }
   // Every job gets the same 8/11 of what equal time on both would give it
   // (the thesis's X, rounded to two digits, gives 0.72 to 0.727): more than
@@ -199,6 +205,22 @@ TEST(Policies, CostSlosAndBudgets) {
                                          "steps/s, and it runs at most 12 steps/s"),
             std::string::npos)
       << none.status().message();
+  // Each SLO alone can be met, not both: each job needs 0.6 of the one
+  // V100 (6,000 steps in 1,000 s at 10/s). One line saying so (issue 13 §7).
+  Problem both = problem({{"v100", 1}}, {{10}, {10}}, {6000, 6000});
+  both.price = {3.0};
+  for (auto& j : both.jobs) j.slo_left = 1000;
+  for (size_t alone = 0; alone < 2; ++alone) {
+    Problem one = both;
+    one.jobs[1 - alone].slo_left = -1;
+    EXPECT_TRUE((*makePolicy("min_cost_slo"))->allocate(one).ok()) << alone;
+  }
+  auto clash = (*makePolicy("min_cost_slo"))->allocate(both);
+  ASSERT_FALSE(clash.ok());
+  EXPECT_EQ(clash.status().code(), ErrorCode::kInfeasible);
+  EXPECT_NE(clash.status().message().find("SLOs cannot all be met together on this cluster (each alone can)"),
+            std::string::npos)
+      << clash.status().message();
   // One job of 36,000 steps: 900 s on the V100 at $3.60/h ($0.90), 3600 s on
   // the K80 at $0.36/h ($0.36). Within $0.50: a V100 share a = 1.4/17.4 and
   // 36000 / (10 + 30a) = 2900 s.
@@ -225,6 +247,10 @@ TEST(Policies, CostSlosAndBudgets) {
 TEST(Policies, WaterFillingAsTheThesisWalksIt) {
   Problem p = problem({{"gpu", 4}}, {{10}, {10}, {10}, {10}});
   p.jobs[0].weight = 3;
+  // The first iteration is weighted max-min fairness: 1 and 1/3 each.
+  const Allocation first = allocate("max_min_fairness", p);
+  EXPECT_NEAR(first.x[0][0], 1, 1e-6);
+  for (size_t m = 1; m < 4; ++m) EXPECT_NEAR(first.x[m][0], 1.0 / 3, 1e-6) << m;
   const Allocation a = allocate("max_min_fairness_water_filling", p);
   for (size_t m = 0; m < 4; ++m) EXPECT_NEAR(a.x[m][0], 1, 1e-5) << m;
   // Hierarchical on two GPUs: product (weight 2, fairness: jobs 0, 1) and
@@ -236,10 +262,78 @@ TEST(Policies, WaterFillingAsTheThesisWalksIt) {
   const Allocation h = allocate("hierarchical", p);
   for (size_t m = 0; m < 3; ++m) EXPECT_NEAR(h.x[m][0], 2.0 / 3, 1e-5) << m;
   EXPECT_NEAR(h.x[3][0], 0, 1e-5);
+  // Figure 5.6's two ways a bottleneck's weight passes on, on three GPUs:
+  // product (weight 1, fairness: jobs 0, 1), research (weight 1, FIFO: jobs
+  // 2, 3). Each entity is due 1.5 GPUs; job 2 can use one at most (a job
+  // runs on one GPU at a time), so it is the bottleneck of the first
+  // iteration at 1, and research's weight passes to job 3 (FIFO), which
+  // takes the half GPU job 2 could not: 0.75, 0.75, 1, 0.5. Jobs 0 and 1
+  // are kept at the first iteration's fair 0.5 (not at whatever more the
+  // LP's optimum happened to give them), so the rest is shared by weight.
+  p = problem({{"gpu", 3}}, {{10}, {10}, {10}, {10}});
+  p.entities = {{"product", 1, false}, {"research", 1, true}};
+  for (size_t m = 0; m < 4; ++m) p.jobs[m].entity = m < 2 ? 0 : 1;
+  const Allocation fifo = allocate("hierarchical", p);
+  const std::vector<double> fifoShares = {0.75, 0.75, 1, 0.5};
+  for (size_t m = 0; m < 4; ++m) EXPECT_NEAR(fifo.x[m][0], fifoShares[m], 1e-5) << m;
+  // Fairness inside research instead: jobs 2 and 3 share its 1.5 GPUs from
+  // the first iteration, no one is held back.
+  p.entities[1].fifo = false;
+  const Allocation fair = allocate("hierarchical", p);
+  for (size_t m = 0; m < 4; ++m) EXPECT_NEAR(fair.x[m][0], 0.75, 1e-5) << m;
   p.entities.clear();
   auto none = (*makePolicy("hierarchical"))->allocate(p);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("needs entities (--entities"), std::string::npos);
+}
+
+// NOTE [Bottlenecks] (water_filling.cc): Gavel's MILP finds the same jobs
+// stuck as asking each job's most with an LP, so both end with every job
+// at the same normalised throughput, single-level and hierarchical, and
+// every job at least at max-min fairness's optimum.
+TEST(Policies, WaterFillingsBottleneckMilpAgreesWithAnLpPerJob) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> speed(1, 100);
+  int stuckJobsSeen = 0;
+  for (int round = 0; round < 24; ++round) {
+    const std::vector<WorkerType> types = {{"a", 1 + round % 3}, {"b", 1 + round % 2}, {"c", 2}};
+    const int jobs = 3 + round % 6;
+    std::vector<std::vector<double>> t(static_cast<size_t>(jobs));
+    std::vector<int> scale;
+    for (int m = 0; m < jobs; ++m) {
+      for (int j = 0; j < 3; ++j) t[static_cast<size_t>(m)].push_back(rng() % 3 == 0 ? 0 : speed(rng));
+      if (t[static_cast<size_t>(m)][2] == 0) t[static_cast<size_t>(m)][2] = speed(rng);
+      scale.push_back(rng() % 4 == 0 ? 2 : 1);
+    }
+    Problem p = problem(types, t, {}, scale);
+    for (size_t m = 0; m < p.jobs.size(); ++m) p.jobs[m].weight = 1 + rng() % 3;
+    const bool hierarchical = round % 2 == 1;
+    if (hierarchical) {
+      p.entities = {{"x", 2, false}, {"y", 1, true}};
+      for (size_t m = 0; m < p.jobs.size(); ++m) p.jobs[m].entity = static_cast<int>(m % 2);
+    }
+    auto milp = WaterFilling(hierarchical, WaterFilling::Bottlenecks::kMilp).allocate(p);
+    auto lps = WaterFilling(hierarchical, WaterFilling::Bottlenecks::kLinearPrograms).allocate(p);
+    ASSERT_TRUE(milp.ok()) << milp.status().message();
+    ASSERT_TRUE(lps.ok()) << lps.status().message();
+    expectValid(p, *milp, "water filling (MILP)");
+    const std::vector<double> equal = equalShare(p);
+    for (size_t m = 0; m < p.jobs.size(); ++m) {
+      const double norm = p.jobs[m].scale_factor / effectiveThroughput(p.jobs[m], equal);
+      const double a = effectiveThroughput(p.jobs[m], milp->x[m]) * norm;
+      const double b = effectiveThroughput(p.jobs[m], lps->x[m]) * norm;
+      EXPECT_NEAR(a, b, 1e-4 * std::max(1.0, b)) << "round " << round << " job " << m;
+      stuckJobsSeen += a < 1 - 1e-6;  // held below an equal share by another's need
+    }
+    if (!hierarchical) {
+      const Allocation fair = allocate("max_min_fairness", p);
+      for (size_t m = 0; m < p.jobs.size(); ++m) {
+        const double norm = p.jobs[m].scale_factor / effectiveThroughput(p.jobs[m], equal);
+        EXPECT_GE(effectiveThroughput(p.jobs[m], milp->x[m]) * norm, fair.objective * p.jobs[m].weight * (1 - 1e-5));
+      }
+    }
+  }
+  EXPECT_GT(stuckJobsSeen, 0) << "the problems should have some jobs below an equal share";
 }
 
 TEST(Policies, UnknownPoliciesAndJobsThatCannotRunAreNamed) {

@@ -69,6 +69,27 @@ TEST(Simulator, TwoEqualJobsOnOneWorkerTakeTurnsByRound) {
   EXPECT_DOUBLE_EQ(f.jobs[1].finish, 600);
 }
 
+// Finish-time fairness, by hand: on 1/n of the one worker, a step takes n/40
+// s. Fairness: the first job's 12,000 steps all ran beside the second (n =
+// 2: 600 s isolated), done at 500 s: ρ = 5/6; the second ran 8,000 beside
+// the first (400 s) and 4,000 alone (100 s), done at 600 s: ρ = 6/5. FIFO:
+// the first is done at 300 s (ρ = 1/2), the second ran alone, 300 s
+// isolated, done at 600 s (ρ = 2).
+TEST(Simulator, FinishTimeFairnessIsTheTimeTakenOverTheTimeOnAnEqualShare) {
+  const SimResult r = run({job("R", 12000), job("R", 12000)}, {{"v100", 1}}, "max_min_fairness");
+  EXPECT_NEAR(r.jobs[0].rho, 5.0 / 6, 1e-12);
+  EXPECT_NEAR(r.jobs[1].rho, 6.0 / 5, 1e-12);
+  EXPECT_NEAR(r.rho_mean, (5.0 / 6 + 6.0 / 5) / 2, 1e-12);
+  EXPECT_NEAR(r.rho_max, 1.2, 1e-12);
+  const SimResult f = run({job("R", 12000), job("R", 12000)}, {{"v100", 1}}, "fifo");
+  EXPECT_NEAR(f.jobs[0].rho, 0.5, 1e-12);
+  EXPECT_NEAR(f.jobs[1].rho, 2.0, 1e-12);
+  EXPECT_NEAR(f.rho_max, 2.0, 1e-12);
+  // The policy that minimises the worst ρ does no worse on it than FIFO.
+  const SimResult ftf = run({job("R", 12000), job("R", 12000)}, {{"v100", 1}}, "finish_time_fairness");
+  EXPECT_LE(ftf.rho_max, f.rho_max + 1e-12);
+}
+
 // A preemption costs its seconds of the round it resumes in: once for a
 // job alone (its first round), every round for two jobs taking turns.
 TEST(Simulator, PreemptionsCostTheirTime) {
@@ -116,6 +137,44 @@ TEST(Simulator, RoundsRealiseTheAllocationsProportions) {
   }
   EXPECT_EQ(rounds[0], 10);
   EXPECT_EQ(rounds[1], 30);
+}
+
+// §5.3's X_example on one V100, one P100 and one K80 (Figure 5.5): the
+// rounds each job gets on each type, by priority X / share received,
+// approach X (job 0 0.6 / 0.4 / 0, job 1 0.2 / 0.6 / 0.2, job 2 0.2 / 0 / 0.8):
+// within 0.01 after 200 rounds (0.006 when written).
+TEST(RoundMechanism, RoundsApproachTheThesisXExample) {
+  sched::Problem p;
+  p.types = {{"v100", 1}, {"p100", 1}, {"k80", 1}};
+  for (int m = 0; m < 3; ++m) {
+    sched::JobDemand d;
+    d.type = "job" + std::to_string(m);
+    d.throughput = {40, 20, 10};
+    d.steps_remaining = 1e9;
+    p.jobs.push_back(d);
+  }
+  const std::vector<std::vector<double>> x = {{0.6, 0.4, 0.0}, {0.2, 0.6, 0.2}, {0.2, 0.0, 0.8}};
+  sched::Allocation a{x, 0};
+  sched::RoundMechanism mech;
+  mech.reset(3, 3);
+  std::vector<std::vector<int>> rounds(3, std::vector<int>(3, 0));
+  const int total = 200;
+  for (int r = 0; r < total; ++r) {
+    const std::vector<int> placed = mech.place(p, a);
+    std::vector<int> used(3, 0);
+    for (int m = 0; m < 3; ++m) {
+      const int j = placed[static_cast<size_t>(m)];
+      ASSERT_GE(j, 0) << "three workers, three jobs: every job runs every round";
+      ASSERT_EQ(++used[static_cast<size_t>(j)], 1) << "one job a worker";
+      ++rounds[static_cast<size_t>(m)][static_cast<size_t>(j)];
+      mech.record(m, j, 100);
+    }
+  }
+  for (size_t m = 0; m < 3; ++m) {
+    for (size_t j = 0; j < 3; ++j) {
+      EXPECT_NEAR(rounds[m][j] / static_cast<double>(total), x[m][j], 0.01) << "job " << m << " type " << j;
+    }
+  }
 }
 
 // Gavel's mechanism prefers keeping a job where it ran: of pairs with the

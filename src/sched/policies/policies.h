@@ -42,11 +42,18 @@ class MinCost : public Policy {
 };
 class WaterFilling : public Policy {
  public:
-  explicit WaterFilling(bool hierarchical) : hierarchical_(hierarchical) {}
+  // How each iteration finds the jobs that cannot get faster: Gavel's MILP
+  // (one program, a binary per job), or a linear program per job (the
+  // reference the MILP is tested against; exact, and slower when many jobs
+  // are stuck).
+  enum class Bottlenecks { kMilp, kLinearPrograms };
+  explicit WaterFilling(bool hierarchical, Bottlenecks how = Bottlenecks::kMilp)
+      : hierarchical_(hierarchical), how_(how) {}
   Result<Allocation> allocate(const Problem& problem) const override;
 
  private:
   bool hierarchical_;
+  Bottlenecks how_;
 };
 class MinMakespanBudget : public Policy {
  public:

@@ -33,8 +33,8 @@ struct Entry {
 };
 
 PolicyInfo needs(const char* name, const char* objective, bool prices = false, bool budget = false,
-                 bool entities = false, bool slow = false) {
-  return {name, objective, prices, budget, entities, slow};
+                 bool entities = false) {
+  return {name, objective, prices, budget, entities};
 }
 
 PolicyInfo sharing(PolicyInfo info) {
@@ -46,8 +46,7 @@ const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
       {sharing(needs("max_min_fairness", "the least weighted share: throughput / throughput on equal time everywhere")),
        [] { return std::make_unique<MaxMinFairness>(); }},
-      {needs("max_min_fairness_water_filling", "the least normalised share, then each job as fast as the others allow",
-             false, false, false, /*slow=*/true),
+      {needs("max_min_fairness_water_filling", "the least normalised share, then each job as fast as the others allow"),
        [] { return std::make_unique<WaterFilling>(false); }},
       {needs("hierarchical", "the least normalised share: entities by weight, fairness or FIFO inside (--entities)",
              false, false, /*entities=*/true),

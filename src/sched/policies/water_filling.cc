@@ -5,16 +5,16 @@
 //   maximise min over jobs with weight > 0 of (nt(m, X) − t_m) / w_m,
 // nt the normalised throughput of max_min_fairness (throughput against
 // equal time on every type, times the scale factor), t_m the job's level
-// after the previous iteration, keeping every job at least as fast as then;
-// then finds the jobs that cannot get faster without another getting slower
-// (the most nt(m, X) with every other job kept at its level: one LP for all
-// at once, then one for each job that did not get faster in it) and sets
-// them aside. Their weight goes to the entity's other jobs: split by
-// job weight under fairness, all to the earliest under FIFO. Iterations end
+// (its weight times each earlier iteration's optimum, summed), every job
+// kept at least at its level; then finds the jobs that cannot get faster
+// without another falling below its level (NOTE [Bottlenecks]) and sets
+// them aside. Their weight goes to the entity's other jobs: split by job
+// weight under fairness, all to the earliest under FIFO. Iterations end
 // when every job is set aside. Objective: the least normalised throughput.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "sched/policies/policies.h"
@@ -47,6 +47,45 @@ std::vector<double> iterationWeights(const Problem& p, const std::vector<bool>& 
     }
   }
   return w;
+}
+
+// NOTE [Bottlenecks]
+// After an iteration's LP, a job is a bottleneck when it cannot get faster
+// without another job dropping below its level. Gavel (§5.4.3) finds them
+// all with one MILP: a binary z_m per open job, z_m = 1 only if job m is
+// faster than its level, every job kept at its level, Σ z_m maximised; the
+// jobs with z_m = 0 are stuck. "Faster" needs a margin for a solver's
+// rounding: z_m = 1 asks nt(m, X) ≥ level·(1 + ε) (ε = kMargin; from
+// nothing, ε of an equal share). One set of jobs that can all get faster at once is
+// every job that can alone (the average of their k allocations raises each:
+// the allocations are convex), so the MILP finds every job that can rise by
+// kε of its level, k the open jobs: one that could rise by less is set aside
+// at its level, a loss under kε. The reference (Bottlenecks::kLinearPrograms)
+// asks each job's most with an LP; tests compare the two.
+// How much faster than its level a job must be able to go not to be a
+// bottleneck: a relative margin above the solver's rounding, which lets
+// every job sit 1e-7 below its level and so lends any one job up to k·1e-7.
+constexpr double kMargin = 1e-5;
+
+Result<std::vector<bool>> bottlenecksByMilp(const Problem& q, const std::vector<double>& norm,
+                                            const std::vector<double>& level, const std::vector<bool>& done,
+                                            const std::function<void(AllocationLp&, size_t)>& keepLevels) {
+  const size_t jobs = q.jobs.size();
+  AllocationLp milp(q);
+  keepLevels(milp, jobs);
+  std::vector<int> z(jobs, -1);
+  for (size_t m = 0; m < jobs; ++m) {
+    if (done[m]) continue;
+    z[m] = milp.lp().addVariable(0, 1, -1.0, /*integer=*/true);  // minimised: −Σ z
+    const double scale = level[m] > 0 ? 1 / level[m] : 1.0;      // rows of like magnitude
+    auto terms = milp.throughput(static_cast<int>(m), norm[m] * scale);
+    terms.emplace_back(z[m], -kMargin);
+    milp.lp().addConstraint(terms, plan::Milp::kAtLeast, level[m] > 0 ? 1 - 1e-7 : 0.0);  // as keepLevels
+  }
+  HZ_ASSIGN_OR_RETURN(const plan::Milp::Solution s, milp.lp().solve());
+  std::vector<bool> stuck(jobs, false);
+  for (size_t m = 0; m < jobs; ++m) stuck[m] = z[m] >= 0 && s.values[static_cast<size_t>(z[m])] < 0.5;
+  return stuck;
 }
 
 }  // namespace
@@ -97,10 +136,21 @@ Result<Allocation> WaterFilling::allocate(const Problem& p) const {
     }
     HZ_ASSIGN_OR_RETURN(const plan::Milp::Solution s, lp.lp().solve());
     x = lp.allocation(s);
-    for (size_t m = 0; m < jobs; ++m) level[m] = std::max(level[m], effectiveThroughput(q.jobs[m], x[m]) * norm[m]);
-    // Bottlenecks: jobs that cannot go faster with every other job kept.
-    // One LP first, every open job pulling up at once: those it speeds up
-    // are not; each of the rest is tried alone.
+    // Every job rises by its weight times the iteration's level, and no
+    // more: an optimum that happens to give some job more (the LP has many)
+    // would otherwise hold that surplus from the jobs of later iterations.
+    const double rise = s.values[static_cast<size_t>(t)];
+    for (size_t m = 0; m < jobs; ++m) level[m] += w[m] * rise;
+    if (how_ == Bottlenecks::kMilp) {
+      HZ_ASSIGN_OR_RETURN(const std::vector<bool> stuck, bottlenecksByMilp(q, norm, level, done, keepLevels));
+      for (size_t m = 0; m < jobs; ++m) done[m] = done[m] || stuck[m];
+      continue;
+    }
+    // Faster than its level by the margin the MILP asks.
+    auto rises = [&](size_t m, double nt) { return nt > (level[m] > 0 ? level[m] * (1 + kMargin) : kMargin); };
+    // The reference: one LP first, every open job pulling up at once: those
+    // it speeds up are not bottlenecks; each of the rest is tried alone (the
+    // most nt(m, X) with every other job kept at its level).
     AllocationLp all(q, [&](int k, int j) {
       const size_t m = static_cast<size_t>(k);
       return done[m] ? 0.0 : -q.jobs[m].throughput[static_cast<size_t>(j)] * norm[m] / std::max(level[m], 1e-9);
@@ -109,13 +159,13 @@ Result<Allocation> WaterFilling::allocate(const Problem& p) const {
     HZ_ASSIGN_OR_RETURN(const plan::Milp::Solution up, all.lp().solve());
     const std::vector<std::vector<double>> raised = all.allocation(up);
     for (size_t m = 0; m < jobs; ++m) {
-      if (done[m] || effectiveThroughput(q.jobs[m], raised[m]) * norm[m] > level[m] * (1 + 1e-6) + 1e-12) continue;
+      if (done[m] || rises(m, effectiveThroughput(q.jobs[m], raised[m]) * norm[m])) continue;
       AllocationLp most(q, [&](int k, int j) {
         return k == static_cast<int>(m) ? -q.jobs[m].throughput[static_cast<size_t>(j)] * norm[m] : 0.0;
       });
       keepLevels(most, m);
       HZ_ASSIGN_OR_RETURN(const plan::Milp::Solution b, most.lp().solve());
-      if (-b.objective <= level[m] * (1 + 1e-6) + 1e-12) done[m] = true;
+      if (!rises(m, -b.objective)) done[m] = true;
     }
   }
   double least = 1e300;
