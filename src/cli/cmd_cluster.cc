@@ -21,7 +21,7 @@ std::atomic<int> gStop{0};
 extern "C" void onStop(int) { gStop.fetch_add(1); }
 
 struct ClusterArgs {
-  std::string config, state, cluster, job;
+  std::string config, state, cluster, job, entity;
   double weight = 1, slo = -1, budget = -1;
   int id = 0;
   bool json = false;
@@ -45,9 +45,10 @@ Status runSubmit(const ClusterArgs& a) {
   HZ_ASSIGN_OR_RETURN(const Json r, service.post("/api/jobs", {{"spec", cluster::jobSpecToJson(spec)},
                                                                {"weight", a.weight},
                                                                {"slo_hours", a.slo},
-                                                               {"budget", a.budget}}));
-  std::cout << fmt::format("Submitted job {} ({}, weight {}); follow it with: hydrozoa jobs\n", r["id"].get<int>(),
-                           spec.name, a.weight);
+                                                               {"budget", a.budget},
+                                                               {"entity", a.entity}}));
+  std::cout << fmt::format("Submitted job {} ({}, weight {}{}); follow it with: hydrozoa jobs\n", r["id"].get<int>(),
+                           spec.name, a.weight, a.entity.empty() ? "" : ", entity " + a.entity);
   return Status();
 }
 
@@ -60,6 +61,12 @@ Status runJobs(const ClusterArgs& a) {
   }
   std::vector<std::string> header = {"id", "name", "status", "on", "workers"};
   std::vector<bool> right = {true, false, false, false, true};
+  bool entities = false;  // a hierarchical pool: each job's entity
+  for (const Json& j : s["jobs"]) entities |= !j.value("entity", "").empty();
+  if (entities) {
+    header.insert(header.begin() + 2, "entity");
+    right.insert(right.begin() + 2, false);
+  }
   for (const Json& t : s["types"]) {
     header.push_back("X " + t["name"].get<std::string>());
     right.push_back(true);
@@ -72,6 +79,7 @@ Status runJobs(const ClusterArgs& a) {
   for (const Json& j : s["jobs"]) {
     std::vector<std::string> row = {std::to_string(j["id"].get<int>()), j["name"], j["status"], j["type_name"],
                                     std::to_string(j["scale"].get<int>())};
+    if (entities) row.insert(row.begin() + 2, j.value("entity", ""));
     for (const Json& t : s["types"]) {
       const std::string name = t["name"];
       row.push_back(j["allocation"].contains(name) ? fmt::format("{:.2f}", j["allocation"][name].get<double>()) : "-");
@@ -127,6 +135,7 @@ void addClusterCommands(CLI::App& app, Status* status) {
   submit->add_option("job", a->job, "Job spec (YAML), as for hydrozoa train")->required();
   submit->add_option("--weight", a->weight, "Its priority weight (weighted policies)")->capture_default_str();
   submit->add_option("--slo", a->slo, "Hours it must finish within (min_cost_slo)");
+  submit->add_option("--entity", a->entity, "The entity it belongs to (a pool with policy hierarchical)");
   submit->add_option("--budget", a->budget, "USD it may spend; it stops when spent");
   addClusterOption(submit, a.get());
   submit->footer("Example:\n  hydrozoa submit examples/fashion_mnist_cnn.yaml --weight 2\n");

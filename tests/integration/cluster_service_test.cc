@@ -227,6 +227,9 @@ TEST(ClusterService, AKilledWorkerOrJobProcessLosesNothing) {
       << state(d).dump(1) << testing::slurp(dir / ".stderr");
   const Json s = state(d);
   EXPECT_EQ((*jobOf(s, 1))["crashes"], 1);
+  EXPECT_GE((*jobOf(s, 1))["workers_lost"].get<int>(), 1);  // NOTE [A worker lost in a round]
+  EXPECT_NE(testing::slurp(dir / ".stderr").find(") lost worker "), std::string::npos) << testing::slurp(dir / ".stderr");
+  EXPECT_NE(testing::slurp(dir / ".stderr").find("the next round is decided again"), std::string::npos);
   EXPECT_GE((*jobOf(s, 1))["starts"].get<int>(), 2);
   EXPECT_NE(testing::slurp(dir / ".stderr").find("ended without saying how (restart 1 of 3"), std::string::npos);
   bool lost = false, recovered = false;

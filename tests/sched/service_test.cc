@@ -69,7 +69,16 @@ TEST(ClusterConfig, EveryMistakeIsNamed) {
   EXPECT_NE(error("policy: min_cost\n" + one).find("price"), std::string::npos);
   EXPECT_NE(error("policy: min_makespan_budget\nworker_types: [{name: a, count: 1, price: 1}]\n").find("budget"),
             std::string::npos);
-  EXPECT_NE(error("policy: hierarchical\n" + one).find("entities"), std::string::npos);
+  EXPECT_NE(error("policy: hierarchical\n" + one).find("needs entities: add entities:"), std::string::npos);
+  EXPECT_NE(error("entities: [{name: a}]\n" + one).find("only policy hierarchical"), std::string::npos);
+  const std::string h = "policy: hierarchical\n" + one;
+  EXPECT_NE(error(h + "entities: []\n").find("entities: expected a list"), std::string::npos);
+  EXPECT_NE(error(h + "entities: [{name: a, policy: lottery}]\n").find("\"lottery\" is not fairness or fifo"),
+            std::string::npos);
+  EXPECT_NE(error(h + "entities: [{name: a, weight: 0}]\n").find("weight"), std::string::npos);
+  EXPECT_NE(error(h + "entities: [{name: a}, {name: a}]\n").find("given twice"), std::string::npos);
+  EXPECT_NE(error(h + "entities: [{name: a, share: 2}]\n").find("share"), std::string::npos);
+  EXPECT_EQ(error(h + "entities: [{name: a, weight: 2}, {name: b, policy: fifo}]\n"), "");
   EXPECT_EQ(error("policy: min_cost\nworker_types: [{name: a, count: 1, price: 1}]\n"), "");
 }
 
@@ -150,6 +159,69 @@ TEST(Scheduler, AJobWhoseProcessCannotStartFailsWithItsReasonAndThePoolGoesOn) {
     EXPECT_NE(j["reason"].get<std::string>().find("ended without saying how"), std::string::npos) << j;
   }
   for (const Json& t : st["types"]) EXPECT_EQ(t["free"], t["count"]);
+}
+
+// NOTE [Throughput estimates]: a type measured is its figure; one not yet
+// measured is scaled from the job's best measured type by the CPU quotas;
+// a job measured nowhere gets the quotas.
+TEST(Scheduler, ThroughputsNotMeasuredAreEstimatedFromTheQuotas) {
+  auto c = config("worker_types: [{name: big, count: 2, cpu_limit: 1.0}, {name: small, count: 2, cpu_limit: 0.5},"
+                  " {name: plain, count: 1}]\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const std::vector<PoolType>& types = c->types;
+  auto estimates = [&](std::vector<double> measured) {
+    std::vector<double> e;
+    for (size_t t = 0; t < types.size(); ++t) e.push_back(estimateThroughput(measured, types, t));
+    return e;
+  };
+  EXPECT_EQ(estimates({0, 0, 0}), (std::vector<double>{1.0, 0.5, 1.0}));
+  EXPECT_EQ(estimates({20, 0, 0}), (std::vector<double>{20, 10, 20}));
+  EXPECT_EQ(estimates({0, 8, 0}), (std::vector<double>{16, 8, 16}));
+  // Measured on two: each its own; the third from the faster measurement.
+  EXPECT_EQ(estimates({20, 12, 0}), (std::vector<double>{20, 12, 20}));
+  EXPECT_EQ(estimates({6, 8, 0}), (std::vector<double>{6, 8, 16}));
+}
+
+// Policy hierarchical in the service: jobs are submitted to an entity, and
+// the allocation shares the pool among entities by weight, FIFO or
+// fairness inside (the same water filling as allocate and simulate).
+TEST(Scheduler, AHierarchicalPoolSharesByEntity) {
+  TempDir dir;
+  auto c = config("policy: hierarchical\nround: 1s\nworker_types: [{name: a, count: 3, launcher: local}]\n"
+                  "entities: [{name: product, weight: 1}, {name: research, weight: 1, policy: fifo}]\n"
+                  "state_dir: " + dir.path + "\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto s = Scheduler::open(*c, "/nonexistent/hydrozoa", 1000);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto refused = (*s)->submit(spec(1), 1, -1, -1, 1000);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("give the job one with --entity (known: product, research)"),
+            std::string::npos)
+      << refused.status().message();
+  refused = (*s)->submit(spec(1), 1, -1, -1, 1000, "sales");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--entity sales"), std::string::npos) << refused.status().message();
+  // Figure 5.6's FIFO hand-over (as in Policies.WaterFillingAsTheThesisWalksIt):
+  // research's first job can use one worker of its 1.5, its second takes the rest.
+  for (const char* e : {"product", "product", "research", "research"}) {
+    ASSERT_TRUE((*s)->submit(spec(1), 1, -1, -1, 1000, e).ok()) << e;
+  }
+  (*s)->tick(1000.1);
+  const Json st = (*s)->toJson(1000.1);
+  ASSERT_EQ(st["jobs"].size(), 4u);
+  const std::vector<double> shares = {0.75, 0.75, 1, 0.5};
+  for (size_t m = 0; m < 4; ++m) {
+    EXPECT_NEAR(st["jobs"][m]["allocation"]["a"].get<double>(), shares[m], 1e-4) << st["jobs"][m];
+    EXPECT_EQ(st["jobs"][m]["entity"], m < 2 ? "product" : "research");
+  }
+  EXPECT_EQ(st.value("error", ""), "");
+  // A pool without entities takes no --entity.
+  TempDir other;
+  auto plain = open(other.path);
+  ASSERT_TRUE(plain);
+  refused = plain->submit(spec(1), 1, -1, -1, 1000, "product");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("submit without --entity"), std::string::npos);
 }
 
 TEST(Scheduler, APolicyThatCannotDecideIsNamedAndThePoolGoesOnByFairness) {

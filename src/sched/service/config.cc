@@ -79,16 +79,47 @@ Result<ClusterConfig> parseClusterConfig(const Json& j, const std::string& origi
     }
     c.types.push_back(std::move(p));
   }
+  if (const Json* entities = r.raw("entities")) {
+    if (!entities->is_array() || entities->empty()) {
+      r.fail("entities", "expected a list of {name, weight, policy: fairness|fifo}");
+    }
+    for (size_t i = 0; r.ok() && i < entities->size(); ++i) {
+      ObjectReader e((*entities)[i], r.element("entities", i));
+      Problem::Entity entity;
+      entity.name = e.string("name");
+      entity.weight = e.has("weight") ? e.positive("weight") : 1.0;
+      if (e.ok() && entity.weight > 1e6) e.fail("weight", fmt::format("{} is more than 1e6", entity.weight));
+      const std::string inside = e.optString("policy").value_or("fairness");
+      if (e.ok() && inside != "fairness" && inside != "fifo") {
+        e.fail("policy", fmt::format("\"{}\" is not fairness or fifo (how the entity shares among its jobs)", inside));
+      }
+      entity.fifo = inside == "fifo";
+      e.rejectUnknownKeys();
+      r.adopt(e.status());
+      if (r.ok() && entity.name.empty()) r.fail(r.element("entities", i) + ".name: empty");
+      for (const Problem::Entity& other : c.entities) {
+        if (r.ok() && other.name == entity.name) {
+          r.fail(fmt::format("{}.name: \"{}\" is given twice", r.element("entities", i), entity.name));
+        }
+      }
+      c.entities.push_back(std::move(entity));
+    }
+  }
   r.rejectUnknownKeys();
   HZ_RETURN_IF_ERROR(r.status());
   auto policy = makePolicy(c.policy);
   if (!policy.ok()) return invalidArgument(fmt::format("{}: policy: {}", origin, policy.status().message()));
   for (const PolicyInfo& p : policyList()) {
     if (p.name != c.policy) continue;
-    if (p.entities) {
-      return invalidArgument(fmt::format("{}: policy: {} needs entities, which the service does not take yet; "
-                                         "use max_min_fairness or another policy",
+    if (p.entities && c.entities.empty()) {
+      return invalidArgument(fmt::format("{}: policy: {} needs entities: add entities: [{{name: product, weight: 2, "
+                                         "policy: fairness}}, {{name: research, weight: 1, policy: fifo}}]",
                                          origin, c.policy));
+    }
+    if (!p.entities && !c.entities.empty()) {
+      return invalidArgument(fmt::format("{}: entities: only policy hierarchical shares by entity; remove them or "
+                                         "use policy: hierarchical",
+                                         origin));
     }
     if (p.budget && c.budget < 0) {
       return invalidArgument(fmt::format("{}: policy: {} needs the pool's budget: add budget: USD", origin, c.policy));

@@ -21,6 +21,7 @@
 #include "core/files.h"
 #include "core/status.h"
 #include "core/units.h"
+#include "sched/problem.h"
 
 namespace hydrozoa::sched {
 
@@ -47,6 +48,9 @@ struct ClusterConfig {
   std::string state_dir;         // "": defaultStateDir()
   int port = 0;                  // the API and status page on 127.0.0.1; 0: any free port
   double budget = -1;            // USD for the pool's jobs (min_makespan_budget); < 0: none
+  // Policy hierarchical: the entities jobs are submitted to (submit --entity),
+  // each with its weight and fairness or FIFO among its jobs.
+  std::vector<Problem::Entity> entities;
 };
 
 // Every field checked; errors name the file, the field and the fix.

@@ -53,7 +53,8 @@ ServiceJob* Scheduler::find(int id) {
 
 bool Scheduler::active(const ServiceJob& j) const { return !j.ended() && !j.cancel && !j.over_budget; }
 
-Result<int> Scheduler::submit(const Json& spec, double weight, double sloHours, double budget, double now) {
+Result<int> Scheduler::submit(const Json& spec, double weight, double sloHours, double budget, double now,
+                              const std::string& entity) {
   if (!(weight > 0 && weight <= 1e6)) {
     return invalidArgument(fmt::format("--weight: {} is not in (0, 1e6]", weight));
   }
@@ -63,12 +64,32 @@ Result<int> Scheduler::submit(const Json& spec, double weight, double sloHours, 
   if (budget != -1 && !(budget > 0 && budget <= 1e9)) {
     return invalidArgument(fmt::format("--budget: {} USD is not in (0, 1e9]", budget));
   }
+  if (!config_.entities.empty() || !entity.empty()) {
+    std::string known;
+    bool found = false;
+    for (const Problem::Entity& e : config_.entities) {
+      known += (known.empty() ? "" : ", ") + e.name;
+      found |= e.name == entity;
+    }
+    if (config_.entities.empty()) {
+      return invalidArgument(fmt::format("--entity {}: the pool's policy {} shares by job, not by entity; submit "
+                                         "without --entity",
+                                         entity, config_.policy));
+    }
+    if (!found) {
+      return invalidArgument(fmt::format("{}: the pool shares by entity (policy {}): give the job one with --entity "
+                                         "(known: {})",
+                                         entity.empty() ? "no --entity" : fmt::format("--entity {}", entity),
+                                         config_.policy, known));
+    }
+  }
   HZ_ASSIGN_OR_RETURN(cluster::JobSpec js, cluster::parseJobSpec(spec, "the submitted job"));
   HZ_RETURN_IF_ERROR(cluster::validateJobSpec(js, "the submitted job"));
   ServiceJob j;
   j.id = nextId_;
   j.name = js.name;
   j.weight = weight;
+  j.entity = entity;
   j.slo_hours = sloHours;
   j.budget = budget;
   j.submitted = now;
@@ -90,8 +111,8 @@ Result<int> Scheduler::submit(const Json& spec, double weight, double sloHours, 
   jobs_.push_back(std::move(j));
   changed_ = reallocate_ = dirty_ = true;
   HZ_RETURN_IF_ERROR(save());
-  spdlog::info("job {} ({}) submitted: {} workers, weight {}", jobs_.back().id, jobs_.back().name, jobs_.back().scale,
-               weight);
+  spdlog::info("job {} ({}) submitted: {} workers, weight {}{}", jobs_.back().id, jobs_.back().name, jobs_.back().scale,
+               weight, entity.empty() ? "" : ", entity " + entity);
   return jobs_.back().id;
 }
 
@@ -125,16 +146,20 @@ Status Scheduler::cancel(int id, double now) {
 // allocation is solved again whenever a job gets its first figure on a
 // type, so a new job is explored on the types it has not run on, as Gavel
 // does for job types it has no measurement of.
-double Scheduler::estimate(const ServiceJob& j, size_t type) const {
-  if (j.measured[type] > 0) return j.measured[type];
+double estimateThroughput(const std::vector<double>& measured, const std::vector<PoolType>& types, size_t type) {
+  if (measured[type] > 0) return measured[type];
   double best = 0, scaled = 0;
-  for (size_t t = 0; t < config_.types.size(); ++t) {
-    if (j.measured[t] > best) {
-      best = j.measured[t];
-      scaled = j.measured[t] * config_.types[type].speedHint() / config_.types[t].speedHint();
+  for (size_t t = 0; t < types.size(); ++t) {
+    if (measured[t] > best) {
+      best = measured[t];
+      scaled = measured[t] * types[type].speedHint() / types[t].speedHint();
     }
   }
-  return best > 0 ? scaled : config_.types[type].speedHint();
+  return best > 0 ? scaled : types[type].speedHint();
+}
+
+double Scheduler::estimate(const ServiceJob& j, size_t type) const {
+  return estimateThroughput(j.measured, config_.types, type);
 }
 
 void Scheduler::onEvent(ServiceJob& j, const Json& e) {
@@ -161,6 +186,19 @@ void Scheduler::onEvent(ServiceJob& j, const Json& e) {
       j.measured[static_cast<size_t>(j.type)] = static_cast<double>(j.steps - j.first_step) / (t - j.first_t);
       if (first) reallocate_ = true;
     }
+  } else if (kind == "worker_lost") {
+    // NOTE [A worker lost in a round]: the job recovers it as any run does
+    // (its checkpoint or a live replica); the scheduler measures the job's
+    // throughput again from its first step after the recovery, so that the
+    // stall does not pass for the type's speed, and decides the allocation
+    // again at the next round with what it then knows.
+    ++j.workers_lost;
+    j.first_t = -1;
+    reallocate_ = dirty_ = true;
+    spdlog::info("job {} ({}) lost worker {} ({}): it recovers; the next round is decided again", j.id, j.name,
+                 e.value("worker", -1), e.value("why", std::string("no reason given")));
+  } else if (kind == "recovered") {
+    j.first_t = -1;
   } else if (kind == "epoch") {
     j.accuracy = e.value("test_accuracy", -1.0);
   } else if (kind == "finished") {
@@ -321,6 +359,7 @@ void Scheduler::beginRound(double now) {
     for (const PoolType& t : config_.types) problem.price.push_back(t.price);
   }
   problem.budget = config_.budget < 0 ? -1 : std::max(0.0, config_.budget - cost_);
+  problem.entities = config_.entities;
   std::int64_t longest = 0;
   for (const auto& j : jobs_) longest = std::max(longest, j.total_steps - j.steps);
   for (int id : ids) {
@@ -329,6 +368,9 @@ void Scheduler::beginRound(double now) {
     d.type = fmt::format("job {}", id);
     d.scale_factor = j.scale;
     d.weight = j.weight;
+    for (size_t e = 0; e < config_.entities.size(); ++e) {
+      if (config_.entities[e].name == j.entity) d.entity = static_cast<int>(e);
+    }
     // Until its first start says, a job's length is unknown: as long as the longest known.
     d.steps_remaining = static_cast<double>(j.total_steps > 0 ? j.total_steps - j.steps : std::max<std::int64_t>(longest, 1000));
     d.steps_remaining = std::max(1.0, d.steps_remaining);

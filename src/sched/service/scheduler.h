@@ -38,6 +38,7 @@ struct ServiceJob {
   int id = 0;
   std::string name;
   double weight = 1;
+  std::string entity;      // policy hierarchical: its entity's name
   double slo_hours = -1;   // < 0: none
   double budget = -1;      // USD; < 0: none
   // queued (never ran), starting, running, preempting, paused (preempted,
@@ -70,6 +71,7 @@ struct ServiceJob {
   double start_seconds = 0;
   int starts_measured = 0;
   int crashes = 0;               // its process ended without a word and it was resumed (at most kCrashRestarts)
+  int workers_lost = 0;          // workers its runs lost and recovered (its own recovery; the round re-decided)
   double placed_at = -1;         // the start of the round of its current start; -1: measured
   int round_type = -1;
 
@@ -81,6 +83,11 @@ struct ServiceJob {
 
 // Seconds since the epoch (the clock of the scheduler's times).
 double wallSeconds();
+
+// A job's steps/s on `type` (NOTE [Throughput estimates], scheduler.cc):
+// measured there, else scaled from its fastest measured type by the types'
+// speed hints, else the hint itself. `measured`: per type, 0 where not.
+double estimateThroughput(const std::vector<double>& measured, const std::vector<PoolType>& types, size_t type);
 
 // A job as state.json and the API hold it (scheduler_state.cc).
 Json jobToJson(const ServiceJob& j);
@@ -94,7 +101,9 @@ class Scheduler {
 
   // A job: its spec (JSON of a job YAML, checked here), weight, SLO in hours
   // and budget in USD (< 0: none). Returns its id.
-  Result<int> submit(const Json& spec, double weight, double sloHours, double budget, double now);
+  // `entity`: one of the config's entities (policy hierarchical), else "".
+  Result<int> submit(const Json& spec, double weight, double sloHours, double budget, double now,
+                     const std::string& entity = "");
   // Stops the job (a clean stop when it runs); it ends "cancelled".
   Status cancel(int id, double now);
   // Reads the jobs' events, bills their workers, begins a round when one

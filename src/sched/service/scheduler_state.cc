@@ -15,6 +15,7 @@ Json jobToJson(const ServiceJob& j) {
   return {{"id", j.id},
           {"name", j.name},
           {"weight", j.weight},
+          {"entity", j.entity},
           {"slo_hours", j.slo_hours},
           {"budget", j.budget},
           {"status", j.status},
@@ -39,6 +40,7 @@ Json jobToJson(const ServiceJob& j) {
           {"start_seconds", j.start_seconds},
           {"starts_measured", j.starts_measured},
           {"crashes", j.crashes},
+          {"workers_lost", j.workers_lost},
           {"measured", j.measured},
           {"pid", j.pid},
           {"events_offset", j.events_offset},
@@ -53,6 +55,7 @@ Result<ServiceJob> jobFromJson(const Json& j, size_t types, const std::string& w
   s.id = static_cast<int>(r.integer("id", 1, 1 << 30));
   s.name = r.string("name");
   s.weight = r.number("weight");
+  s.entity = r.optString("entity").value_or("");  // older states lack it
   s.slo_hours = r.number("slo_hours");
   s.budget = r.number("budget");
   s.status = r.string("status");
@@ -77,6 +80,7 @@ Result<ServiceJob> jobFromJson(const Json& j, size_t types, const std::string& w
   s.start_seconds = r.nonNegative("start_seconds");
   s.starts_measured = static_cast<int>(r.integer("starts_measured", 0, INT32_MAX));
   s.crashes = static_cast<int>(r.integer("crashes", 0, INT32_MAX));
+  s.workers_lost = static_cast<int>(r.optInteger("workers_lost", 0, INT32_MAX).value_or(0));  // older states lack it
   const Json& measured = r.array("measured");
   for (const Json& m : measured) s.measured.push_back(m.is_number() ? m.get<double>() : 0.0);
   s.measured.resize(types, 0.0);  // a type added to the pool since: not measured

@@ -151,8 +151,10 @@ Status serve(ClusterConfig config, const std::string& binary, const std::atomic<
       return v.is_number() ? v.get<double>() : std::nan("");
     };
     std::lock_guard<std::mutex> g(mu);
+    const Json& entity = body.value("entity", Json(""));
+    if (!entity.is_string()) return reply(res, 400, {{"error", "entity: expected a string"}});
     auto id = scheduler->submit(body["spec"], body.contains("weight") ? number("weight") : 1.0, number("slo_hours"),
-                                number("budget"), wallSeconds());
+                                number("budget"), wallSeconds(), entity.get<std::string>());
     if (!id.ok()) return reply(res, 400, {{"error", id.status().message()}});
     reply(res, 200, {{"id", *id}});
   });
