@@ -331,6 +331,7 @@ class Job {
   std::vector<Bytes> stageMemory_;              // per stage, raised after an out-of-memory loss
   Json events_ = Json::array();
   double recoveringSince_ = -1;   // now() at the loss, until training again
+  bool halting_ = false;          // recover() halts the survivors and saves them: no regroup switches then
   std::vector<std::pair<std::string, std::string>> exits_;  // worker name -> how it ended
   std::map<int, std::string> everyWorker_;  // id -> name, over all generations (traces)
 

@@ -209,7 +209,14 @@ Status Job::recover() {
           {"why", why},
           {"steps_completed", reachedBefore}});
 
-  // What the survivors hold.
+  // What the survivors hold. Their reports of steps they finish before the
+  // halt reaches them, and the checkpoint of their save, are still taken in
+  // meanwhile, and must not switch to a regroup's new group (its joiners
+  // are dropped below): a switch there moved the restore point past the
+  // steps the survivors could save, and the run started again from its
+  // last checkpoint instead of from them (seen in CI:
+  // Tiers.AJoinerKilledOnceItHasItsRoleIsRecoveredFrom restored from the start).
+  halting_ = true;
   halted_.clear();
   saveFailed_.clear();
   std::set<int> asked;  // ranks
@@ -260,6 +267,7 @@ Status Job::recover() {
   if (source == "checkpoint" && !asked.empty()) {
     progress_.note(fmt::format("The survivors share no step to restore from ({})", survivors));
   }
+  halting_ = false;
 
   // End this generation (not the next one's pre-started workers); restore.
   retire(workers_, 1.0);

@@ -109,7 +109,7 @@ void Job::assignJoiners() {
 }
 
 void Job::maybeRegroup() {
-  if (regroupAt_ < 0 || reached_ < regroupAt_ || !confirmed(regroupAt_)) return;
+  if (halting_ || regroupAt_ < 0 || reached_ < regroupAt_ || !confirmed(regroupAt_)) return;
   const std::int64_t at = regroupAt_;
   const int before = A_;
   for (auto it = workers_.begin(); it != workers_.end();) {
