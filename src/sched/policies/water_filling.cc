@@ -51,20 +51,20 @@ std::vector<double> iterationWeights(const Problem& p, const std::vector<bool>& 
 
 // NOTE [Bottlenecks]
 // After an iteration's LP, a job is a bottleneck when it cannot get faster
-// without another job dropping below its level. Gavel (§5.4.3) finds them
+// without another job falling below its level. Gavel (§5.4.3) finds them
 // all with one MILP: a binary z_m per open job, z_m = 1 only if job m is
-// faster than its level, every job kept at its level, Σ z_m maximised; the
-// jobs with z_m = 0 are stuck. "Faster" needs a margin for a solver's
-// rounding: z_m = 1 asks nt(m, X) ≥ level·(1 + ε) (ε = kMargin; from
-// nothing, ε of an equal share). One set of jobs that can all get faster at once is
-// every job that can alone (the average of their k allocations raises each:
-// the allocations are convex), so the MILP finds every job that can rise by
-// kε of its level, k the open jobs: one that could rise by less is set aside
-// at its level, a loss under kε. The reference (Bottlenecks::kLinearPrograms)
-// asks each job's most with an LP; tests compare the two.
-// How much faster than its level a job must be able to go not to be a
-// bottleneck: a relative margin above the solver's rounding, which lets
-// every job sit 1e-7 below its level and so lends any one job up to k·1e-7.
+// faster than its level with every job kept at its level, Σ z_m maximised;
+// the jobs with z_m = 0 are stuck. "Faster" needs a margin above the
+// solver's rounding: z_m = 1 asks nt(m, X) ≥ level·(1 + ε) (from nothing:
+// ε of an equal share). The jobs that can each get faster alone can all get
+// faster at once (the average of their k allocations raises each by at
+// least 1/k of its own rise: allocations form a convex set), so the MILP
+// sets aside only jobs that cannot rise by kε of their level: a loss of
+// less than that. The reference (Bottlenecks::kLinearPrograms) asks each
+// job's most with an LP of its own; a test compares the two.
+//
+// ε: a relative margin above the solver's rounding, which lets every job
+// sit 1e-7 below its level and so lends any one job up to k·1e-7.
 constexpr double kMargin = 1e-5;
 
 Result<std::vector<bool>> bottlenecksByMilp(const Problem& q, const std::vector<double>& norm,
