@@ -48,8 +48,11 @@ inline std::string slurp(const std::string& path) {
 class ScratchDir {
  public:
   ScratchDir() {
-    path_ = fs::temp_directory_path() /
-            ("hzit." + std::to_string(::getpid()) + "." + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    // A parameterised test's name has a '/' ("Name/0"): one directory, not
+    // an empty parent left behind in /tmp by every run.
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '.');
+    path_ = fs::temp_directory_path() / ("hzit." + std::to_string(::getpid()) + "." + name);
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
