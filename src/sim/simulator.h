@@ -4,12 +4,13 @@
 // when the set of jobs changed; a placed job advances at its throughput on
 // its type for the round (and finishes inside it when it has fewer steps
 // left). Reports each job's completion time and the average, the
-// makespan, how busy the workers were, and each job's finish-time fairness. With a spot trace (sim/market.h)
-// the types' prices and worker counts change as it says: the allocation is
-// decided again at the first round boundary after a change, and a job whose
-// worker is reclaimed in the middle of a round stops there, keeping its
-// steps (the reclaim notice, two minutes on the clouds Gavel measured, is
-// enough for a checkpoint) and paying the preemption cost when it resumes.
+// makespan, how busy the workers were, and each job's finish-time
+// fairness. With a spot trace (sim/market.h) the types' prices and worker
+// counts change as it says: the allocation is decided again at the first
+// round boundary after a change, and a job whose worker is reclaimed in the
+// middle of a round stops there, keeping its steps (the reclaim notice, two
+// minutes on the clouds Gavel measured, is enough for a checkpoint) and
+// paying the preemption cost when it resumes.
 #pragma once
 
 #include <string>

@@ -128,9 +128,18 @@ TEST(Policies, MakespanFifoAndFinishTimeFairnessOnHandCheckedCases) {
   EXPECT_GT(a.x[0][0], a.x[1][0]);
 }
 
+// A job's throughputs on types a, b and c, 1 to 100 steps/s, each missing
+// (0) one time in `missingOneIn`, never on c: every job runs somewhere.
+std::vector<double> randomThroughputs(std::mt19937& rng, unsigned missingOneIn) {
+  std::uniform_real_distribution<double> speed(1, 100);
+  std::vector<double> t;
+  for (int j = 0; j < 3; ++j) t.push_back(rng() % missingOneIn == 0 ? 0 : speed(rng));
+  if (t[2] == 0) t[2] = speed(rng);
+  return t;
+}
+
 TEST(Policies, RandomProblemsAreValidAndAwareBeatsAgnosticByItsOwnMeasure) {
   std::mt19937 rng(7);
-  std::uniform_real_distribution<double> speed(1, 100);
   for (int round = 0; round < 20; ++round) {
     std::vector<WorkerType> types = {{"a", 1 + round % 4}, {"b", 1 + round % 3}, {"c", 2}};
     const int jobs = 2 + round % 7;
@@ -138,8 +147,7 @@ TEST(Policies, RandomProblemsAreValidAndAwareBeatsAgnosticByItsOwnMeasure) {
     std::vector<double> steps;
     std::vector<int> scale;
     for (int m = 0; m < jobs; ++m) {
-      for (int j = 0; j < 3; ++j) t[static_cast<size_t>(m)].push_back(rng() % 5 == 0 ? 0 : speed(rng));
-      if (t[static_cast<size_t>(m)][2] == 0) t[static_cast<size_t>(m)][2] = speed(rng);  // runs somewhere
+      t[static_cast<size_t>(m)] = randomThroughputs(rng, 5);
       steps.push_back(100 + rng() % 10000);
       scale.push_back(rng() % 4 == 0 ? 2 : 1);
     }
@@ -293,7 +301,6 @@ TEST(Policies, WaterFillingAsTheThesisWalksIt) {
 // every job at least at max-min fairness's optimum.
 TEST(Policies, WaterFillingsBottleneckMilpAgreesWithAnLpPerJob) {
   std::mt19937 rng(11);
-  std::uniform_real_distribution<double> speed(1, 100);
   int stuckJobsSeen = 0;
   for (int round = 0; round < 24; ++round) {
     const std::vector<WorkerType> types = {{"a", 1 + round % 3}, {"b", 1 + round % 2}, {"c", 2}};
@@ -301,8 +308,7 @@ TEST(Policies, WaterFillingsBottleneckMilpAgreesWithAnLpPerJob) {
     std::vector<std::vector<double>> t(static_cast<size_t>(jobs));
     std::vector<int> scale;
     for (int m = 0; m < jobs; ++m) {
-      for (int j = 0; j < 3; ++j) t[static_cast<size_t>(m)].push_back(rng() % 3 == 0 ? 0 : speed(rng));
-      if (t[static_cast<size_t>(m)][2] == 0) t[static_cast<size_t>(m)][2] = speed(rng);
+      t[static_cast<size_t>(m)] = randomThroughputs(rng, 3);
       scale.push_back(rng() % 4 == 0 ? 2 : 1);
     }
     Problem p = problem(types, t, {}, scale);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -64,24 +65,18 @@ Result<int> Scheduler::submit(const Json& spec, double weight, double sloHours, 
   if (budget != -1 && !(budget > 0 && budget <= 1e9)) {
     return invalidArgument(fmt::format("--budget: {} USD is not in (0, 1e9]", budget));
   }
-  if (!config_.entities.empty() || !entity.empty()) {
-    std::string known;
-    bool found = false;
-    for (const Problem::Entity& e : config_.entities) {
-      known += (known.empty() ? "" : ", ") + e.name;
-      found |= e.name == entity;
-    }
-    if (config_.entities.empty()) {
-      return invalidArgument(fmt::format("--entity {}: the pool's policy {} shares by job, not by entity; submit "
-                                         "without --entity",
-                                         entity, config_.policy));
-    }
-    if (!found) {
-      return invalidArgument(fmt::format("{}: the pool shares by entity (policy {}): give the job one with --entity "
-                                         "(known: {})",
-                                         entity.empty() ? "no --entity" : fmt::format("--entity {}", entity),
-                                         config_.policy, known));
-    }
+  if (config_.entities.empty() && !entity.empty()) {
+    return invalidArgument(fmt::format("--entity {}: the pool's policy {} shares by job, not by entity; submit "
+                                       "without --entity",
+                                       entity, config_.policy));
+  }
+  if (!config_.entities.empty() && entityIndex(entity) < 0) {
+    std::vector<std::string> known;
+    for (const Problem::Entity& e : config_.entities) known.push_back(e.name);
+    return invalidArgument(fmt::format("{}: the pool shares by entity (policy {}): give the job one with --entity "
+                                       "(known: {})",
+                                       entity.empty() ? "no --entity" : fmt::format("--entity {}", entity),
+                                       config_.policy, fmt::join(known, ", ")));
   }
   HZ_ASSIGN_OR_RETURN(cluster::JobSpec js, cluster::parseJobSpec(spec, "the submitted job"));
   HZ_RETURN_IF_ERROR(cluster::validateJobSpec(js, "the submitted job"));
@@ -156,6 +151,13 @@ double estimateThroughput(const std::vector<double>& measured, const std::vector
     }
   }
   return best > 0 ? scaled : types[type].speedHint();
+}
+
+int Scheduler::entityIndex(const std::string& name) const {
+  for (size_t e = 0; e < config_.entities.size(); ++e) {
+    if (config_.entities[e].name == name) return static_cast<int>(e);
+  }
+  return -1;
 }
 
 double Scheduler::estimate(const ServiceJob& j, size_t type) const {
@@ -368,9 +370,7 @@ void Scheduler::beginRound(double now) {
     d.type = fmt::format("job {}", id);
     d.scale_factor = j.scale;
     d.weight = j.weight;
-    for (size_t e = 0; e < config_.entities.size(); ++e) {
-      if (config_.entities[e].name == j.entity) d.entity = static_cast<int>(e);
-    }
+    d.entity = entityIndex(j.entity);
     // Until its first start says, a job's length is unknown: as long as the longest known.
     d.steps_remaining = static_cast<double>(j.total_steps > 0 ? j.total_steps - j.steps : std::max<std::int64_t>(longest, 1000));
     d.steps_remaining = std::max(1.0, d.steps_remaining);

@@ -132,6 +132,8 @@ class Scheduler {
   void drainEvents(ServiceJob& j, JobProcess& p);
   // NOTE [Throughput estimates]
   double estimate(const ServiceJob& j, size_t type) const;
+  // The config's entity of that name: its index, or -1.
+  int entityIndex(const std::string& name) const;
   void beginRound(double now);
   void startPlaced(double now);
   int freeWorkers(size_t type) const;
