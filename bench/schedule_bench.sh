@@ -75,9 +75,15 @@ mem = {}
 for w in s["workers"]:
     mem[w["stage"]] = max(mem.get(w["stage"], 0), w.get("peak_tensor_memory", 0))
 it = s["iteration_seconds"]
+# What the plan charged each transfer and the profile's one-at-a-time figures
+# (NOTE [A message's delivery on busy cores]), for the record.
+plan = json.load(open(sys.argv[1] + "/plan.json"))
+net = json.load(open(sys.argv[1] + "/profile.json")).get("network", {})
 print(json.dumps({"model": model, "M": int(M), "schedule": schedule, "variant": variant, "predicted": it["predicted"],
                   "measured": it["measured_median"], "samples_per_s": s["throughput_samples_per_s"],
-                  "memory": [mem[k] for k in sorted(mem)]}))
+                  "memory": [mem[k] for k in sorted(mem)],
+                  "transfer_latency": plan.get("inputs", {}).get("transfer_latency_s"),
+                  "delivery": net.get("delivery")}))
 PY
           rm -rf "$out"
         done
@@ -103,6 +109,11 @@ for r in rows:
 def med(rs, key): return statistics.median(r[key] for r in rs)
 def medmem(rs, s): return statistics.median(r["memory"][s] for r in rs)
 print(f"\nSchedules on a {p}-stage pipeline, global batch 64, plain processes (median of rounds)\n")
+for model in sorted({r["model"] for r in rows}):
+    d = next((r["delivery"] for r in rows if r["model"] == model and r.get("delivery")), None)
+    if d:
+        print(f"  {model}'s profile: a message's delivery {1e6 * d['mean_s']:.0f} us (mean), "
+              f"helper threads' CPU {1e6 * d['helper_cpu_s']:.0f} us per message sent and received")
 print(f"  {'model':5} {'M':>3} {'schedule':12} {'measured':>9} {'predicted':>9} {'error':>6} {'samples/s':>9} "
       f"{'vs gpipe':>8}   " + "  ".join(f"{'stage ' + str(s) + ' tensors':>16}" for s in range(p))
       + (f"   step vs {vs}" if vs else ""))

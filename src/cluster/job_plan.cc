@@ -400,9 +400,11 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
   const bool network = !spec.bandwidth.has_value();
   // v2: profiles with the optimizer's update time (NOTE [Timing the update]);
   // v5: with the slowdown beside busy cores (NOTE [Compute beside busy cores]);
-  // v6: with the CPU a message takes (NOTE [What a message costs the cores]).
+  // v6: with the CPU a message takes (NOTE [What a message costs the cores]);
+  // v7: with a message's delivery on busy cores (NOTE [A message's delivery
+  // on busy cores]).
   std::string key =
-      fmt::format("v6|{}|{}|{}|{}", spec.model, spec.threads, network, profileOptimizer(spec.optimizer));
+      fmt::format("v7|{}|{}|{}|{}", spec.model, spec.threads, network, profileOptimizer(spec.optimizer));
   for (const auto& [k, v] : spec.model_options) key += "|" + k + "=" + v;
   for (auto m : sizes) key += "|" + std::to_string(m);
   if (!model::isZooModel(spec.model)) {

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <vector>
 
+#include "core/status.h"
+
 namespace hydrozoa {
 
 // Ascending CPU ids from sched_getaffinity of the calling thread; when that
@@ -22,10 +24,15 @@ bool runThreadOn(const std::vector<int>& cpus);
 // (sched_setattr's sched_runtime for a SCHED_OTHER thread, Linux ≥ 6.12; the
 // kernel clamps it to 0.1–100 ms), so that when it wakes on a core another
 // thread keeps busy it runs at once instead of after that thread's slice
-// (NOTE [Helper threads wake at once], runtime/worker/lifecycle.cc). Zero
+// (NOTE [Helper threads wake at once], cpus.cc). Zero
 // gives the kernel's default back. Threads started afterwards inherit it.
 // False if the kernel refuses (errno says why); older kernels ignore it.
 bool setThreadSlice(std::chrono::microseconds slice);
+
+// The slice a worker's helper threads ask for (NOTE [Helper threads wake at
+// once], cpus.cc): 100 us, or $HYDROZOA_HELPER_SLICE_US (0–100000; 0: the
+// kernel's) for comparisons; an error names a value that is not such a number.
+Result<std::chrono::microseconds> helperThreadSlice();
 
 // The calling thread's slice as the kernel reports it (sched_getattr's
 // sched_runtime): what setThreadSlice asked for, clamped; the kernel's

@@ -63,11 +63,47 @@ std::optional<SharedMemoryCost> sharedMemoryCost(const profile::NetworkProfile& 
                           std::max(2, network.allreduce_workers)};
 }
 
+// NOTE [Messages one at a time]
+// The message table's rows (NOTE [What a message costs the cores],
+// profile/network.cc) time 32 messages sent back to back, so the helper
+// threads on either side wake once for several of them. A pipeline sends its
+// messages one at a time, a pass apart, and each wakes Gloo's transport
+// threads and a channel's thread on both sides by itself: sampled with perf
+// on this project's 2-core machine (interleaved CNN, 16 microbatches), each
+// worker's Gloo thread took 14% of a core and its channels' threads another
+// 12%, some 70 us per message per side, where the table says 20–30 us for
+// sending and receiving one. The delivery probe, sending one at a time,
+// times it: helper CPU per message sent and received. What that exceeds the
+// table's figure by at the probe's size is added to every row, half to each
+// side (a wake-up's cost, whatever the size). The planner charges those
+// figures to the passes where every core computes (addMessageCpu).
+profile::MessageCpuTable messagesOneAtATime(const profile::MessageCpuTable& table,
+                                            const profile::MessageDelivery& delivery) {
+  const profile::MessageCpu burst = table.at(delivery.bytes);
+  const Seconds extra = std::max(0.0, delivery.helper_cpu - (burst.send_threads + burst.receive));
+  profile::MessageCpuTable apart = table;
+  for (profile::MessageCpu& row : apart.rows) {
+    row.send_threads += extra / 2;
+    row.receive += extra / 2;
+  }
+  return apart;
+}
+
 void useMeasuredTransport(SearchOptions& o, const profile::NetworkProfile& network) {
   o.allreduce_alpha = std::max(0.0, network.alpha);
   o.allreduce_beta = network.beta;
+  // A transfer between stages pays its delivery on busy cores where the
+  // probe measured it (NOTE [A message's delivery on busy cores],
+  // profile/network.cc), beyond its bytes over the bandwidth; else the
+  // small-message ping-pong's latency.
   o.transfer_latency = network.latency;
+  if (network.delivery && network.bandwidth > 0) {
+    const Seconds beyondBytes =
+        network.delivery->mean - static_cast<double>(network.delivery->bytes) / network.bandwidth;
+    o.transfer_latency = std::max(o.transfer_latency, beyondBytes);
+  }
   o.message_cpu = network.messages;
+  if (o.message_cpu && network.delivery) *o.message_cpu = messagesOneAtATime(*o.message_cpu, *network.delivery);
 }
 
 }  // namespace hydrozoa::plan

@@ -251,6 +251,11 @@ std::optional<SharedMemoryCost> sharedMemoryCost(const profile::NetworkProfile& 
 // α and β, the latency every transfer pays and the CPU its message takes (the bandwidth, and whether
 // replicas sum through shared memory, are the caller's to decide).
 void useMeasuredTransport(SearchOptions& options, const profile::NetworkProfile& network);
+// `table` with what the helper threads take beyond it per message when
+// messages go one at a time, as `delivery` measured (NOTE [Messages one at a
+// time], profile_costs.cc).
+profile::MessageCpuTable messagesOneAtATime(const profile::MessageCpuTable& table,
+                                            const profile::MessageDelivery& delivery);
 
 // Runs the search. Errors: inconsistent pins, or nothing feasible (the
 // message says what would fit: more memory, more workers, smaller batches).

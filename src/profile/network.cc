@@ -25,7 +25,10 @@
 #include "core/files.h"
 #include "core/paths.h"
 #include "runtime/comm/control_store.h"
+#include "runtime/comm/pipe.h"
 #include "runtime/comm/shared_memory.h"
+#include "runtime/comm/transport.h"
+#include "runtime/trace.h"
 #include "wire/control.h"
 
 namespace hydrozoa::profile {
@@ -50,6 +53,7 @@ class BusyCompute {
     const int cpu = cpus[static_cast<size_t>(rank) % cpus.size()];
     thread_ = std::thread([this, cpu] {
       runThreadOn({cpu});  // best effort: unpinned is still busy
+      setThreadSlice(std::chrono::microseconds(0));  // a compute thread's (NOTE [Helper threads wake at once])
       at::set_num_threads(1);
       torch::NoGradGuard noGrad;
       const at::Tensor a = torch::rand({256, 256});
@@ -163,6 +167,138 @@ Json timeMessages(c10d::ProcessGroupGloo& pg, int rank, const std::vector<Bytes>
   return rows;
 }
 
+// The probe's process group as the pipeline's channels see it (Inbound and
+// Outbound send through a runtime::Transport).
+class ProbeTransport final : public runtime::Transport {
+ public:
+  explicit ProbeTransport(c10d::ProcessGroupGloo& pg) : pg_(pg) {}
+  int rank() const override { return pg_.getRank(); }
+  int worldSize() const override { return pg_.getSize(); }
+  int stageReplicas() const override { return 1; }
+  c10::intrusive_ptr<c10d::Work> send(torch::Tensor& tensor, int peer, int tag) override {
+    std::vector<at::Tensor> v = {tensor};
+    return pg_.send(v, peer, tag);
+  }
+  c10::intrusive_ptr<c10d::Work> recv(torch::Tensor& tensor, int peer, int tag) override {
+    std::vector<at::Tensor> v = {tensor};
+    return pg_.recv(v, peer, tag);
+  }
+  c10::intrusive_ptr<c10d::Work> allreduceStage(torch::Tensor& /*tensor*/) override {
+    throw std::logic_error("the network probe's transport has no stage to sum over");
+  }
+  void barrier() override { pg_.barrier()->wait(); }
+
+ private:
+  c10d::ProcessGroupGloo& pg_;
+};
+
+// Computes on the calling thread for `us` microseconds: small matrix
+// products, as a pass touches its caches.
+void computeFor(std::int64_t us) {
+  torch::NoGradGuard noGrad;
+  static thread_local const at::Tensor a = torch::rand({64, 64});
+  static thread_local at::Tensor b = torch::rand({64, 64});
+  const std::int64_t until = runtime::traceNowUs() + us;
+  while (runtime::traceNowUs() < until) b = torch::mm(a, b).div_(64);
+}
+
+// NOTE [A message's delivery on busy cores]
+// A pipeline's stage often waits for its neighbour's message while that
+// neighbour already computes its next pass, and the message then travels
+// through threads that need a core: the sender's channel thread, Gloo's
+// transport threads on both sides, the receiver's channel thread, then the
+// woken compute thread. Traced on this project's 2-core machine (interleaved
+// 1F1B, the Fashion-MNIST CNN at 16 microbatches: 96 messages and ~29 such
+// waits a step), a message the consumer waited for arrived a median
+// 150–220 us and a mean 300–400 us after its pass ended, with a tail of
+// milliseconds; the 8-byte ping-pong (latency_s) says 40 us, and a ping-pong
+// beside busy compute threads 13 us: neither goes through the channels, nor
+// sends one message at a time. And each message cost the workers' cores far
+// more than the burst of NOTE [What a message costs the cores] says (perf:
+// each worker's Gloo thread took 14% of a core, its channels' threads
+// another 12%; NOTE [Messages one at a time], plan/profile_costs.cc).
+//
+// So the probe runs that case through the runtime's own channels
+// (runtime/comm/pipe.h, posting on their threads), each rank's compute
+// thread pinned as a worker's and its helpers with a worker's short slices:
+// rank 0 computes, sends message i, computes its next pass and waits for
+// rank 1's reply; rank 1 waits for message i, computes a shorter pass and
+// replies. Rank 1 times each message from the send to the end of its wait
+// (both ranks on one host: one monotonic clock); each rank adds up its
+// other threads' CPU per message sent and received. Measured here: delivery
+// median 90–140 us, mean 130–260 us (2–5% of the messages take 1–4 ms);
+// helper CPU 115–270 us per message sent and received, 20–30 us of which the
+// burst counts. (Timed as rank 0's wall time beyond the work its compute
+// thread got done at its rate alone, the loss per message sent and received
+// was about the same, 180–230 us: the helpers' CPU comes out of the compute
+// threads' cores.) The planner charges the mean delivery to every transfer
+// between stages (plan/profile_costs.cc), and the helpers' CPU to the passes
+// that send and receive (NOTE [Messages one at a time]).
+Json timeDelivery(c10d::ProcessGroupGloo& pg, int rank) {
+  constexpr std::int64_t kWords = 512;  // 4 KB
+  constexpr int kCount = 400, kSkipped = 20, kWindow = 4;
+  constexpr int kTag = 3, kReplyTag = 4;
+  constexpr std::int64_t kBeforeSendUs = 300, kAfterSendUs = 1000, kReceiverPassUs = 300;
+  const std::vector<int> cpus = usableCpus();
+  auto message = [] { return torch::zeros({kWords}, torch::kLong); };
+  Json row;  // rank 1: [bytes, mean, median, 90th percentile, helper CPU]; rank 0: [helper CPU]
+  if (rank > 1) {
+    pg.barrier()->wait();
+  } else {
+    ProbeTransport transport(pg);
+    runtime::TraceRecorder trace(false);
+    const int peer = 1 - rank;
+    // The channels' threads keep the helper slice this thread has; the
+    // compute thread the kernel's (NOTE [Helper threads wake at once]).
+    runtime::Outbound out(transport, peer, trace, "probe", runtime::Posting::kChannel);
+    runtime::Inbound in(transport, peer, trace, "probe", runtime::Posting::kChannel);
+    const std::chrono::microseconds slice = threadSlice();
+    (void)runThreadOn({cpus[static_cast<size_t>(rank) % cpus.size()]});
+    setThreadSlice(std::chrono::microseconds(0));
+    at::set_num_threads(1);  // as a worker's compute thread with threads: 1
+    const int tag = rank == 0 ? kReplyTag : kTag;
+    for (int k = 0; k < kWindow; ++k) in.expect(k, tag, message(), "m");
+    computeFor(20000);  // warm
+    pg.barrier()->wait();
+    std::vector<double> delays;
+    const double process0 = cpuSeconds(CLOCK_PROCESS_CPUTIME_ID), thread0 = cpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+    for (int i = 0; i < kCount; ++i) {
+      if (rank == 0) {
+        computeFor(kBeforeSendUs);
+        at::Tensor m = message();
+        m[0] = runtime::traceNowUs();
+        out.send(kTag, m, "m");
+        computeFor(kAfterSendUs);
+        (void)in.take(i);
+      } else {
+        const at::Tensor m = in.take(i);
+        const std::int64_t arrived = runtime::traceNowUs();
+        if (i >= kSkipped) delays.push_back(1e-6 * static_cast<double>(arrived - m[0].item<std::int64_t>()));
+        computeFor(kReceiverPassUs);
+        out.send(kReplyTag, message(), "r");
+      }
+      if (i + kWindow < kCount) in.expect(i + kWindow, tag, message(), "m");
+    }
+    out.flush();
+    // What this rank's other threads took per message sent and received.
+    const double helpers = ((cpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - process0) -
+                            (cpuSeconds(CLOCK_THREAD_CPUTIME_ID) - thread0)) / kCount;
+    (void)runThreadOn(cpus);
+    setThreadSlice(slice);
+    if (rank == 1) {
+      std::sort(delays.begin(), delays.end());
+      double sum = 0;
+      for (double d : delays) sum += d;
+      row = {8 * kWords, sum / static_cast<double>(delays.size()), delays[delays.size() / 2],
+             delays[delays.size() * 9 / 10], helpers};
+    } else {
+      row = {helpers};
+    }
+  }
+  pg.barrier()->wait();
+  return row;
+}
+
 std::string joinSizes(const std::vector<Bytes>& sizes) {
   std::string s;
   for (Bytes b : sizes) s += (s.empty() ? "" : ",") + std::to_string(b);
@@ -203,11 +339,16 @@ Status runNetprobeWorker(const std::string& endpoint, const std::string& token, 
   HZ_ASSIGN_OR_RETURN(c10::intrusive_ptr<c10d::Store> store,
                       runtime::ControlStore::connect(endpoint, fmt::format("w{}.store", rank), token,
                                                      std::chrono::seconds(60)));
+  // Helper threads (Gloo's, the channels') with a worker's short slices, the
+  // compute threads with the kernel's (NOTE [Helper threads wake at once]).
+  HZ_ASSIGN_OR_RETURN(const std::chrono::microseconds slice, helperThreadSlice());
+  if (slice.count() > 0) setThreadSlice(slice);
   auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(host));
   c10d::ProcessGroupGloo pg(store, rank, world, options);
 
   Json result = {{"p2p", Json::array()}, {"allreduce", Json::array()}};
+
   // Point-to-point ping-pong between ranks 0 and 1; one way = round trip / 2.
   std::vector<Bytes> p2pSizes = {8};
   p2pSizes.insert(p2pSizes.end(), sizes.begin(), sizes.end());
@@ -245,6 +386,19 @@ Status runNetprobeWorker(const std::string& endpoint, const std::string& token, 
     if (rank == 0) {
       const std::vector<uint8_t> raw = store->get("messages.receiver");
       result["messages"] = {{"sender", rows}, {"receiver", Json::parse(std::string(raw.begin(), raw.end()))}};
+    }
+  }
+  {
+    const Json row = timeDelivery(pg, rank);  // rank 1's, like the receiver's message rows
+    if (rank == 1) {
+      const std::string text = row.dump();
+      store->set("delivery.receiver", std::vector<uint8_t>(text.begin(), text.end()));
+    }
+    if (rank == 0) {
+      const std::vector<uint8_t> raw = store->get("delivery.receiver");
+      Json delivery = Json::parse(std::string(raw.begin(), raw.end()));
+      delivery[4] = (delivery[4].get<double>() + row[0].get<double>()) / 2;  // both ranks' helpers, averaged
+      result["delivery"] = delivery;
     }
   }
   // The allreduce through shared memory, as co-located replicas sum: on the
@@ -416,6 +570,10 @@ Result<NetworkProfile> probeNetwork(const NetworkProbeOptions& o) {
     spdlog::warn("the network probe could not time an allreduce through shared memory ({}): replicas on this host "
                  "will be planned as summing over the network",
                  result.value("shared_memory_problem", std::string("no result")));
+  }
+  if (const Json& d = result.value("delivery", Json()); d.is_array() && d.size() == 5) {
+    net.delivery = MessageDelivery{d[0].get<Bytes>(), d[1].get<double>(), d[2].get<double>(), d[3].get<double>(),
+                                   std::max(0.0, d[4].get<double>())};
   }
   if (result.contains("messages")) {
     const Json& sender = result["messages"]["sender"];      // [n, sending thread, the sender's other threads]

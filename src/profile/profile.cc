@@ -99,6 +99,12 @@ Json profileToJson(const Profile& p) {
     }
     j["network"]["messages"] = rows;
   }
+  if (p.network && p.network->delivery) {
+    const MessageDelivery& d = *p.network->delivery;
+    j["network"]["delivery"] = {{"bytes", d.bytes},      {"mean_s", d.mean},
+                                {"median_s", d.median}, {"p90_s", d.p90},
+                                {"helper_cpu_s", d.helper_cpu}};
+  }
   if (p.corun) {
     j["corun"] = {{"cores", p.corun->cores},
                   {"microbatch_size", p.corun->microbatch_size},
@@ -277,6 +283,17 @@ Result<Profile> profileFromJson(const Json& j, const std::string& origin) {
         table.rows.push_back(m);
       }
       net.messages = table;
+    }
+    if (const Json* delivery = n.raw("delivery")) {
+      ObjectReader d(*delivery, n.child("delivery"));
+      MessageDelivery md;
+      md.bytes = d.count("bytes", kMessageBytesRange);
+      md.mean = numberIn(d, "mean_s", kSecondsRange);
+      md.median = numberIn(d, "median_s", kSecondsRange);
+      md.p90 = numberIn(d, "p90_s", kSecondsRange);
+      md.helper_cpu = numberIn(d, "helper_cpu_s", kSecondsRange);
+      HZ_RETURN_IF_ERROR(d.status());
+      net.delivery = md;
     }
     p.network = net;
   }

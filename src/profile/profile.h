@@ -91,6 +91,19 @@ struct MessageCpuTable {
 };
 
 // Network figures between two workers and the ring-allreduce fit of docs/plan.md ("Strategies").
+// How long a message between two stages takes from its send to the end of
+// the receiver's wait for it, while the sender computes its next pass and
+// the receiver waits (NOTE [A message's delivery on busy cores], network.cc):
+// over the probe's messages of `bytes`, in seconds. And the CPU a worker's
+// threads other than the compute thread took per message it sent and one it
+// received, with messages one at a time (MessageCpuTable's rows time them
+// in bursts).
+struct MessageDelivery {
+  Bytes bytes = 0;
+  Seconds mean = 0, median = 0, p90 = 0;
+  Seconds helper_cpu = 0;
+};
+
 struct NetworkProfile {
   BytesPerSecond bandwidth = 0;  // point-to-point
   Seconds latency = 0;           // point-to-point, small message, one way
@@ -111,6 +124,8 @@ struct NetworkProfile {
   std::optional<SharedMemoryFit> shared_memory;
   // Absent in profiles from before it was measured.
   std::optional<MessageCpuTable> messages;
+  // Likewise.
+  std::optional<MessageDelivery> delivery;
 };
 
 // How much slower one compute thread runs while every core of its host

@@ -55,6 +55,13 @@ std::string renderProfileTable(const Profile& p) {
                          formatSeconds(m.send), formatSeconds(m.send_threads), formatSeconds(m.post),
                          formatSeconds(m.receive));
     }
+    if (const auto& d = p.network->delivery) {
+      out += fmt::format("Delivery of a message between stages ({}) while the sender computes: mean {}, median {}, "
+                         "90th percentile {} (the planner charges the mean per transfer); {} of the helper threads' "
+                         "CPU per message sent and received, one at a time\n",
+                         formatBytes(d->bytes), formatSeconds(d->mean), formatSeconds(d->median),
+                         formatSeconds(d->p90), formatSeconds(d->helper_cpu));
+    }
   }
   if (p.corun) {
     out += fmt::format("Beside busy cores: a pass at microbatch size {} took {:.2f}x its time alone while all {} cores "

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -48,6 +49,26 @@ TEST(ThreadSlice, AskedForByAThreadAndInheritedByTheThreadsItStarts) {
   EXPECT_EQ(inherited, microseconds(100));
   EXPECT_EQ(shortest, microseconds(100));
   EXPECT_EQ(restored, kernels);
+}
+
+// The slice the helper threads ask for (a worker's, the network probe's):
+// 100 us, or a whole number of microseconds from the environment.
+TEST(ThreadSlice, HelpersAskForAHundredMicrosecondsUnlessTheEnvironmentSays) {
+  using std::chrono::microseconds;
+  ::unsetenv("HYDROZOA_HELPER_SLICE_US");
+  ASSERT_TRUE(helperThreadSlice().ok());
+  EXPECT_EQ(*helperThreadSlice(), microseconds(100));
+  ::setenv("HYDROZOA_HELPER_SLICE_US", "0", 1);
+  EXPECT_EQ(*helperThreadSlice(), microseconds(0));
+  ::setenv("HYDROZOA_HELPER_SLICE_US", "250", 1);
+  EXPECT_EQ(*helperThreadSlice(), microseconds(250));
+  for (const char* bad : {"fast", "200000", "-5"}) {
+    ::setenv("HYDROZOA_HELPER_SLICE_US", bad, 1);
+    const Result<microseconds> r = helperThreadSlice();
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("HYDROZOA_HELPER_SLICE_US"), std::string::npos) << r.status().message();
+  }
+  ::unsetenv("HYDROZOA_HELPER_SLICE_US");
 }
 
 }  // namespace

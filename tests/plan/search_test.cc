@@ -208,6 +208,35 @@ TEST(SearchPlan, TheTransportsLatencyIsPaidByEveryTransferOnly) {
   EXPECT_EQ(planFromJson(j, "plan.json")->transfer_latency, 0.003);
   j["inputs"].erase("transfer_latency_s");
   EXPECT_EQ(planFromJson(j, "plan.json")->transfer_latency, 0);
+  // NOTE [A message's delivery on busy cores]: where the probe timed it,
+  // a transfer pays its mean beyond its bytes over the bandwidth, unless the
+  // ping-pong's latency is more.
+  profile::NetworkProfile network;
+  network.bandwidth = 1e9;
+  network.latency = 40e-6;
+  SearchOptions measured;
+  useMeasuredTransport(measured, network);
+  EXPECT_EQ(measured.transfer_latency, 40e-6);
+  network.delivery = profile::MessageDelivery{4000, 250e-6, 90e-6, 150e-6, 0};
+  useMeasuredTransport(measured, network);
+  EXPECT_NEAR(measured.transfer_latency, 246e-6, 1e-12);
+  network.delivery->mean = 30e-6;
+  useMeasuredTransport(measured, network);
+  EXPECT_EQ(measured.transfer_latency, 40e-6);
+  // NOTE [Messages one at a time]: the helpers' CPU per message sent and
+  // received beyond the burst's, at the probe's size, goes half to each side
+  // of every row; none when the burst's is already as much.
+  network.messages = profile::MessageCpuTable{{{8, 40e-6, 10e-6, 5e-6, 30e-6}, {7992, 60e-6, 20e-6, 5e-6, 50e-6}}};
+  network.delivery->helper_cpu = 160e-6;  // at 4,000 bytes the burst's is 15 + 40 us
+  useMeasuredTransport(measured, network);
+  ASSERT_TRUE(measured.message_cpu);
+  EXPECT_NEAR(measured.message_cpu->rows[0].send_threads, 10e-6 + 52.5e-6, 1e-12);
+  EXPECT_NEAR(measured.message_cpu->rows[1].receive, 50e-6 + 52.5e-6, 1e-12);
+  EXPECT_EQ(measured.message_cpu->rows[1].send, 60e-6);  // the compute thread's own: as timed
+  EXPECT_EQ(measured.message_cpu->rows[0].post, 5e-6);
+  network.delivery->helper_cpu = 30e-6;
+  useMeasuredTransport(measured, network);
+  EXPECT_EQ(measured.message_cpu->rows[1].receive, 50e-6);
   o.transfer_latency = 61;
   auto bad = searchPlan(prof, aci(), o);
   ASSERT_FALSE(bad.ok());

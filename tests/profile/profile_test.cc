@@ -32,8 +32,9 @@ Profile sample() {
     p.measurements.push_back(meas);
   }
   p.network = NetworkProfile{1.25e9, 50e-6, 1e-10, 20e-6, 2, 0.99, NetworkProfile::SharedMemoryFit{2e-10, 30e-6, 0.98},
-                             std::nullopt};
+                             std::nullopt, std::nullopt};
   p.network->messages = MessageCpuTable{{{8, 40e-6, 10e-6, 5e-6, 30e-6}, {1000, 50e-6, 10e-6, 5e-6, 40e-6}}};
+  p.network->delivery = MessageDelivery{4096, 200e-6, 90e-6, 140e-6, 120e-6};
   p.corun = CorunProfile{2, 4, 1.25};
   return p;
 }
@@ -88,6 +89,17 @@ TEST(ProfileJson, RoundTrips) {
   auto noMessages = profileFromJson(noShm, "old.json");
   ASSERT_TRUE(noMessages.ok()) << noMessages.status().message();
   EXPECT_FALSE(noMessages->network->messages);
+  // NOTE [A message's delivery on busy cores]: likewise.
+  ASSERT_TRUE(back->network->delivery);
+  EXPECT_EQ(back->network->delivery->bytes, 4096);
+  EXPECT_EQ(back->network->delivery->mean, 200e-6);
+  EXPECT_EQ(back->network->delivery->median, 90e-6);
+  EXPECT_EQ(back->network->delivery->p90, 140e-6);
+  EXPECT_EQ(back->network->delivery->helper_cpu, 120e-6);
+  noShm["network"].erase("delivery");
+  auto noDelivery = profileFromJson(noShm, "old.json");
+  ASSERT_TRUE(noDelivery.ok()) << noDelivery.status().message();
+  EXPECT_FALSE(noDelivery->network->delivery);
   // NOTE [Compute beside busy cores]: kept as measured; absent before it was.
   ASSERT_TRUE(back->corun);
   EXPECT_EQ(back->corun->cores, 2);
@@ -137,6 +149,10 @@ TEST(ProfileJson, RejectsMalformedFieldsNamingThem) {
       {[](Json& j) { j["network"]["messages"][1].erase("receive_s"); }, "network.messages[1].receive_s: missing"},
       {[](Json& j) { j["network"]["messages"][1]["bytes"] = 8; }, "network.messages[1].bytes: 8 is not above the row before's 8"},
       {[](Json& j) { j["network"]["messages"] = Json::array(); }, "network.messages"},
+      {[](Json& j) { j["network"]["delivery"]["mean_s"] = -1; }, "network.delivery.mean_s: -1 is out of range"},
+      {[](Json& j) { j["network"]["delivery"]["bytes"] = 0; }, "network.delivery.bytes: 0 is out of range"},
+      {[](Json& j) { j["network"]["delivery"].erase("p90_s"); }, "network.delivery.p90_s: missing"},
+      {[](Json& j) { j["network"]["delivery"]["helper_cpu_s"] = "idle"; }, "network.delivery.helper_cpu_s: expected"},
       {[](Json& j) { j["corun"]["slowdown"] = 0.5; }, "p.json.corun.slowdown: 0.5 is out of range"},
       {[](Json& j) { j["corun"]["cores"] = 1; }, "p.json.corun.cores: 1 is out of range"},
       {[](Json& j) { j["corun"]["microbatch_size"] = "big"; }, "p.json.corun.microbatch_size: expected"},

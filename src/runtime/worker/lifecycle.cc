@@ -48,33 +48,6 @@ void Worker::report(const std::string& kind, const std::string& message) {
   post({{"type", "error"}, {"kind", kind}, {"message", message}, {"completed", completed}, {"stage", role_.stage}});
 }
 
-namespace {
-
-// NOTE [Helper threads wake at once]: a worker's helper threads (Gloo's
-// transport loop and its collective threads, the channels' threads) wake
-// for a message while the compute threads keep every core busy. Linux's
-// EEVDF scheduler (6.6 and after) lets the running thread finish its slice
-// (1.4 ms here) before a woken thread of equal weight runs, unless the woken
-// one asked for a shorter slice (6.12 and after). Measured here with a
-// thread spinning on a core and another woken on it every ~4 ms: 99th
-// percentile wake-up 2.7 ms with the default slice, 0.2 ms with a 100 us
-// one. A pipeline step waits on such wake-ups hundreds of times (interleaved
-// 1F1B's CNN at 16 microbatches: 96 messages, each woken on both sides).
-// So the worker asks for a short slice before it starts any thread and gives
-// the compute thread the default back once the helpers are running
-// (the end of Worker::build): helpers run at once and briefly, the compute thread
-// keeps long slices. The CPU each thread gets is unchanged (same weights).
-// bench/README.md (schedule_bench, session 6) has the A/B;
-// $HYDROZOA_HELPER_SLICE_US sets it for such comparisons (0: the kernel's).
-Result<std::chrono::microseconds> helperSlice() {
-  const char* env = std::getenv("HYDROZOA_HELPER_SLICE_US");
-  if (env == nullptr || *env == '\0') return std::chrono::microseconds(100);
-  HZ_ASSIGN_OR_RETURN(const std::int64_t us, parseCount(env, "HYDROZOA_HELPER_SLICE_US", Range{0, 100000}));
-  return std::chrono::microseconds(us);
-}
-
-}  // namespace
-
 int Worker::run() {
   configureAllocatorForTraining();  // NOTE [glibc malloc and tensor-sized allocations]
   profile::MemoryTracker::instance();  // counts every tensor from here (NOTE [Tensor memory per step])
@@ -84,7 +57,8 @@ int Worker::run() {
     return 1;
   }
   // Before build() starts the transport's and the channels' threads.
-  if (const Result<std::chrono::microseconds> slice = helperSlice(); !slice.ok()) {
+  // NOTE [Helper threads wake at once] (core/cpus.cc)
+  if (const Result<std::chrono::microseconds> slice = helperThreadSlice(); !slice.ok()) {
     spdlog::error("{}", slice.status().message());
     report("fatal", slice.status().message());
     return 1;
