@@ -99,6 +99,11 @@ Status runJobs(const ClusterArgs& a) {
     if (!j["reason"].get<std::string>().empty()) {
       std::cout << fmt::format("  job {}: {}\n", j["id"].get<int>(), j["reason"].get<std::string>());
     }
+    // NOTE [A worker lost in a round] (sched/service/scheduler.cc)
+    if (const int lost = j.value("workers_lost", 0); lost > 0) {
+      std::cout << fmt::format("  job {}: {} worker{} lost and recovered from; its throughput measured again\n",
+                               j["id"].get<int>(), lost, lost == 1 ? "" : "s");
+    }
   }
   if (!s["error"].get<std::string>().empty()) std::cout << "  policy: " << s["error"].get<std::string>() << "\n";
   return Status();

@@ -466,7 +466,8 @@ Result<SearchResult> searchPlan(const profile::Profile& profile, const Catalog& 
   }
   if (!(o.transfer_latency >= 0 && o.transfer_latency <= 60)) {
     return invalidArgument(
-        fmt::format("the transport's latency per message must be 0 to 60 s (the profile's network.latency_s), not {}",
+        fmt::format("the transport's latency per message must be 0 to 60 s (the profile's network.latency_s, or its "
+                    "network.delivery.mean_s), not {}",
                     o.transfer_latency));
   }
   if (o.shared_memory) {

@@ -228,10 +228,10 @@ void computeFor(std::int64_t us) {
 // other threads' CPU per message sent and received. Measured here: delivery
 // median 90–140 us, mean 130–260 us (2–5% of the messages take 1–4 ms);
 // helper CPU 115–270 us per message sent and received, 20–30 us of which the
-// burst counts. (Timed as rank 0's wall time beyond the work its compute
-// thread got done at its rate alone, the loss per message sent and received
-// was about the same, 180–230 us: the helpers' CPU comes out of the compute
-// threads' cores.) The planner charges the mean delivery to every transfer
+// burst counts. (A one-off check timed rank 0's wall time beyond the work
+// its compute thread got done at its rate alone: the loss per message sent
+// and received was about the same, 180–230 us. The helpers' CPU comes out
+// of the compute threads' cores.) The planner charges the mean delivery to every transfer
 // between stages (plan/profile_costs.cc), and the helpers' CPU to the passes
 // that send and receive (NOTE [Messages one at a time]).
 Json timeDelivery(c10d::ProcessGroupGloo& pg, int rank) {
@@ -348,7 +348,6 @@ Status runNetprobeWorker(const std::string& endpoint, const std::string& token, 
   c10d::ProcessGroupGloo pg(store, rank, world, options);
 
   Json result = {{"p2p", Json::array()}, {"allreduce", Json::array()}};
-
   // Point-to-point ping-pong between ranks 0 and 1; one way = round trip / 2.
   std::vector<Bytes> p2pSizes = {8};
   p2pSizes.insert(p2pSizes.end(), sizes.begin(), sizes.end());

@@ -232,6 +232,11 @@ TEST(ClusterService, AKilledWorkerOrJobProcessLosesNothing) {
   EXPECT_NE(testing::slurp(dir / ".stderr").find("the next round is decided again"), std::string::npos);
   EXPECT_GE((*jobOf(s, 1))["starts"].get<int>(), 2);
   EXPECT_NE(testing::slurp(dir / ".stderr").find("ended without saying how (restart 1 of 3"), std::string::npos);
+  const Outcome jobs = runHydrozoa(d, {"jobs", "--cluster", "state"});
+  ASSERT_EQ(jobs.code, 0) << jobs.err;
+  EXPECT_NE(jobs.out.find("job 1: " + std::to_string((*jobOf(s, 1))["workers_lost"].get<int>()) + " worker"),
+            std::string::npos)
+      << jobs.out;
   bool lost = false, recovered = false;
   std::map<std::int64_t, double> losses;  // by step: steps after the checkpoint ran twice
   std::set<std::int64_t> partial;  // a loss the killed worker took with it, estimated (as in Recovery's tests)
