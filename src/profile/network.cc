@@ -231,9 +231,9 @@ void computeFor(std::int64_t us) {
 // burst counts. (A one-off check timed rank 0's wall time beyond the work
 // its compute thread got done at its rate alone: the loss per message sent
 // and received was about the same, 180–230 us. The helpers' CPU comes out
-// of the compute threads' cores.) The planner charges the mean delivery to every transfer
-// between stages (plan/profile_costs.cc), and the helpers' CPU to the passes
-// that send and receive (NOTE [Messages one at a time]).
+// of the compute threads' cores.) The planner charges the mean delivery to
+// every transfer between stages (plan/profile_costs.cc), and the helpers'
+// CPU to the passes that send and receive (NOTE [Messages one at a time]).
 Json timeDelivery(c10d::ProcessGroupGloo& pg, int rank) {
   constexpr std::int64_t kWords = 512;  // 4 KB
   constexpr int kCount = 400, kSkipped = 20, kWindow = 4;
@@ -297,6 +297,18 @@ Json timeDelivery(c10d::ProcessGroupGloo& pg, int rank) {
   }
   pg.barrier()->wait();
   return row;
+}
+
+// Rank 1's `value` on rank 0, through the store under `key`: rank 1 sets it,
+// rank 0 waits for it and returns it; null on every rank but 0.
+Json fromRankOne(c10d::Store& store, int rank, const std::string& key, const Json& value) {
+  if (rank == 1) {
+    const std::string text = value.dump();
+    store.set(key, std::vector<uint8_t>(text.begin(), text.end()));
+  }
+  if (rank != 0) return Json();
+  const std::vector<uint8_t> raw = store.get(key);
+  return Json::parse(std::string(raw.begin(), raw.end()));
 }
 
 std::string joinSizes(const std::vector<Bytes>& sizes) {
@@ -377,25 +389,13 @@ Status runNetprobeWorker(const std::string& endpoint, const std::string& token, 
     std::sort(messageSizes.begin(), messageSizes.end());
     messageSizes.erase(std::unique(messageSizes.begin(), messageSizes.end()), messageSizes.end());
     const Json rows = timeMessages(pg, rank, messageSizes, repeats);
-    // Rank 1's rows reach rank 0 through the store.
-    if (rank == 1) {
-      const std::string text = rows.dump();
-      store->set("messages.receiver", std::vector<uint8_t>(text.begin(), text.end()));
-    }
-    if (rank == 0) {
-      const std::vector<uint8_t> raw = store->get("messages.receiver");
-      result["messages"] = {{"sender", rows}, {"receiver", Json::parse(std::string(raw.begin(), raw.end()))}};
-    }
+    const Json receiver = fromRankOne(*store, rank, "messages.receiver", rows);
+    if (rank == 0) result["messages"] = {{"sender", rows}, {"receiver", receiver}};
   }
   {
-    const Json row = timeDelivery(pg, rank);  // rank 1's, like the receiver's message rows
-    if (rank == 1) {
-      const std::string text = row.dump();
-      store->set("delivery.receiver", std::vector<uint8_t>(text.begin(), text.end()));
-    }
+    const Json row = timeDelivery(pg, rank);
+    Json delivery = fromRankOne(*store, rank, "delivery.receiver", row);  // rank 1's timings
     if (rank == 0) {
-      const std::vector<uint8_t> raw = store->get("delivery.receiver");
-      Json delivery = Json::parse(std::string(raw.begin(), raw.end()));
       delivery[4] = (delivery[4].get<double>() + row[0].get<double>()) / 2;  // both ranks' helpers, averaged
       result["delivery"] = delivery;
     }
