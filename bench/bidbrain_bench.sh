@@ -11,6 +11,7 @@
 #   bench/bidbrain_bench.sh [SEEDS=5] [WORK=64]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 hz=$PWD/build/hydrozoa
 seeds=${1:-5}
 work=${2:-64}
@@ -19,7 +20,7 @@ row() {  # label args...
   local label=$1
   shift
   $hz simulate --bidbrain "$@" --work-hours "$work" --tiers reliable=1,transient=15 --starts 20 --json |
-    python3 -c "
+    "$py" -c "
 import json, sys
 j = json.load(sys.stdin)
 s = j['strategies']

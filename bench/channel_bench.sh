@@ -15,6 +15,7 @@
 #   bench/channel_bench.sh [workers="2 4 8"] [sizes_mb="1 10 100"]   (env: RATE=25 MB/s, ROUNDS=2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 [ "$(id -u)" -eq 0 ] || { echo "channel_bench: needs root (network namespaces, tc)" >&2; exit 77; }
 bin=build/bench/channel_bench
 [ -x "$bin" ] || cmake --build build --target channel_bench >/dev/null
@@ -69,7 +70,7 @@ done
 
 echo "Scatter-reduce through Redis: each worker's link shaped to $rate_mb MB/s each way, its one route the store"
 ip netns exec "$tag-1" "$bin" probe "$url" "$work/pw" probe $(( 10 * 1000 * 1000 )) > "$work/probe.json"
-python3 - "$work/probe.json" <<'PY'
+"$py" - "$work/probe.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 print(f'measured on the channel: w = {p["up_bytes_per_s"] / 1e6:.1f} MB/s up, {p["down_bytes_per_s"] / 1e6:.1f} MB/s '
@@ -89,7 +90,7 @@ for n in $workers; do
       done
       for p in "${pids[@]}"; do wait "$p"; done
     done
-    python3 - "$work" "$n" "$bytes" "$mb" <<'PY'
+    "$py" - "$work" "$n" "$bytes" "$mb" <<'PY'
 import json, sys, glob, statistics
 work, n, s, mb = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 p = json.load(open(f"{work}/probe.json"))

@@ -21,6 +21,7 @@
 #   bench/cluster_vs_sim_bench.sh [ROUND_SECONDS=20] [POLICY=max_min_fairness]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 hz=$(pwd)/build/hydrozoa
 round=${1:-20}
 policy=${2:-max_min_fairness}
@@ -62,7 +63,7 @@ plan: {data_parallel: 2, stages: 1}
 EOF
 }
 steps_per_s() {  # run dir -> steps/s of its steps (evaluations and checkpoints excluded)
-  python3 -c "import json; s = json.load(open('$1/summary.json')); print(s['throughput_samples_per_s'] / 32)"
+  "$py" -c "import json; s = json.load(open('$1/summary.json')); print(s['throughput_samples_per_s'] / 32)"
 }
 
 echo "1. each job type alone on each worker type (200 steps)"
@@ -73,7 +74,7 @@ for type in mlp cnn; do
     # shellcheck disable=SC2086
     $hz train measure-$type.yaml --out m-$type-$wt --max-steps 200 --no-progress ${flags[$wt]} > /dev/null 2>&1
     rate=$(steps_per_s m-$type-$wt)
-    python3 - "$wt" "$type" "$rate" <<'EOF'
+    "$py" - "$wt" "$type" "$rate" <<'EOF'
 import json, sys
 t = json.load(open("throughputs.json"))
 t.setdefault(sys.argv[1], {})[f"('{sys.argv[2]}', 2)"] = {"null": float(sys.argv[3])}
@@ -90,8 +91,8 @@ trace_jobs=("mlp 0 0" "cnn 0 5" "mlp 0 15" "cnn 0 30" "mlp 0 50" "cnn 0 80")
 i=0
 for j in "${trace_jobs[@]}"; do
   read -r type _ arrival <<< "$j"
-  rate=$(python3 -c "import json; print(json.load(open('throughputs.json'))['fast'][\"('$type', 2)\"]['null'])")
-  steps=$(python3 -c "print(int(60 * $rate))")
+  rate=$("$py" -c "import json; print(json.load(open('throughputs.json'))['fast'][\"('$type', 2)\"]['null'])")
+  steps=$("$py" -c "print(int(60 * $rate))")
   i=$((i + 1))
   spec $type "$steps" $i > job-$i.yaml
   printf '%s\t-\t-\t-\tFalse\t%s\t2\t1\t-1\t%s\n' "$type" "$steps" "$arrival" >> trace.txt
@@ -106,10 +107,10 @@ i=0
 for j in "${trace_jobs[@]}"; do
   read -r type _ arrival <<< "$j"
   i=$((i + 1))
-  sleep "$(python3 -c "print(max(0.0, $start + $arrival - $(date +%s.%N)))")"
+  sleep "$("$py" -c "print(max(0.0, $start + $arrival - $(date +%s.%N)))")"
   $hz submit job-$i.yaml --cluster state > /dev/null
 done
-until python3 -c "
+until "$py" -c "
 import json, sys
 s = json.load(open('state/state.json'))
 sys.exit(0 if len(s['jobs']) == 6 and all(j['status'] in ('completed', 'failed') for j in s['jobs']) else 1)"; do
@@ -117,17 +118,17 @@ sys.exit(0 if len(s['jobs']) == 6 and all(j['status'] in ('completed', 'failed')
 done
 kill "$server"; wait "$server" 2>/dev/null || true; server=""
 
-restart=$(python3 -c "
+restart=$("$py" -c "
 import json
 jobs = json.load(open('state/state.json'))['jobs']
 print(sum(j['start_seconds'] for j in jobs) / max(1, sum(j['starts_measured'] for j in jobs)))")
 printf '   a start costs %.1f s on average (%s starts)\n' "$restart" \
-  "$(python3 -c "import json; print(sum(j['starts_measured'] for j in json.load(open('state/state.json'))['jobs']))")"
+  "$("$py" -c "import json; print(sum(j['starts_measured'] for j in json.load(open('state/state.json'))['jobs']))")"
 
 echo "3. the same trace in the simulator"
 $hz simulate --trace trace.txt --throughputs throughputs.json --cluster fast=2,slow=2 --policy "$policy" \
   --round "${round}s" --preemption-cost "${restart}s" --json > sim.json
-python3 - <<'EOF'
+"$py" - <<'EOF'
 import json
 state = json.load(open("state/state.json"))
 sim = json.load(open("sim.json"))

@@ -13,6 +13,7 @@
 #   sudo bench/container_bench.sh [rounds=2] [steps=12]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 rounds="${1:-2}"
 steps="${2:-12}"
 warmup=3
@@ -34,7 +35,7 @@ output: {checkpoint_every_epochs: 0, trace_steps: 0}
 YAML
 
 rate() {
-  /usr/bin/python3 - "$1" "$warmup" <<'PY'
+  "$py" - "$1" "$warmup" <<'PY'
 import json, sys
 run, warmup = sys.argv[1], int(sys.argv[2])
 steps = [json.loads(l) for l in open(run + "/metrics.jsonl") if '"loss"' in l]
@@ -42,7 +43,7 @@ a, b = steps[warmup - 1], steps[-1]
 print((len(steps) - warmup) * 64 / (b["t"] - a["t"]))
 PY
 }
-shape() { /usr/bin/python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); s=p["strategy"]; print("%sx%s, %s microbatch(es) of %s" % (s["data_parallel"], s["pipeline_stages"], p.get("num_microbatches"), p.get("microbatch_size")))' "$1/plan.json"; }
+shape() { "$py" -c 'import json,sys; p=json.load(open(sys.argv[1])); s=p["strategy"]; print("%sx%s, %s microbatch(es) of %s" % (s["data_parallel"], s["pipeline_stages"], p.get("num_microbatches"), p.get("microbatch_size")))' "$1/plan.json"; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 planned=(); dp=()
@@ -61,4 +62,4 @@ echo "VGG-11 (32x32, width 0.25; dense layers dominate), 4 containers at 50 MB/s
 printf '| plan | samples/s (median of %s) | per round |\n|---|---|---|\n' "$rounds"
 printf '| planner: %s | %.1f | %s |\n' "$(shape "$work/planned1")" "$p" "${planned[*]}"
 printf '| pure data parallel: %s | %.1f | %s |\n' "$(shape "$work/dp1")" "$d" "${dp[*]}"
-/usr/bin/python3 -c "import sys; print(f'planner / data parallel: {float(sys.argv[1]) / float(sys.argv[2]):.2f}x (target >= 1.5x)')" "$p" "$d"
+"$py" -c "import sys; print(f'planner / data parallel: {float(sys.argv[1]) / float(sys.argv[2]):.2f}x (target >= 1.5x)')" "$p" "$d"

@@ -12,6 +12,7 @@
 # About 10 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 schedules="${1:-gpipe 2bw}"
 target="${2:-0.88}"
 hz=build/hydrozoa
@@ -30,7 +31,7 @@ for optimizer in sgd adam; do
         || { tail -3 "$work/$optimizer-$schedule.log" >&2; exit 1; }
   done
 done
-/usr/bin/python3 - "$work" "$target" $schedules <<'PY'
+"$py" - "$work" "$target" $schedules <<'PY'
 import json, sys
 work, target, schedules = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
 print(f"\nFashion-MNIST CNN, 2x2, 8 microbatches of 8, 3 epochs (examples/fashion_mnist_cnn.yaml)\n")

@@ -28,6 +28,7 @@
 # those cells are skipped. A full run takes about 40 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 steps="${1:-40}"
 launchers="${2:-local container}"
 models="${3:-mlp cnn vgg11 resnet18 gpt}"
@@ -85,7 +86,7 @@ for model in $models; do
         continue
       fi
       # The planner's choice for W workers from this run's profile and network figures.
-      choice=$(/usr/bin/python3 - "$out/plan.json" <<'PY'
+      choice=$("$py" - "$out/plan.json" <<'PY'
 import json, sys
 i = json.load(open(sys.argv[1]))["inputs"]
 print(int(i["bandwidth_bytes_per_s"]), i["allreduce_alpha_s_per_byte"], i["allreduce_beta_s"],
@@ -96,9 +97,9 @@ PY
       # shellcheck disable=SC2086 # $shm: one flag or none
       chosen=$($hz plan --profile "$out/profile.json" --workers "$W" --global-batch 64 --bandwidth "${bw}B/s" \
           --allreduce-alpha "$alpha" --allreduce-beta "$beta" --host-cores "$cores" $shm -o - --json 2> /dev/null |
-          /usr/bin/python3 -c 'import json,sys; s=json.load(sys.stdin)["strategy"]; print("%dx%d" % (s["data_parallel"], s["pipeline_stages"]))' ||
+          "$py" -c 'import json,sys; s=json.load(sys.stdin)["strategy"]; print("%dx%d" % (s["data_parallel"], s["pipeline_stages"]))' ||
           echo "?")
-      /usr/bin/python3 - "$out" "$model" "$launcher" "$link" "$plan" "$W" "$cores" "$chosen" >> "$rows" <<'PY'
+      "$py" - "$out" "$model" "$launcher" "$link" "$plan" "$W" "$cores" "$chosen" >> "$rows" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1] + "/summary.json"))
 stages = json.load(open(sys.argv[1] + "/plan.json"))["stages"]
@@ -118,7 +119,7 @@ PY
   done
 done
 
-/usr/bin/python3 - "$rows" "$cores" <<'PY'
+"$py" - "$rows" "$cores" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 cores = sys.argv[2]

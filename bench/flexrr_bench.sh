@@ -17,6 +17,7 @@
 #   bench/flexrr_bench.sh [STEPS=40] [CPU_LIMIT=0.45]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 hz=$PWD/build/hydrozoa
 steps=${1:-40}
 cpus=${2:-0.45}
@@ -37,7 +38,7 @@ run() {  # name [args...]
   shift
   (cd "$work" && $hz train job.yaml --max-steps "$steps" --no-progress --out "$name" "$@" > "$name.log" 2>&1) ||
     { cat "$work/$name.log" >&2; exit 1; }
-  python3 - "$work/$name" <<'PY'
+  "$py" - "$work/$name" <<'PY'
 import json, sys
 s = json.load(open(f"{sys.argv[1]}/summary.json"))
 f = s.get("flexrr", {})
@@ -51,20 +52,20 @@ printf '%-10s %6s %9s %9s %9s %9s %13s %7s\n' pattern delay "bsp s" "flexrr s" "
 for pattern in persistent transient; do
   for delay in 0 50 100 200 400; do
     [ "$delay" = 0 ] && [ "$pattern" = transient ] && continue
-    slow=$(python3 -c "print(1 + $delay / 100)")
+    slow=$("$py" -c "print(1 + $delay / 100)")
     args=()
     if [ "$delay" != 0 ]; then
       spec="worker=1,slowdown=${slow}x,mode=quota"
       if [ "$pattern" = transient ]; then
         # From a quarter of the ideal run's time, for half of the slowed run's.
-        spec="$spec,start=$(python3 -c "print(round($ideal0 * $steps * 0.25, 2))")s"
-        spec="$spec,for=$(python3 -c "print(round($ideal0 * $steps * $slow * 0.5, 2))")s"
+        spec="$spec,start=$("$py" -c "print(round($ideal0 * $steps * 0.25, 2))")s"
+        spec="$spec,for=$("$py" -c "print(round($ideal0 * $steps * $slow * 0.5, 2))")s"
       fi
       args=(--stragglers "$spec")
     fi
     read -r bsp _ < <(run "bsp-$pattern-$delay" ${args[@]+"${args[@]}"})
     read -r flexrr moved < <(run "flexrr-$pattern-$delay" --flexrr ${args[@]+"${args[@]}"})
-    python3 -c "
+    "$py" -c "
 b, f, i = $bsp, $flexrr, $ideal0
 print(f'{\"$pattern\":<10} {$delay:>5}% {b:9.4f} {f:9.4f} {i:9.4f} {100 * (1 - f / b):8.1f}% {f / i:12.2f}x {100 * $moved:6.1f}%')"
   done

@@ -9,6 +9,7 @@
 #   bench/funcpipe_bench.sh [models="resnet101 bert-large"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 hz=build/hydrozoa
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -18,7 +19,7 @@ for model in ${1:-resnet101 bert-large}; do
   for merge in 100 16; do
     $hz plan --platform lambda --planner funcpipe --profile "$work/$model.json" --workers 16 --global-batch 64 \
       --merge-layers "$merge" --json > "$work/out.json"
-    python3 - "$model" "$work/out.json" <<'PY'
+    "$py" - "$model" "$work/out.json" <<'PY'
 import json, sys
 model, path = sys.argv[1], sys.argv[2]
 j = json.load(open(path))

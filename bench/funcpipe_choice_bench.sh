@@ -16,6 +16,7 @@
 #   bench/funcpipe_choice_bench.sh [STEPS=60] [WORKERS=3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 [ "$(id -u)" -eq 0 ] || { echo "funcpipe_choice_bench: needs root (function workers)" >&2; exit 77; }
 hz=build/hydrozoa
 steps=${1:-60}
@@ -26,13 +27,13 @@ $hz profile --model cnn --microbatch-sizes 8,16,32,64,128,256 -o "$work/p.json" 
 plan=(plan --platform lambda --planner funcpipe --profile "$work/p.json" --workers "$workers" --global-batch 256
       --latency 0.1ms)
 $hz "${plan[@]}" --json >"$work/frontier.json"
-rows=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["frontier"]))' "$work/frontier.json")
+rows=$("$py" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["frontier"]))' "$work/frontier.json")
 for n in $(seq 1 "$rows"); do
   $hz "${plan[@]}" -o "$work/plan$n.json" --frontier-point "$n" >/dev/null
   $hz train examples/fashion_mnist_cnn.yaml --plan "$work/plan$n.json" --launcher function --platform lambda \
     --global-batch 256 --max-steps "$steps" --start-delay 0s --no-progress --out "$work/run$n" >/dev/null 2>&1
 done
-python3 - "$work" "$rows" <<'PY'
+"$py" - "$work" "$rows" <<'PY'
 import json, sys
 work, rows = sys.argv[1], int(sys.argv[2])
 frontier = json.load(open(f"{work}/frontier.json"))["frontier"]

@@ -14,6 +14,7 @@
 #   bench/function_bench.sh [STEPS=60]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 [ "$(id -u)" -eq 0 ] || { echo "function_bench: needs root (containers, functions)" >&2; exit 77; }
 hz=build/hydrozoa
 steps=${1:-60}
@@ -25,7 +26,7 @@ $hz train "${common[@]}" --launcher container --platform aci --cpu-limit 1.06 --
 $hz train "${common[@]}" --launcher function --platform lambda --out "$work/function" >/dev/null 2>&1
 $hz train "${common[@]}" --launcher function --platform lambda --channel-sync lambdaml --out "$work/lambdaml" \
   >/dev/null 2>&1
-python3 - "$work" <<'PY'
+"$py" - "$work" <<'PY'
 import json, sys
 work = sys.argv[1]
 print(f'{"mode":<18} {"step":>9} {"predicted":>9} {"error":>7} {"$/epoch":>10}')

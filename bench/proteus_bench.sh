@@ -40,6 +40,7 @@
 #   ONLY='computes|idle' bench/proteus_bench.sh ...   # the rows whose label matches (bash regex)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 hz=$PWD/build/hydrozoa
 steps=${1:-2000}
 speed=${2:-720}
@@ -72,7 +73,7 @@ plan: {microbatches: $microbatches}
 YAML
   (cd "$work" && $hz train "$name.yaml" --max-steps "$steps" --no-progress --out "$name" > "$name.log" 2>&1) ||
     { echo "$label: failed; its log ends:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
-  python3 - "$work/$name/summary.json" "$label" "$steps" <<'PY'
+  "$py" - "$work/$name/summary.json" "$label" "$steps" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 t = s["tiers"]

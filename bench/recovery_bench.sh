@@ -8,6 +8,7 @@
 #   bench/recovery_bench.sh [kill_at_step=600]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 kill_at="${1:-600}"
 hz=build/hydrozoa
 work=$(mktemp -d)
@@ -38,7 +39,7 @@ run() {  # $1: name, $2: plan, $3: victim id or ""
   if [ -n "$3" ]; then
     while [ "$(steps_done "$work/$1")" -lt "$kill_at" ]; do sleep 0.05; done
     local endpoint victim
-    endpoint=$(/usr/bin/python3 -c "import json;print(json.load(open('$work/$1/coordinator.json'))['control'])")
+    endpoint=$("$py" -c "import json;print(json.load(open('$work/$1/coordinator.json'))['control'])")
     victim=$(pgrep -f -- "--join $endpoint --id $3\$" | head -1)
     kill -9 "$victim"
   fi
@@ -46,7 +47,7 @@ run() {  # $1: name, $2: plan, $3: victim id or ""
 }
 
 report() {  # $1: case, $2: baseline run, $3: run with a loss
-  /usr/bin/python3 - "$1" "$work/$2" "$work/$3" <<'PY'
+  "$py" - "$1" "$work/$2" "$work/$3" <<'PY'
 import json, sys
 name, base, lost = sys.argv[1], json.load(open(sys.argv[2] + "/summary.json")), json.load(open(sys.argv[3] + "/summary.json"))
 e = lost["recoveries"][0]

@@ -15,6 +15,7 @@
 #   bench/scaling_bench.sh [epochs=4] [target=0.88] [R=4]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 epochs="${1:-4}"
 target="${2:-0.88}"
 most="${3:-4}"
@@ -55,7 +56,7 @@ echo "scaling_bench: CNN on Fashion-MNIST, $epochs epochs, 64 samples per replic
 run dp1 1 fixed
 run dpR "$most" fixed
 run ada "$most" "{policy: adabatch, min_replicas: 1, max_replicas: $most, every_epochs: 1, lr_decay: 0.75}"
-/usr/bin/python3 - "$work" "$target" "$most" <<'PY'
+"$py" - "$work" "$target" "$most" <<'PY'
 import json, sys
 work, target, most = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 rows = {}

@@ -23,6 +23,7 @@
 # About 14 minutes on 2 cores with the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 rounds="${1:-2}"
 steps="${2:-30}"
 models="${3:-cnn gpt}"
@@ -67,7 +68,7 @@ YAML
             echo "  failed: $(tail -1 "$out.log")" >&2
             continue
           fi
-          /usr/bin/python3 - "$out" "$model" "$M" "$schedule" "$variant" >> "$rows" <<'PY'
+          "$py" - "$out" "$model" "$M" "$schedule" "$variant" >> "$rows" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1] + "/summary.json"))
 model, M, schedule, variant = sys.argv[2:6]
@@ -92,7 +93,7 @@ PY
   done
 done
 
-/usr/bin/python3 - "$rows" "$stages" "${VS:-}" <<'PY'
+"$py" - "$rows" "$stages" "${VS:-}" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 p = int(sys.argv[2])

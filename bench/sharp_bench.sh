@@ -17,6 +17,7 @@
 #   bench/sharp_bench.sh [STEPS=20]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 hz=build/hydrozoa
 steps=${1:-20}
 work=$(mktemp -d)
@@ -34,7 +35,7 @@ run() {  # name workers grid args... -> "seconds utilisation"
   shift 3
   $hz select "$g" --workers "$k" --worker-memory 64MB --out "$work/$name" --no-progress "$@" > "$work/$name.log" 2>&1 ||
     { cat "$work/$name.log" >&2; exit 1; }
-  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["last_run"]; print(r["seconds"], r["utilisation"])' \
+  "$py" -c 'import json,sys; r=json.load(open(sys.argv[1]))["last_run"]; print(r["seconds"], r["utilisation"])' \
     "$work/$name/sharp.json"
 }
 echo "8 models of examples/fashion_mnist_grid.yaml, $steps steps each, workers of 64 MB, $cores cores"
@@ -46,7 +47,7 @@ for k in 2 4; do
   read -r rnd urnd < <(run "random-$k" "$k" "$g1" --scheduler random)
   read -r rr urr < <(run "rr-$k" "$k" "$g1" --scheduler round_robin)
   [ "$k" = 2 ] && grep -E "^Task" "$work/lrtf-2.log" | sed 's/^/  /'
-  python3 - "$k" "$seq1" "$seqn" "$lrtf" "$ulrtf" "$nodb" "$unodb" "$rnd" "$urnd" "$rr" "$urr" "$cores" <<'EOF'
+  "$py" - "$k" "$seq1" "$seqn" "$lrtf" "$ulrtf" "$nodb" "$unodb" "$rnd" "$urnd" "$rr" "$urr" "$cores" <<'EOF'
 import sys
 k, seq1, seqn, lrtf, ulrtf, nodb, unodb, rnd, urnd, rr, urr, cores = sys.argv[1:]
 k = int(k)

@@ -21,6 +21,7 @@
 #   bench/simulate_bench.sh [SEEDS=2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 hz=build/hydrozoa
 gavel=${GAVEL:-../shared/gavel}
 seeds=${1:-2}
@@ -31,23 +32,23 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 jct() {  # rate seed policy -> hours
   $hz simulate --generate 600 --rate "$1" --seed "$2" --throughputs "$t" --cluster $cluster --policy $3 \
-    --measure 200-400 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["average_jct_seconds"] / 3600)'
+    --measure 200-400 --json | "$py" -c 'import json,sys; print(json.load(sys.stdin)["average_jct_seconds"] / 3600)'
 }
 echo "1. average JCT (hours) of jobs 200-400, continuous-single, $cluster, mean of $seeds seeds"
 printf '%10s %10s %10s %8s\n' "jobs/hour" "aware" "agnostic" "ratio"
 for rate in 0.5 1 1.5 2 3 4; do
   a=0; b=0
   for seed in $(seq 1 "$seeds"); do
-    a=$(python3 -c "print($a + $(jct $rate $seed max_min_fairness))")
-    b=$(python3 -c "print($b + $(jct $rate $seed max_min_fairness_agnostic))")
+    a=$("$py" -c "print($a + $(jct $rate $seed max_min_fairness))")
+    b=$("$py" -c "print($b + $(jct $rate $seed max_min_fairness_agnostic))")
   done
-  python3 -c "a, b = $a / $seeds, $b / $seeds; print(f'{$rate:>10} {a:10.2f} {b:10.2f} {b / a:7.2f}x')"
+  "$py" -c "a, b = $a / $seeds, $b / $seeds; print(f'{$rate:>10} {a:10.2f} {b:10.2f} {b / a:7.2f}x')"
 done
 echo
 echo "2. makespan (hours) of Gavel's minimize_makespan trace (100 jobs, all at the start) on $cluster"
 for p in min_makespan min_makespan_agnostic max_min_fairness; do
   $hz simulate --trace "$gavel/minimize_makespan.trace" --throughputs "$t" --cluster $cluster --policy $p --json |
-    python3 -c "import json,sys; d = json.load(sys.stdin); print(f'{\"$p\":<24} {d[\"makespan_seconds\"] / 3600:8.2f}')"
+    "$py" -c "import json,sys; d = json.load(sys.stdin); print(f'{\"$p\":<24} {d[\"makespan_seconds\"] / 3600:8.2f}')"
 done
 echo
 echo "3. solve time for 2,048 jobs present at once (one allocation), and 1,000 jobs simulated"
@@ -57,12 +58,12 @@ for p in max_min_fairness finish_time_fairness min_makespan max_total_throughput
   s=$(date +%s.%N)
   $hz allocate --throughputs "$t" --jobs "$work/2048.trace" --cluster v100=512,p100=512,k80=512 --policy $p \
     --json >/dev/null
-  python3 -c "print(f'{\"$p\":<24} {$(date +%s.%N) - $s:6.2f} s (the whole command)')"
+  "$py" -c "print(f'{\"$p\":<24} {$(date +%s.%N) - $s:6.2f} s (the whole command)')"
 done
 s=$(date +%s.%N)
 $hz simulate --generate 1000 --rate 2 --seed 1 --throughputs "$t" --cluster $cluster --policy max_min_fairness \
   >/dev/null
-python3 -c "print(f'1,000 jobs simulated (max_min_fairness, rate 2/h): {$(date +%s.%N) - $s:.2f} s')"
+"$py" -c "print(f'1,000 jobs simulated (max_min_fairness, rate 2/h): {$(date +%s.%N) - $s:.2f} s')"
 echo
 echo "4. Gavel's max_min_fairness trace (96 jobs) on v100=4,p100=4,k80=4, on demand against spot (gcp-vm prices,"
 echo "   spot workers up 4 h / away 30 min on average, 1 min per restart), mean of $seeds draws"
@@ -71,7 +72,7 @@ spot_run() {  # cluster policy [seed] -> "jct_hours cost reclaimed"
   [ $# -ge 3 ] && extra=(--spot-uptime 4h --spot-downtime 30min --seed "$3")
   $hz simulate --trace "$gavel/max_min_fairness.trace" --throughputs "$t" --cluster "$1" --policy "$2" \
     --prices gcp-vm --preemption-cost 1min "${extra[@]}" --json |
-    python3 -c 'import json,sys; d = json.load(sys.stdin); print(d["average_jct_seconds"] / 3600, d["makespan_seconds"] / 3600, d["cost_usd"], d["reclaimed"])'
+    "$py" -c 'import json,sys; d = json.load(sys.stdin); print(d["average_jct_seconds"] / 3600, d["makespan_seconds"] / 3600, d["cost_usd"], d["reclaimed"])'
 }
 printf '%-18s %-10s %10s %10s %10s %10s\n' policy workers "avg JCT" makespan cost reclaimed
 for p in max_min_fairness min_cost; do
@@ -79,10 +80,10 @@ for p in max_min_fairness min_cost; do
   sj=0; sm=0; sc=0; sr=0
   for seed in $(seq 1 "$seeds"); do
     read -r j m c n <<<"$(spot_run v100:spot=4,p100:spot=4,k80:spot=4 $p "$seed")"
-    sj=$(python3 -c "print($sj + $j)"); sm=$(python3 -c "print($sm + $m)"); sc=$(python3 -c "print($sc + $c)")
-    sr=$(python3 -c "print($sr + $n)")
+    sj=$("$py" -c "print($sj + $j)"); sm=$("$py" -c "print($sm + $m)"); sc=$("$py" -c "print($sc + $c)")
+    sr=$("$py" -c "print($sr + $n)")
   done
-  python3 -c "
+  "$py" -c "
 oj, om, oc = $oj, $om, $oc
 sj, sm, sc, sr = $sj / $seeds, $sm / $seeds, $sc / $seeds, $sr / $seeds
 print(f'{\"$p\":<18} {\"on demand\":<10} {oj:8.2f} h {om:8.2f} h \${oc:8.2f} {0:10}')
@@ -95,9 +96,9 @@ printf '%10s %10s %10s %10s %12s %12s\n' "jobs/hour" "agnostic" "aware" "aware+S
 for rate in 1 2 3; do
   a=0; b=0; c=0
   for seed in $(seq 1 "$seeds"); do
-    a=$(python3 -c "print($a + $(jct $rate $seed max_min_fairness_agnostic))")
-    b=$(python3 -c "print($b + $(jct $rate $seed max_min_fairness))")
-    c=$(python3 -c "print($c + $(jct $rate $seed 'max_min_fairness --space-sharing'))")
+    a=$("$py" -c "print($a + $(jct $rate $seed max_min_fairness_agnostic))")
+    b=$("$py" -c "print($b + $(jct $rate $seed max_min_fairness))")
+    c=$("$py" -c "print($c + $(jct $rate $seed 'max_min_fairness --space-sharing'))")
   done
-  python3 -c "a, b, c = $a / $seeds, $b / $seeds, $c / $seeds; print(f'{$rate:>10} {a:10.2f} {b:10.2f} {c:10.2f} {b / c:11.2f}x {a / c:11.2f}x')"
+  "$py" -c "a, b, c = $a / $seeds, $b / $seeds, $c / $seeds; print(f'{$rate:>10} {a:10.2f} {b:10.2f} {c:10.2f} {b / c:11.2f}x {a / c:11.2f}x')"
 done

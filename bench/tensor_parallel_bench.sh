@@ -19,6 +19,7 @@
 #   bench/tensor_parallel_bench.sh [STEPS=12] [LAYERS=8]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 hz=$PWD/build/hydrozoa
 steps=${1:-12}
 layers=${2:-8}
@@ -44,7 +45,7 @@ run() {  # p t d [sg]
   (cd "$work" && $hz train job.yaml --stages "$p" --tensor-parallel "$t" --data-parallel "$d" --microbatches 4 \
     --workers $((p * t * d)) --max-steps "$steps" --no-progress --out "$name" ${sg:+--scatter-gather} \
     > "$name.log" 2>&1) || { cat "$work/$name.log" >&2; exit 1; }
-  python3 - "$work/$name" "$p" "$t" "$d" "$layers" "${sg:+1}" <<'PY'
+  "$py" - "$work/$name" "$p" "$t" "$d" "$layers" "${sg:+1}" <<'PY'
 import json, re, sys
 run, p, t, d, layers = sys.argv[1], *map(int, sys.argv[2:6])
 sg = sys.argv[6] == "1"

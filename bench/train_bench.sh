@@ -33,6 +33,7 @@
 #   bench/train_bench.sh [rounds=5] [steps=300]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py="$PWD/.venv/bin/python"  # the venv's (scripts/setup): one torch for ours and the baselines
 rounds="${1:-5}"
 steps="${2:-300}"
 warmup=20
@@ -53,7 +54,7 @@ sed 's/global_batch: 128/global_batch: 64/' "$work/job.yaml" > "$work/half.yaml"
 # Samples per second of a hydrozoa run after `warmup` steps (from metrics.jsonl).
 hydrozoa_rate() {
   local run="$1" batch="${2:-128}"
-  /usr/bin/python3 - "$run" "$warmup" "$batch" <<'PY'
+  "$py" - "$run" "$warmup" "$batch" <<'PY'
 import json, sys
 run, warmup, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 steps = [json.loads(l) for l in open(run + "/metrics.jsonl") if '"loss"' in l]
@@ -62,7 +63,7 @@ print((len(steps) - warmup) * batch / (b["t"] - a["t"]))
 PY
 }
 
-rate_of() { /usr/bin/python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["samples_per_s"])'; }
+rate_of() { "$py" -c 'import json,sys; print(json.loads(sys.stdin.read())["samples_per_s"])'; }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
@@ -73,10 +74,10 @@ run_one() {
       --no-progress --launcher local --out "$work/one$1" > /dev/null 2>&1
   one+=("$(hydrozoa_rate "$work/one$1")")
 }
-run_ddp() { ddp+=("$(/usr/bin/python3 bench/ddp_baseline.py --procs 2 --steps "$steps" --warmup "$warmup" | rate_of)"); }
+run_ddp() { ddp+=("$("$py" bench/ddp_baseline.py --procs 2 --steps "$steps" --warmup "$warmup" | rate_of)"); }
 run_fair() {
   fair+=("$(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 \
-      /usr/bin/python3 bench/ddp_baseline.py --procs 2 --steps "$steps" --warmup "$warmup" --pin | rate_of)")
+      "$py" bench/ddp_baseline.py --procs 2 --steps "$steps" --warmup "$warmup" --pin | rate_of)")
 }
 run_two() {
   $hz train "$work/job.yaml" --data-parallel 2 --stages 1 --microbatches 1 --max-steps $((steps + warmup)) \
@@ -90,7 +91,7 @@ run_gloo() {
       --max-steps $((steps + warmup)) --no-progress --launcher local --out "$work/gloo$1" > /dev/null 2>&1
   gloo+=("$(hydrozoa_rate "$work/gloo$1")")
 }
-sum2() { /usr/bin/python3 -c "print($1 + $2)"; }
+sum2() { "$py" -c "print($1 + $2)"; }
 run_loops() {
   taskset -c 0 build/bench/plain_loop --batch 64 --steps "$steps" --warmup "$warmup" > "$work/loop0" &
   taskset -c 1 build/bench/plain_loop --batch 64 --steps "$steps" --warmup "$warmup" > "$work/loop1"
@@ -125,7 +126,7 @@ t=$(median "${two[@]}"); g=$(median "${gloo[@]}"); l=$(median "${loops[@]}"); h=
 printf '\nFashion-MNIST CNN, global batch 128, one compute thread per process, %s rounds of %s steps (medians)\n\n' "$rounds" "$steps"
 printf '  %-58s %10s\n' "" "samples/s"
 printf '  %-58s %10.0f\n' "plain libtorch loop (1 process)" "$p"
-ratio() { /usr/bin/python3 -c "print($1 / $2)"; }
+ratio() { "$py" -c "print($1 / $2)"; }
 printf '  %-58s %10.0f   %.3fx the loop (target >= 0.95)\n' "hydrozoa 1x1 (1 worker)" "$o" "$(ratio "$o" "$p")"
 printf '  %-58s %10.0f\n' "PyTorch DDP, gloo (2 processes), as it comes" "$d"
 printf '  %-58s %10.0f\n' "PyTorch DDP, hydrozoa's allocator thresholds, ranks pinned" "$f"

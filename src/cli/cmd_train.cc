@@ -27,7 +27,7 @@ struct TrainArgs {
   std::string partition, account, slurm_args, coordinator_host, schedule, chunks, events, stragglers;
   bool no_progress = false, replan = false, refresh_profile = false, recompute = false, scatter_gather = false;
   bool flexrr = false;
-  std::string tiers, spot_trace;
+  std::string tiers, spot_trace, precision;
   bool bidbrain = false, checkpoint_restart = false;
 };
 
@@ -53,6 +53,14 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
   HZ_RETURN_IF_ERROR(overrideCount(a.microbatch_size, "--microbatch-size", kSamplesRange, &s->microbatch_size));
   HZ_RETURN_IF_ERROR(overrideCount(a.chunks, "--chunks", kChunksRange, &s->chunks));
   if (a.recompute) s->recompute = true;
+  if (!a.precision.empty()) {
+    if (a.precision == "fp16") {
+      return invalidArgument("--precision fp16 needs dynamic loss scaling, which is not built yet (docs/gpu.md); use "
+                             "--precision bf16");
+    }
+    if (a.precision != "fp32" && a.precision != "bf16") return invalidArgument("--precision " + a.precision + ": use fp32 or bf16");
+    s->precision = a.precision;
+  }
   if (a.scatter_gather) s->scatter_gather = true;
   if (a.flexrr) s->flexrr.enabled = true;
   if (!a.stragglers.empty()) {
@@ -241,6 +249,8 @@ void addTrainCommand(CLI::App& app, Status* status) {
   cmd->add_flag("--recompute", a->recompute,
                 "Recompute activations in the backward pass: each stage keeps only its microbatches' inputs "
                 "(less memory, a forward pass more per microbatch)");
+  cmd->add_option("--precision", a->precision,
+                  "fp32 (default) or bf16: the passes in that type, the weights in fp32 (docs/gpu.md)");
   cmd->add_option("--max-steps", a->max_steps,
                   "Stop this run after this many steps in all, with a checkpoint (--resume goes on to the job's end)");
   cmd->add_option("--epochs", a->epochs, "Epochs to train");

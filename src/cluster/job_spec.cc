@@ -116,6 +116,7 @@ void readTraining(ObjectReader& top, JobSpec* s) {
   if (r.has("eval")) s->eval = r.boolean("eval");
   s->threads = static_cast<int>(r.optCount("threads", kThreadsRange).value_or(s->threads));
   s->device = r.optString("device").value_or(s->device);
+  s->precision = r.optString("precision").value_or(s->precision);
   r.rejectUnknownKeys();
   top.adopt(r.status());
 }
@@ -418,6 +419,12 @@ Status validateJobSpec(const JobSpec& s, const std::string& origin) {
   if (s.device != "auto" && s.device != "cpu" && s.device != "cuda") {
     return bad("training.device", fmt::format("\"{}\" must be auto, cpu or cuda", s.device));
   }
+  if (s.precision == "fp16") {
+    return bad("training.precision", "fp16 needs dynamic loss scaling, which is not built yet (docs/gpu.md); use bf16");
+  }
+  if (s.precision != "fp32" && s.precision != "bf16") {
+    return bad("training.precision", fmt::format("\"{}\" must be fp32 or bf16", s.precision));
+  }
   if (s.launcher != "auto" && s.launcher != "local" && s.launcher != "container" && s.launcher != "function" &&
       s.launcher != "slurm") {
     return bad("cluster.launcher",
@@ -569,7 +576,8 @@ Json jobSpecToJson(const JobSpec& s) {
                    {"seed", s.seed},
                    {"eval", s.eval},
                    {"threads", s.threads},
-                   {"device", s.device}};
+                   {"device", s.device},
+                   {"precision", s.precision}};
   if (s.max_steps) training["max_steps"] = *s.max_steps;
   Json cluster = {{"workers", s.workers},
                   {"launcher", s.launcher},

@@ -86,6 +86,10 @@ struct JobSpec {
   bool eval = true;
   int threads = 1;              // compute threads per worker
   std::string device = "auto";  // auto | cpu | cuda
+  // fp32 | bf16: the passes under autocast to that type, weights, gradients
+  // and optimizer state in fp32 (NOTE [Mixed precision],
+  // runtime/precision.h). fp16 is refused until loss scaling is built.
+  std::string precision = "fp32";
   // cluster
   int workers = 1;
   std::string launcher = "auto";  // auto (container as root, else local) | local | container | function | slurm

@@ -10,7 +10,7 @@
 
 namespace hydrozoa::model {
 
-TensorGroup::TensorGroup(int rank, int size, c10::intrusive_ptr<c10d::ProcessGroup> group)
+TensorGroup::TensorGroup(int rank, int size, c10::intrusive_ptr<c10d::Backend> group)
     : rank_(rank), size_(size), group_(std::move(group)) {
   HZ_CHECK(size >= 1 && rank >= 0 && rank < size);
 }

@@ -36,7 +36,7 @@
 // thread per rank, in the same order on every rank (the same graph).
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/torch.h>
 
 #include <atomic>
@@ -53,8 +53,8 @@ class TensorGroup {
  public:
   // `group`: a process group over the t ranks; null until attach() (the
   // layers are built before the workers connect), and always when size is 1.
-  TensorGroup(int rank, int size, c10::intrusive_ptr<c10d::ProcessGroup> group = {});
-  void attach(c10::intrusive_ptr<c10d::ProcessGroup> group) { group_ = std::move(group); }
+  TensorGroup(int rank, int size, c10::intrusive_ptr<c10d::Backend> group = {});
+  void attach(c10::intrusive_ptr<c10d::Backend> group) { group_ = std::move(group); }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -70,7 +70,7 @@ class TensorGroup {
 
  private:
   int rank_, size_;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10::intrusive_ptr<c10d::Backend> group_;
   std::atomic<std::int64_t> reduced_{0};
 };
 

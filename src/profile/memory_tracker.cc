@@ -45,7 +45,7 @@ class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     const auto bytes = tHost ? 0 : static_cast<std::int64_t>(n);
     const std::int64_t now = gCurrent.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     const std::int64_t limit = gLimit.load(std::memory_order_relaxed);
@@ -67,6 +67,7 @@ class CountingAllocator final : public c10::Allocator {
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { base_->copy_data(dest, src, count); }
 
  private:
   c10::Allocator* base_;

@@ -5,7 +5,9 @@
 namespace hydrozoa::runtime {
 namespace {
 
-std::string key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+// libtorch keys an optimizer's per-parameter state by the parameter's
+// TensorImpl (a string of its address before 2.0).
+void* key(const torch::Tensor& p) { return p.unsafeGetTensorImpl(); }
 
 const torch::Tensor* find(const ParamState& s, const std::string& name) {
   for (const auto& [n, t] : s) {
@@ -61,6 +63,10 @@ ParamState optimizerStateOf(torch::optim::Optimizer& optimizer, const torch::Ten
     out.emplace_back("exp_avg_sq", adam->exp_avg_sq());
   }
   return out;
+}
+
+void clearOptimizerStateOf(torch::optim::Optimizer& optimizer, const torch::Tensor& param) {
+  optimizer.state().erase(key(param));
 }
 
 void setOptimizerStateOf(torch::optim::Optimizer& optimizer, const torch::Tensor& param, const ParamState& state) {

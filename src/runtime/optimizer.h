@@ -36,5 +36,7 @@ void setLearningRate(torch::optim::Optimizer& optimizer, double lr);
 using ParamState = std::vector<std::pair<std::string, torch::Tensor>>;
 ParamState optimizerStateOf(torch::optim::Optimizer& optimizer, const torch::Tensor& param);
 void setOptimizerStateOf(torch::optim::Optimizer& optimizer, const torch::Tensor& param, const ParamState& state);
+// Drops `param`'s state (the optimizer starts it afresh at its next step).
+void clearOptimizerStateOf(torch::optim::Optimizer& optimizer, const torch::Tensor& param);
 
 }  // namespace hydrozoa::runtime

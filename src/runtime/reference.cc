@@ -8,6 +8,7 @@
 #include "data/sampler.h"
 #include "runtime/job_data.h"
 #include "runtime/optimizer.h"
+#include "runtime/precision.h"
 #include "runtime/schedule/pipedream.h"
 #include "runtime/stage.h"
 
@@ -16,12 +17,14 @@ namespace hydrozoa::runtime {
 namespace {
 
 // The mean loss of `b` through every layer of `m`, each seeded as the
-// workers seed it (NOTE [Equivalence with one process], stage.h).
-torch::Tensor meanLoss(model::Model& m, const data::Batch& b, std::uint64_t seed, std::int64_t step,
+// workers seed it (NOTE [Equivalence with one process], stage.h), under the
+// job's autocast as theirs (NOTE [Mixed precision], precision.h).
+torch::Tensor meanLoss(model::Model& m, const data::Batch& b, const cluster::JobSpec& job, std::int64_t step,
                        std::int64_t stepMicrobatch, const model::TaskSpec& task) {
+  const Autocast autocast(precisionType(job.precision).value(), c10::DeviceType::CPU);
   torch::Tensor x = b.inputs;
   for (size_t i = 0; i < m.layers.size(); ++i) {
-    torch::manual_seed(layerSeed(seed, step, stepMicrobatch, static_cast<int>(i)));
+    torch::manual_seed(layerSeed(job.seed, step, stepMicrobatch, static_cast<int>(i)));
     x = m.layers[i].module->forward(x);
   }
   return model::taskLoss(task, x, b.labels);
@@ -142,7 +145,7 @@ Result<ReferenceRun> trainRoundRobin(const ReferenceOptions& o, model::Model m, 
       }
       const data::Batch b = train.get(sampler.indices(epoch, step, 0, k));
       const double n = static_cast<double>(b.labels.size(0));
-      const torch::Tensor mean = meanLoss(passes, b, job.seed, g, k, m.task);
+      const torch::Tensor mean = meanLoss(passes, b, job, g, k, m.task);
       (mean * n).backward();
       loss += mean.item<double>() * n / stepSamples;
       for (size_t s = 0; s < P; ++s) {
@@ -188,6 +191,7 @@ Result<ReferenceRun> trainRoundRobin(const ReferenceOptions& o, model::Model m, 
 
 Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
   const cluster::JobSpec& job = o.job;
+  HZ_RETURN_IF_ERROR(precisionType(job.precision).status());  // meanLoss() takes it as valid
   torch::set_num_threads(job.threads);
   HZ_ASSIGN_OR_RETURN(model::Model m, model::buildModel({job.model, job.model_options}, {job.seed, 0, -1}));
   m.train(true);
@@ -260,7 +264,7 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
         for (int r = 0; r < so.replicas; ++r) {
           if (j >= sampler.microbatches(step, r)) continue;
           const data::Batch b = train->get(sampler.indices(epoch, step, r, j));
-          const torch::Tensor mean = meanLoss(passes, b, job.seed, g, r * M + j, m.task);
+          const torch::Tensor mean = meanLoss(passes, b, job, g, r * M + j, m.task);
           const double n = static_cast<double>(b.labels.size(0));
           (mean * (n / samples)).backward();
           loss += mean.item<double>() * n / stepSamples;
@@ -318,7 +322,7 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
     for (int r = 0; r < so.replicas; ++r) {
       for (int mb = 0; mb < sampler.microbatches(step, r); ++mb) {
         const data::Batch b = train->get(sampler.indices(epoch, step, r, mb));
-        const torch::Tensor mean = meanLoss(work, b, job.seed, g, r * M + mb, m.task);
+        const torch::Tensor mean = meanLoss(work, b, job, g, r * M + mb, m.task);
         const double weight = static_cast<double>(b.labels.size(0)) / stepSamples;
         (mean * weight).backward();
         loss += mean.item<double>() * weight;

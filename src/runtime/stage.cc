@@ -47,6 +47,7 @@ torch::Tensor StageExecutor::forward(int mb, const torch::Tensor& input, std::in
 torch::Tensor StageExecutor::forwardGraph(const torch::Tensor& input, std::int64_t step, std::int64_t stepMicrobatch,
                                           const torch::Tensor& labels, double weight, double* loss, Cached* cached) {
   Cached& c = *cached;
+  const Autocast autocast(autocast_, autocastDevice_);
   torch::Tensor x = input;
   const int L = static_cast<int>(model_.layers.size());
   for (int i = 0; i < L; ++i) {
@@ -110,6 +111,7 @@ torch::Tensor StageExecutor::backward(int mb, const torch::Tensor& gradOutput,
 
 torch::Tensor StageExecutor::evaluate(const torch::Tensor& input) {
   torch::NoGradGuard guard;
+  const Autocast autocast(autocast_, autocastDevice_);
   model_.train(false);
   torch::Tensor y = model_.forward(input);
   model_.train(true);

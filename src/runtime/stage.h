@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "runtime/precision.h"
 #include "runtime/trace.h"
 
 namespace hydrozoa::runtime {
@@ -53,6 +54,13 @@ class StageExecutor {
   // is the same, with one microbatch's activations held at a time instead of
   // every stashed microbatch's.
   void setRecompute(bool on) { recompute_ = on; }
+
+  // NOTE [Mixed precision] (runtime/precision.h): the passes under autocast
+  // to `type` on `device` (nullopt: fp32).
+  void setPrecision(std::optional<at::ScalarType> type, c10::DeviceType device) {
+    autocast_ = type;
+    autocastDevice_ = device;
+  }
 
   // Forward of microbatch `mb`. A non-last stage returns its output (to send
   // on). The last stage computes the loss against `labels`, weighted by
@@ -94,6 +102,8 @@ class StageExecutor {
   TraceRecorder& trace_;
   std::map<int, Cached> cache_;
   bool recompute_ = false;
+  std::optional<at::ScalarType> autocast_;
+  c10::DeviceType autocastDevice_ = c10::DeviceType::CPU;
 };
 
 }  // namespace hydrozoa::runtime

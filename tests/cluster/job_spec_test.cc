@@ -43,6 +43,7 @@ training:
   lr_schedule: {name: step, step_epochs: 1, gamma: 0.5, warmup_steps: 3}
   seed: 42
   threads: 2
+  precision: bf16
 cluster: {workers: 4, bandwidth: 1Gbit/s, memory: 2GB, heartbeat_interval: 500ms, heartbeat_timeout: 5s}
 plan: {data_parallel: 2, stages: 2, microbatches: 4, objective: samples-per-dollar, schedule: 1f1b, chunks: 3,
        recompute: true, scatter_gather: true}
@@ -57,6 +58,7 @@ output: {dir: runs/full, checkpoint_every_epochs: 2, trace_steps: 5}
   EXPECT_EQ(s->chunks, 3);
   EXPECT_EQ(s->recompute, true);
   EXPECT_EQ(s->scatter_gather, true);
+  EXPECT_EQ(s->precision, "bf16");
   auto back = parseJobSpec(parseYaml(toYaml(jobSpecToJson(*s)), "resolved.yaml").value(), "resolved.yaml");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(jobSpecToJson(*back), jobSpecToJson(*s));
@@ -82,6 +84,8 @@ TEST(JobSpec, BadValuesNameTheField) {
            {"model: cnn\ntraining: {global_batch: -8}\n", "global_batch: -8 is out of range"},
            {"model: cnn\ntraining: {optimizer: lion}\n", "unknown optimizer \"lion\""},
            {"model: cnn\ntraining: {device: tpu}\n", "training.device"},
+           {"model: cnn\ntraining: {precision: fp8}\n", "training.precision: \"fp8\" must be fp32 or bf16"},
+           {"model: cnn\ntraining: {precision: fp16}\n", "fp16 needs dynamic loss scaling"},
            {"model: cnn\ncluster: {launcher: k8s}\n", "unknown launcher \"k8s\""},
            {"model: cnn\ncluster: {bandwidth: fast}\n", "cluster.bandwidth"},
            {"model: cnn\ncluster: {max_recoveries: -1}\n", "max_recoveries"},

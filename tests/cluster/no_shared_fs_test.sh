@@ -26,6 +26,7 @@ finish() {
 }
 trap finish EXIT
 cd "$root"
+py="$root/.venv/bin/python"  # the venv's (scripts/setup)
 fail() { echo "FAILED: $*"; exit 1; }
 
 # The worker, as the launcher runs it: first its own mount namespace with the
@@ -78,7 +79,7 @@ echo "== the same losses as the reference"
 # Every step once, each loss as the reference's, except the few steps just
 # before the restore point whose reports died with the killed worker: those
 # are estimated and marked partial (docs/recovery.md).
-python3 - "$work/ref/metrics.jsonl" "$run/metrics.jsonl" << 'EOF' || fail "the losses differ from the reference run's"
+"$py" - "$work/ref/metrics.jsonl" "$run/metrics.jsonl" << 'EOF' || fail "the losses differ from the reference run's"
 import json, sys
 def losses(path):
     out = {}

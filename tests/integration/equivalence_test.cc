@@ -34,11 +34,12 @@ struct Plan {
   int replicas, stages, microbatches;
 };
 
-std::string jobYaml(const std::string& model, double lr, const std::string& data = "{dataset: fashion_mnist}") {
+std::string jobYaml(const std::string& model, double lr, const std::string& data = "{dataset: fashion_mnist}",
+                    const std::string& precision = "fp32") {
   return "name: eq\n"
          "model: " + model + "\n"
          "data: " + data + "\n"
-         "training: {epochs: 3, global_batch: 24, seed: 7, eval: false,\n"
+         "training: {epochs: 3, global_batch: 24, seed: 7, eval: false, precision: " + precision + ",\n"
          "           optimizer: {name: sgd, lr: " + std::to_string(lr) + ", momentum: 0.9, weight_decay: 0.0001}}\n"
          "cluster: {workers: 4, bandwidth: 1Gbit/s}\n"
          "output: {checkpoint_every_epochs: 0, trace_steps: 2}\n";
@@ -62,6 +63,9 @@ struct Tolerance {
   std::int64_t pipeline_bytes_per_step = 0;
   // > 0: FlexRR must have moved at least this many microbatches (summary.json).
   std::int64_t min_reassigned = 0;
+  std::string precision = "fp32";  // training.precision, of the run and of the reference
+  // Not empty: what worker i's "pipeline traffic" line must say it sent per step.
+  std::vector<std::int64_t> worker_bytes_per_step;
 };
 
 // The parameters saved in checkpoint `ckpt` equal `ref`'s, layer by layer.
@@ -121,7 +125,7 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
   SCOPED_TRACE(::testing::Message() << model << " " << p.replicas << "x" << p.stages << " M=" << p.microbatches << " "
                                     << (t.schedule.empty() ? "gpipe" : t.schedule));
   ScratchDir dir;
-  std::ofstream(dir / "job.yaml") << jobYaml(model, t.lr, t.data);
+  std::ofstream(dir / "job.yaml") << jobYaml(model, t.lr, t.data, t.precision);
   std::vector<std::string> args = {"train", "job.yaml", "--data-parallel", std::to_string(p.replicas), "--stages",
                                    std::to_string(p.stages), "--microbatches", std::to_string(p.microbatches),
                                    "--max-steps", std::to_string(t.steps), "--no-progress", "--out", "run"};
@@ -173,6 +177,13 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
     }
   }
 
+  for (size_t i = 0; i < t.worker_bytes_per_step.size(); ++i) {
+    std::ifstream log(dir.path() / "run" / "workers" / fmt::format("worker-{}.log", i));
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find(fmt::format("steps, {} per step", t.worker_bytes_per_step[i])), std::string::npos)
+        << "worker " << i << ": " << text;
+  }
+
   if (t.min_reassigned > 0) {
     auto summary = readJsonFile(std::filesystem::path(dir / "run") / "summary.json");
     ASSERT_TRUE(summary.ok());
@@ -199,6 +210,20 @@ TEST(Equivalence, OneWorker) { expectEquivalent(kMlp, {1, 1, 4}); }
 TEST(Equivalence, PipelineOfThree) { expectEquivalent(kMlp, {1, 3, 4}); }
 TEST(Equivalence, ThreeDataParallelReplicas) { expectEquivalent(kMlp, {3, 1, 2}); }
 TEST(Equivalence, HybridTwoByTwo) { expectEquivalent(kMlp, {2, 2, 3}); }
+
+// NOTE [Mixed precision]: bf16 passes, fp32 weights, against one process
+// in bf16. The boundaries cross in 16 bits: the 1x3 MLP's 24 x 32
+// activations and their gradients, 2 bytes an element.
+TEST(Equivalence, Bf16PipelineAndHybridMatchOneProcessInBf16) {
+  Tolerance t;
+  t.precision = "bf16";
+  t.loss = 1e-2;
+  t.params = 1e-2;
+  t.worker_bytes_per_step = {24 * 32 * 2, 2 * 24 * 32 * 2, 24 * 32 * 2};
+  expectEquivalent(kMlp, {1, 3, 4}, t);
+  t.worker_bytes_per_step.clear();
+  expectEquivalent(kMlp, {2, 2, 3}, t);
+}
 
 // Plain processes on one machine: the replicas sum through shared memory
 // (NOTE [Shared-memory allreduce]), every element once, by one replica.

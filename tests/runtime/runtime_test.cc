@@ -312,5 +312,50 @@ TEST(Regroup, TheMessageIsCheckedAgainstTheRoleThatStays) {
   EXPECT_NE(g.status().message().find("one-stage"), std::string::npos) << g.status().message();
 }
 
+// NOTE [A worker's GPU]: Slurm's node-local id first, then LOCAL_RANK, else
+// the rank (one machine); garbage in either is refused by name.
+TEST(LocalRank, SlurmsThenLocalRankThenTheRank) {
+  Role role;
+  role.rank = 5;
+  static const char* slurm = nullptr;
+  static const char* local = nullptr;
+  auto env = [](const char* name) -> const char* {
+    return std::string(name) == "SLURM_LOCALID" ? slurm : std::string(name) == "LOCAL_RANK" ? local : nullptr;
+  };
+  EXPECT_EQ(localRank(role, env).value(), 5);
+  local = "2";
+  EXPECT_EQ(localRank(role, env).value(), 2);
+  slurm = "0";
+  EXPECT_EQ(localRank(role, env).value(), 0);
+  slurm = "";
+  EXPECT_EQ(localRank(role, env).value(), 2);
+  for (const char* bad : {"-1", "x", "3x", "99999999999"}) {
+    local = bad;
+    auto r = localRank(role, env);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("LOCAL_RANK"), std::string::npos) << r.status().message();
+  }
+}
+
+// NOTE [Workers sharing a GPU]: LOCAL_WORLD_SIZE, else 1 in a Slurm step,
+// else the whole job on one machine.
+TEST(LocalRank, WorkersOnTheMachine) {
+  Role role;
+  role.world = 6;
+  static const char* slurm = nullptr;
+  static const char* size = nullptr;
+  auto env = [](const char* name) -> const char* {
+    return std::string(name) == "SLURM_LOCALID" ? slurm : std::string(name) == "LOCAL_WORLD_SIZE" ? size : nullptr;
+  };
+  EXPECT_EQ(localWorkers(role, env).value(), 6);
+  slurm = "3";
+  EXPECT_EQ(localWorkers(role, env).value(), 1);
+  size = "4";
+  EXPECT_EQ(localWorkers(role, env).value(), 4);
+  size = "0";
+  ASSERT_FALSE(localWorkers(role, env).ok());
+  EXPECT_NE(localWorkers(role, env).status().message().find("LOCAL_WORLD_SIZE=0"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hydrozoa::runtime

@@ -8,6 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
+
 #include "runtime/comm/control_store.h"
 #include "runtime/comm/shared_memory.h"
 #include "runtime/comm/transport.h"
@@ -15,13 +17,34 @@
 namespace hydrozoa::runtime {
 namespace {
 
+// A receive into host memory for a tensor on a GPU (NOTE [Workers sharing a
+// GPU], runtime/worker/role.h): Gloo's receive lands in `host`; wait()
+// copies it to the GPU's tensor before it returns, so the tensor is ready
+// as a CPU tensor would be.
+class StagedReceive final : public c10d::Work {
+ public:
+  StagedReceive(c10::intrusive_ptr<c10d::Work> inner, at::Tensor host, at::Tensor device)
+      : c10d::Work(-1, c10d::OpType::RECV), inner_(std::move(inner)), host_(std::move(host)), device_(std::move(device)) {}
+  bool wait(std::chrono::milliseconds timeout) override {
+    const bool done = inner_->wait(timeout);
+    if (done) device_.copy_(host_);
+    return done;
+  }
+  bool isCompleted() override { return inner_->isCompleted(); }
+  void abort() override { inner_->abort(); }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> inner_;
+  at::Tensor host_, device_;
+};
+
 // The data plane on c10d process groups: one group over the whole job for
 // point-to-point traffic, one per stage over its replicas for allreduce
 // (what torch.distributed.new_group builds: the same store under a prefix).
 class C10dTransport final : public Transport {
  public:
-  C10dTransport(const TransportOptions& o, c10::intrusive_ptr<c10d::ProcessGroup> world,
-                c10::intrusive_ptr<c10d::ProcessGroup> stage, c10::intrusive_ptr<c10d::ProcessGroup> tensor,
+  C10dTransport(const TransportOptions& o, c10::intrusive_ptr<c10d::Backend> world,
+                c10::intrusive_ptr<c10d::Backend> stage, c10::intrusive_ptr<c10d::Backend> tensor,
                 std::unique_ptr<SharedMemoryGroup> shared)
       : o_(o),
         world_(std::move(world)),
@@ -34,12 +57,19 @@ class C10dTransport final : public Transport {
   int stageReplicas() const override { return o_.replicas; }
 
   c10::intrusive_ptr<c10d::Work> send(torch::Tensor& tensor, int peer, int tag) override {
-    std::vector<at::Tensor> v = {tensor};
+    // Gloo reads host memory only: a GPU's tensor goes through a host copy
+    // (which the send holds until it is done).
+    std::vector<at::Tensor> v = {staged(tensor) ? tensor.to(torch::kCPU) : tensor};
     return world_->send(v, peer, tag);
   }
   c10::intrusive_ptr<c10d::Work> recv(torch::Tensor& tensor, int peer, int tag) override {
-    std::vector<at::Tensor> v = {tensor};
-    return world_->recv(v, peer, tag);
+    if (!staged(tensor)) {
+      std::vector<at::Tensor> v = {tensor};
+      return world_->recv(v, peer, tag);
+    }
+    at::Tensor host = torch::empty_like(tensor, torch::TensorOptions().device(torch::kCPU).pinned_memory(true));
+    std::vector<at::Tensor> v = {host};
+    return c10::make_intrusive<StagedReceive>(world_->recv(v, peer, tag), host, tensor);
   }
   c10::intrusive_ptr<c10d::Work> allreduceStage(torch::Tensor& tensor) override {
     if (shared_) return shared_->allreduce(tensor);
@@ -51,7 +81,7 @@ class C10dTransport final : public Transport {
     if (shared_) return shared_->allreduce(parts);
     return {};
   }
-  c10::intrusive_ptr<c10d::ProcessGroup> tensorGroup() const override { return tensor_; }
+  c10::intrusive_ptr<c10d::Backend> tensorGroup() const override { return tensor_; }
   c10::intrusive_ptr<c10d::Work> broadcast(torch::Tensor& tensor, int root) override {
     std::vector<at::Tensor> v = {tensor};
     c10d::BroadcastOptions options;
@@ -61,15 +91,23 @@ class C10dTransport final : public Transport {
   void barrier() override { world_->barrier()->wait(); }
 
  private:
+  bool staged(const torch::Tensor& t) const { return t.is_cuda() && !o_.nccl; }
+
   TransportOptions o_;
-  c10::intrusive_ptr<c10d::ProcessGroup> world_, stage_, tensor_;
+  c10::intrusive_ptr<c10d::Backend> world_, stage_, tensor_;
   std::unique_ptr<SharedMemoryGroup> shared_;
 };
 
-c10::intrusive_ptr<c10d::ProcessGroup> makeGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                                 const TransportOptions& o) {
+c10::intrusive_ptr<c10d::Backend> makeGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                            const TransportOptions& o) {
 #if defined(USE_C10D_NCCL)
-  if (o.cuda) {
+  if (o.nccl) {
+    // NOTE [NCCL's waits]: NCCL runs each operation on a stream of its own;
+    // its Work::wait() only orders the caller's stream after it, unless
+    // waits block. The channels' threads wait and then hand the tensor to
+    // the compute thread, so a wait must mean done (the compute thread's
+    // stream is another thread's).
+    ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = o.timeout;
     return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
@@ -84,8 +122,9 @@ c10::intrusive_ptr<c10d::ProcessGroup> makeGroup(const c10::intrusive_ptr<c10d::
 
 Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& o) {
 #if !defined(USE_C10D_NCCL)
-  if (o.cuda) return invalidArgument("this hydrozoa was built against a libtorch without NCCL; use device: cpu");
+  if (o.nccl) return invalidArgument("this hydrozoa was built against a libtorch without NCCL; use device: cpu");
 #endif
+  if (o.nccl && !o.cuda) return invalidArgument("NCCL moves tensors on GPUs: this worker's are on its CPU");
   const std::string where = !o.store_endpoint.empty() ? "the coordinator's store at " + o.store_endpoint
                                                       : fmt::format("store {}:{}", o.store_host, o.store_port);
   try {
@@ -102,7 +141,7 @@ Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& o) {
     }
     auto store = c10::make_intrusive<c10d::PrefixStore>(o.prefix, tcp);
     auto world = makeGroup(store, o.rank, o.world_size, o);
-    c10::intrusive_ptr<c10d::ProcessGroup> stage;
+    c10::intrusive_ptr<c10d::Backend> stage;
     std::unique_ptr<SharedMemoryGroup> shared;
     if (o.replicas > 1) {
       // NOTE [Ranks of a 3D grid]: one group per stage and slice.
@@ -127,7 +166,7 @@ Result<std::unique_ptr<Transport>> connectTransport(const TransportOptions& o) {
       }
       if (!shared) stage = makeGroup(stageStore, o.replica, o.replicas, o);
     }
-    c10::intrusive_ptr<c10d::ProcessGroup> tensor;
+    c10::intrusive_ptr<c10d::Backend> tensor;
     if (o.tensor_parallel > 1) {
       auto tensorStore = c10::make_intrusive<c10d::PrefixStore>(
           fmt::format("{}/tensor{}.{}", o.prefix, o.replica, o.stage), tcp);

@@ -20,17 +20,32 @@ std::vector<uint8_t> valueOf(const Json& reply) {
 
 }  // namespace
 
-ControlStore::ControlStore(std::string endpoint, std::unique_ptr<wire::ControlClient> client,
-                           std::chrono::milliseconds timeout)
-    : c10d::Store(timeout), endpoint_(std::move(endpoint)), client_(std::move(client)) {}
+ControlStore::ControlStore(std::string endpoint, std::string name, std::string token,
+                           std::unique_ptr<wire::ControlClient> client, std::chrono::milliseconds timeout)
+    : c10d::Store(timeout),
+      endpoint_(std::move(endpoint)),
+      name_(std::move(name)),
+      token_(std::move(token)),
+      client_(std::move(client)) {}
 
 ControlStore::~ControlStore() = default;
 
 Result<c10::intrusive_ptr<ControlStore>> ControlStore::connect(const std::string& endpoint, const std::string& name,
                                                                std::string token, std::chrono::milliseconds timeout) {
-  HZ_ASSIGN_OR_RETURN(std::unique_ptr<wire::ControlClient> client,
-                      wire::ControlClient::connect(endpoint, name, std::move(token)));
-  return c10::make_intrusive<ControlStore>(endpoint, std::move(client), timeout);
+  HZ_ASSIGN_OR_RETURN(std::unique_ptr<wire::ControlClient> client, wire::ControlClient::connect(endpoint, name, token));
+  return c10::make_intrusive<ControlStore>(endpoint, name, std::move(token), std::move(client), timeout);
+}
+
+c10::intrusive_ptr<c10d::Store> ControlStore::clone() {
+  std::string name;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    name = fmt::format("{}.{}", name_, ++clones_);
+  }
+  auto store = connect(endpoint_, name, token_, timeout_);
+  TORCH_CHECK(store.ok(), fmt::format("store: cannot clone the connection to {}: {}", endpoint_,
+                                      store.status().message()));
+  return std::move(store).value();
 }
 
 Json ControlStore::call(Json request, std::chrono::milliseconds timeout) {

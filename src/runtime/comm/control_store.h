@@ -34,8 +34,13 @@ class ControlStore final : public c10d::Store {
   static Result<c10::intrusive_ptr<ControlStore>> connect(const std::string& endpoint, const std::string& name,
                                                           std::string token, std::chrono::milliseconds timeout);
   // Use connect().
-  ControlStore(std::string endpoint, std::unique_ptr<wire::ControlClient> client, std::chrono::milliseconds timeout);
+  ControlStore(std::string endpoint, std::string name, std::string token, std::unique_ptr<wire::ControlClient> client,
+               std::chrono::milliseconds timeout);
   ~ControlStore() override;
+
+  // A store on a connection of its own ("<name>.1", "<name>.2", ...) to the
+  // same keys: what c10d asks of a store it uses from another thread.
+  c10::intrusive_ptr<c10d::Store> clone() override;
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected,
@@ -56,7 +61,8 @@ class ControlStore final : public c10d::Store {
   Json call(Json request, std::chrono::milliseconds timeout);
 
   std::mutex mu_;
-  std::string endpoint_;
+  std::string endpoint_, name_, token_;
+  int clones_ = 0;
   std::unique_ptr<wire::ControlClient> client_;
   std::int64_t next_ = 0;
 };

@@ -3,8 +3,11 @@
 // Point-to-point tensors between neighbouring pipeline stages, and an
 // allreduce over the replicas of the worker's own stage. Operations are
 // asynchronous: each returns a c10d::Work to wait on (wait() rethrows a
-// failure; abort() gives up on a pending receive). One implementation today,
-// C10dTransport (ProcessGroupGloo on CPU, ProcessGroupNCCL on CUDA builds;
+// failure; abort() gives up on a pending receive; once wait() returns, a
+// received tensor is ready for the compute thread, on a GPU too). Two
+// implementations: C10dTransport (ProcessGroupGloo on CPU, ProcessGroupNCCL
+// where each worker has a GPU of its own, Gloo through host memory where
+// workers share one, NOTE [Workers sharing a GPU] in runtime/worker/role.h;
 // the stage allreduce through shared memory when the stage's replicas share
 // a host, runtime/comm/shared_memory.h);
 // storage-based channels for serverless functions come later (FuncPipe, Liu et al. 2022, §4).
@@ -13,7 +16,7 @@
 // stage allreduce from one thread.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/torch.h>
 
@@ -56,7 +59,7 @@ class Transport {
   // The process group over this worker's tensor-parallel group (the t
   // workers holding slices of the same layers, model/tensor_parallel.h);
   // null without tensor parallelism.
-  virtual c10::intrusive_ptr<c10d::ProcessGroup> tensorGroup() const { return {}; }
+  virtual c10::intrusive_ptr<c10d::Backend> tensorGroup() const { return {}; }
 
   // Starts sending `tensor` of world rank `root` into every other worker's
   // `tensor` (of its size and type); nullptr where this transport cannot
@@ -84,7 +87,10 @@ struct TransportOptions {
   // tensor rank; the stage's allreduce is over the replicas holding the same
   // slice, and the tensor group over the t workers of (replica, stage).
   int tensor_rank = 0, tensor_parallel = 1;
-  bool cuda = false;
+  bool cuda = false;  // the tensors live on this worker's GPU
+  // Through NCCL (REQUIRES cuda): every worker of the job has a GPU of its
+  // own. Otherwise Gloo, a GPU's tensors staged through host memory.
+  bool nccl = false;
   // The stage's replicas run on one host (a local launcher's processes):
   // their allreduce goes through a shared-memory segment of this many bytes
   // per replica (the stage's gradients) when they can all open it, and

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <optional>
 #include <tuple>
 
 #include "core/limits.h"
@@ -170,6 +173,52 @@ Result<Regroup> parseRegroup(const Json& m, const Role& role) {
                                        role.global_batch));
   }
   return g;
+}
+
+}  // namespace hydrozoa::runtime
+
+namespace hydrozoa::runtime {
+
+namespace {
+
+using Getenv = const char* (*)(const char*);
+
+const char* processEnv(const char* name) { return std::getenv(name); }
+
+// The variable's value as a count from `least` to 2^20; nullopt where it is
+// unset or empty.
+Result<std::optional<int>> countFromEnv(Getenv getenv, const char* name, long least, const char* meaning) {
+  const char* value = getenv(name);
+  if (value == nullptr || *value == '\0') return std::optional<int>();
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(value, &end, 10);
+  if (errno != 0 || *end != '\0' || n < least || n > (1L << 20)) {
+    return invalidArgument(fmt::format("{}={} is not {} (a whole number from {}); unset it or set it right", name,
+                                       value, meaning, least));
+  }
+  return std::optional<int>(static_cast<int>(n));
+}
+
+}  // namespace
+
+Result<int> localRank(const Role& role, Getenv getenv) {
+  if (getenv == nullptr) getenv = processEnv;
+  for (const char* name : {"SLURM_LOCALID", "LOCAL_RANK"}) {
+    HZ_ASSIGN_OR_RETURN(std::optional<int> n, countFromEnv(getenv, name, 0, "a worker's rank on its machine"));
+    if (n) return *n;
+  }
+  return role.rank;
+}
+
+Result<int> localWorkers(const Role& role, Getenv getenv) {
+  if (getenv == nullptr) getenv = processEnv;
+  HZ_ASSIGN_OR_RETURN(std::optional<int> n,
+                      countFromEnv(getenv, "LOCAL_WORLD_SIZE", 1, "the number of workers on this machine"));
+  if (n) return *n;
+  const char* slurm = getenv("SLURM_LOCALID");
+  if (slurm != nullptr && *slurm != '\0') return 1;
+  return role.world;
 }
 
 }  // namespace hydrozoa::runtime

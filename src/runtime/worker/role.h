@@ -73,6 +73,27 @@ struct Role {
 // The assign message, every field checked (ranges from core/limits.h).
 Result<Role> parseRole(const Json& assign);
 
+// NOTE [A worker's GPU]
+// A worker computes on GPU localRank() % (the GPUs it sees): its rank among
+// the job's workers on its machine. That is SLURM_LOCALID in a Slurm step
+// (each step one task: with its own --gres=gpu:1, CUDA_VISIBLE_DEVICES shows
+// it its GPU as device 0), else LOCAL_RANK where whoever started the worker
+// set it (torchrun's convention, for `hydrozoa worker --join` by hand), else
+// the rank: every other launcher runs a job's workers on one machine.
+// `getenv` is the environment's (a test passes its own); a value that is not
+// a number from 0 to 2^20 is an error naming the variable.
+Result<int> localRank(const Role& role, const char* (*getenv)(const char*) = nullptr);
+
+// NOTE [Workers sharing a GPU]
+// How many of the job's workers run on this worker's machine, and so share
+// its GPUs: LOCAL_WORLD_SIZE where whoever started the worker set it
+// (torchrun's), 1 in a Slurm step (each has its own --gres), else the whole
+// job (one machine). NCCL refuses two ranks of one communicator on one GPU:
+// when a machine's workers outnumber its GPUs, the workers keep their
+// tensors on their (shared) GPU and talk through Gloo, a received tensor
+// landing in host memory first (runtime/comm/c10d_transport.cc).
+Result<int> localWorkers(const Role& role, const char* (*getenv)(const char*) = nullptr);
+
 // A new data-parallel group of the running workers from a step on (the
 // "regroup" message; NOTE [Regrouping at a step boundary],
 // cluster/regroup.cc): this worker keeps its replica index, the group

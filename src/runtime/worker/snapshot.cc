@@ -97,7 +97,7 @@ Status Worker::saveSnapshot(const std::string& dir) {
   std::vector<torch::Tensor> buffers = stageBuffers();
   for (size_t i = 0; i < params.size(); ++i) {
     params[i].copy_(before_.params[i]);
-    optimizer_->state().erase(c10::guts::to_string(params[i].unsafeGetTensorImpl()));
+    clearOptimizerStateOf(*optimizer_, params[i]);
     setOptimizerStateOf(*optimizer_, params[i], before_.optim[i]);
   }
   for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(before_.buffers[i]);

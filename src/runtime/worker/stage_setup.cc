@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include "core/limits.h"
 #include "data/dataset.h"
@@ -23,6 +24,17 @@ namespace {
 
 constexpr int kShapeSlots = 16;  // dtype, rank, dimensions
 
+// A stage boundary's element types as the shape header codes them: fp32,
+// token ids, and the 16-bit activations of mixed precision.
+constexpr torch::ScalarType kBoundaryTypes[] = {torch::kFloat, torch::kLong, torch::kBFloat16, torch::kHalf};
+
+std::int64_t boundaryTypeCode(torch::ScalarType type) {
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(std::size(kBoundaryTypes)); ++i) {
+    if (kBoundaryTypes[i] == type) return i;
+  }
+  return -1;
+}
+
 }  // namespace
 
 Status Worker::build() {
@@ -32,14 +44,18 @@ Status Worker::build() {
   schedule_ = std::move(schedule);
   const PipelineShape shape = pipelineShape();
   HZ_RETURN_IF_ERROR(schedule_->check(shape));
-  // NOTE [Devices]: "auto" takes a GPU when this libtorch has CUDA and the
-  // host has one; workers on one host share its GPUs round-robin by rank.
+  // NOTE [Devices]: "auto" takes a GPU when the host has one; workers on one
+  // host share its GPUs round-robin by their rank there (NOTE [A worker's
+  // GPU], role.h).
   if (job.device == "cuda" || (job.device == "auto" && torch::cuda::is_available())) {
     if (!torch::cuda::is_available()) {
-      return invalidArgument("training.device is cuda but no CUDA device is usable here (Debian's libtorch is CPU-only)");
+      return invalidArgument("training.device is cuda but no CUDA device is usable here (no GPU, or no driver for "
+                             "it); use training.device: auto or cpu");
     }
-    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(role_.rank % torch::cuda::device_count()));
+    HZ_ASSIGN_OR_RETURN(const int local, localRank(role_));
+    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local % torch::cuda::device_count()));
   }
+  HZ_ASSIGN_OR_RETURN(precision_, precisionType(job.precision));
   // Its process group joins it once the transport connects, below.
   if (role_.tensor_parallel > 1) tensor_ = std::make_shared<model::TensorGroup>(role_.tensor_rank, role_.tensor_parallel);
   for (int c = 0; c < numChunks(); ++c) {
@@ -49,6 +65,7 @@ Status Worker::build() {
     if (device_.is_cuda()) m.to(device_);
     chunks_.push_back(std::make_unique<StageExecutor>(std::move(m), shape.lastVirtual(c), job.seed, trace_));
     chunks_.back()->setRecompute(role_.recompute);
+    chunks_.back()->setPrecision(precision_, device_.type());
     inShapes_.emplace_back().device = device_;
     outShapes_.emplace_back().device = device_;
   }
@@ -163,7 +180,15 @@ Status Worker::connect() {
   to.replicas = role_.replicas;
   to.tensor_rank = role_.tensor_rank;
   to.tensor_parallel = role_.tensor_parallel;
-  to.cuda = device_.is_cuda();  // NCCL on GPUs, Gloo on CPUs
+  to.cuda = device_.is_cuda();
+  if (to.cuda) {
+    // NCCL where every worker on this machine has a GPU of its own; Gloo
+    // through host memory where they share (NOTE [Workers sharing a GPU]).
+    HZ_ASSIGN_OR_RETURN(const int local, localWorkers(role_));
+    to.nccl = local <= static_cast<int>(torch::cuda::device_count());
+    spdlog::info("on {} of {} GPU(s), {} workers on this machine: the data plane through {}", device_.str(),
+                 torch::cuda::device_count(), local, to.nccl ? "NCCL" : "Gloo, staged through host memory");
+  }
   if (role_.shared_memory) {
     // A slot holds every bucket of a step, each padded to 64 bytes (NOTE
     // [Shared-memory allreduce]); a worker pinned to a core of its own waits
@@ -352,6 +377,7 @@ Status Worker::buildWeightVersions(int versions) {
       }
       copy.push_back(std::make_unique<StageExecutor>(std::move(m), shape.lastVirtual(c), job.seed, trace_));
       copy.back()->setRecompute(role_.recompute);
+      copy.back()->setPrecision(precision_, device_.type());
     }
   }
   return Status();
@@ -382,14 +408,15 @@ Status Worker::exchangeShapes() {
       // The peer is checked like any input before anything is allocated from it:
       // a known type, a rank that fits the header, every dimension positive, and
       // one microbatch no larger than this machine's memory.
-      if (h[0] != 0 && h[0] != 1) {
+      if (h[0] < 0 || h[0] >= static_cast<std::int64_t>(std::size(kBoundaryTypes))) {
         return internalError(fmt::format("stage {} sent an unknown tensor type {} for its output", from, h[0]));
       }
+      const torch::ScalarType type = kBoundaryTypes[h[0]];
       if (h[1] < 1 || h[1] > kShapeSlots - 2) {
         return internalError(
             fmt::format("stage {} sent a tensor rank of {}; expected 1 to {}", from, h[1], kShapeSlots - 2));
       }
-      const std::int64_t elementBytes = h[0] == 1 ? 8 : 4;
+      const std::int64_t elementBytes = static_cast<std::int64_t>(c10::elementSize(type));
       std::int64_t bytes = saturatingMul(elementBytes, role_.microbatch_size);
       for (std::int64_t i = 0; i < h[1]; ++i) {
         if (h[2 + i] < 1) {
@@ -404,7 +431,7 @@ Status Worker::exchangeShapes() {
                                          "more than this machine's memory",
                                          from, role_.microbatch_size, formatBytes(bytes)));
       }
-      inShape.dtype = h[0] == 1 ? torch::kLong : torch::kFloat;
+      inShape.dtype = type;
       inShape.dims.assign(h + 2, h + 2 + h[1]);
     }
     const torch::Tensor probe =
@@ -414,9 +441,13 @@ Status Worker::exchangeShapes() {
     outShape.dtype = out.scalar_type();
     if (!shape.lastVirtual(c)) {
       if (outShape.dims.size() + 2 > kShapeSlots) return internalError("tensor rank too high to exchange");
+      if (boundaryTypeCode(outShape.dtype) < 0) {
+        return internalError(fmt::format("a stage's output of type {} cannot cross to the next stage",
+                                         c10::toString(outShape.dtype)));
+      }
       torch::Tensor header = torch::zeros({kShapeSlots}, torch::kLong);
       auto* h = header.data_ptr<std::int64_t>();
-      h[0] = outShape.dtype == torch::kLong ? 1 : 0;
+      h[0] = boundaryTypeCode(outShape.dtype);
       h[1] = static_cast<std::int64_t>(outShape.dims.size());
       for (size_t i = 0; i < outShape.dims.size(); ++i) h[2 + i] = outShape.dims[i];
       const int tag = shapeTag(edgeChunk(v, role_.stages));

@@ -241,6 +241,7 @@ class Worker {
   std::unique_ptr<StepExecutor> executor_;
   std::vector<SampleShape> inShapes_, outShapes_;  // per chunk
   torch::Device device_ = torch::kCPU;
+  std::optional<at::ScalarType> precision_;  // NOTE [Mixed precision]: the passes' 16-bit type; nullopt: fp32
   TraceRecorder trace_{true};
   std::atomic<std::int64_t> currentStep_{0};
   std::thread controlThread_;
