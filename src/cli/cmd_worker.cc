@@ -41,6 +41,9 @@ void addWorkerCommand(CLI::App& app, Status* status) {
     // and the coordinator recovered from the wrong loss (seen in CI:
     // "Lost worker 0 ... killed by signal 13" for a SIGKILL of worker 1).
     std::signal(SIGPIPE, SIG_IGN);
+    // NOTE [NCCL's waits] (runtime/comm/c10d_transport.cc): set before any
+    // thread starts, where no getenv() can race it.
+    ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
     const int code = runtime::runWorker(*a);
     if (code != 0) std::exit(code);
   });

@@ -114,14 +114,17 @@ std::map<std::int64_t, std::set<std::int64_t>> samplesByStep(const std::filesyst
 
 // The run with tiers trained as the run without: every step took the same
 // samples, and had the same loss: to the bit until the tier first changed
-// at step `changed`, after it within 1e-5 to step 160 and 1e-4 after (the
-// same microbatches, but the reliable replica alone sums 6 of them where
-// two replicas summed 3 each and then added: float rounding, which the
-// training of random labels amplifies step by step: 7e-8 at most over 160
-// steps, but up to 3e-5 by step 240 in one CI run where the reliable
-// replica trained alone for longer, and past 1e-5 after some 300 steps at
-// 256 hidden units; a microbatch lost or counted twice is 1e-3 at once,
-// and the samples are compared exactly).
+// at step `changed`, within 1e-5 for the 40 steps after, and within 5e-4
+// after those (the same microbatches, but the reliable replica alone sums
+// 6 of them where two replicas summed 3 each and then added: float
+// rounding, which the training of random labels amplifies step by step. On
+// Debian's libtorch 1.13 (OpenBLAS): 7e-8 at most over 160 steps, up to
+// 3e-5 by step 240 in one CI run. On PyTorch 2.11's wheel (MKL),
+// 2026-12-07: 2.4e-5 to 4.8e-5 at steps 125-160 in two tests of one CI run,
+// 1.1e-4 to 1.6e-4 at steps 196-229 in another run, growing with the steps
+// since the change. A microbatch lost or counted twice is 1e-3 at once,
+// which the first 40 steps' bound catches, and the samples of every step
+// are compared exactly below).
 // A step that the taken worker finished but never reported has the other
 // replica's loss alone, marked partial (NOTE [Recovering from a lost
 // worker]): not compared.
@@ -138,7 +141,8 @@ void expectTheSameTraining(const ScratchDir& dir, std::int64_t changed, int epoc
   EXPECT_LE(partial.size(), 1u);
   for (size_t i = 0; i < a.size(); ++i) {
     if (partial.count(i)) continue;
-    const double bound = static_cast<std::int64_t>(i) < changed ? 1e-12 : i < 2 * kStepsPerEpoch ? 1e-5 : 1e-4;
+    const auto step = static_cast<std::int64_t>(i);
+    const double bound = step < changed ? 1e-12 : step < changed + 40 ? 1e-5 : 5e-4;
     EXPECT_NEAR(a[i], b[i], bound * std::fabs(a[i])) << "step " << i + 1 << " (the tier changed at " << changed << ")";
   }
   const auto want = samplesByStep(dir / "whole"), got = samplesByStep(dir / "run");

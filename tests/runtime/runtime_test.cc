@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "profile/memory_tracker.h"
 #include "runtime/checkpoint.h"
@@ -312,26 +313,30 @@ TEST(Regroup, TheMessageIsCheckedAgainstTheRoleThatStays) {
   EXPECT_NE(g.status().message().find("one-stage"), std::string::npos) << g.status().message();
 }
 
+// A fake environment for localRank() and localWorkers(): these variables
+// and no other.
+std::map<std::string, std::string> gEnv;
+const char* fakeEnv(const char* name) {
+  const auto it = gEnv.find(name);
+  return it == gEnv.end() ? nullptr : it->second.c_str();
+}
+
 // NOTE [A worker's GPU]: Slurm's node-local id first, then LOCAL_RANK, else
 // the rank (one machine); garbage in either is refused by name.
 TEST(LocalRank, SlurmsThenLocalRankThenTheRank) {
   Role role;
   role.rank = 5;
-  static const char* slurm = nullptr;
-  static const char* local = nullptr;
-  auto env = [](const char* name) -> const char* {
-    return std::string(name) == "SLURM_LOCALID" ? slurm : std::string(name) == "LOCAL_RANK" ? local : nullptr;
-  };
-  EXPECT_EQ(localRank(role, env).value(), 5);
-  local = "2";
-  EXPECT_EQ(localRank(role, env).value(), 2);
-  slurm = "0";
-  EXPECT_EQ(localRank(role, env).value(), 0);
-  slurm = "";
-  EXPECT_EQ(localRank(role, env).value(), 2);
+  gEnv.clear();
+  EXPECT_EQ(localRank(role, fakeEnv).value(), 5);
+  gEnv["LOCAL_RANK"] = "2";
+  EXPECT_EQ(localRank(role, fakeEnv).value(), 2);
+  gEnv["SLURM_LOCALID"] = "0";
+  EXPECT_EQ(localRank(role, fakeEnv).value(), 0);
+  gEnv["SLURM_LOCALID"] = "";
+  EXPECT_EQ(localRank(role, fakeEnv).value(), 2);
   for (const char* bad : {"-1", "x", "3x", "99999999999"}) {
-    local = bad;
-    auto r = localRank(role, env);
+    gEnv["LOCAL_RANK"] = bad;
+    auto r = localRank(role, fakeEnv);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("LOCAL_RANK"), std::string::npos) << r.status().message();
   }
@@ -342,19 +347,16 @@ TEST(LocalRank, SlurmsThenLocalRankThenTheRank) {
 TEST(LocalRank, WorkersOnTheMachine) {
   Role role;
   role.world = 6;
-  static const char* slurm = nullptr;
-  static const char* size = nullptr;
-  auto env = [](const char* name) -> const char* {
-    return std::string(name) == "SLURM_LOCALID" ? slurm : std::string(name) == "LOCAL_WORLD_SIZE" ? size : nullptr;
-  };
-  EXPECT_EQ(localWorkers(role, env).value(), 6);
-  slurm = "3";
-  EXPECT_EQ(localWorkers(role, env).value(), 1);
-  size = "4";
-  EXPECT_EQ(localWorkers(role, env).value(), 4);
-  size = "0";
-  ASSERT_FALSE(localWorkers(role, env).ok());
-  EXPECT_NE(localWorkers(role, env).status().message().find("LOCAL_WORLD_SIZE=0"), std::string::npos);
+  gEnv.clear();
+  EXPECT_EQ(localWorkers(role, fakeEnv).value(), 6);
+  gEnv["SLURM_LOCALID"] = "3";
+  EXPECT_EQ(localWorkers(role, fakeEnv).value(), 1);
+  gEnv["LOCAL_WORLD_SIZE"] = "4";
+  EXPECT_EQ(localWorkers(role, fakeEnv).value(), 4);
+  gEnv["LOCAL_WORLD_SIZE"] = "0";
+  const auto r = localWorkers(role, fakeEnv);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("LOCAL_WORLD_SIZE=0"), std::string::npos) << r.status().message();
 }
 
 }  // namespace

@@ -8,8 +8,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cstdlib>
-
 #include "runtime/comm/control_store.h"
 #include "runtime/comm/shared_memory.h"
 #include "runtime/comm/transport.h"
@@ -106,8 +104,9 @@ c10::intrusive_ptr<c10d::Backend> makeGroup(const c10::intrusive_ptr<c10d::Store
     // its Work::wait() only orders the caller's stream after it, unless
     // waits block. The channels' threads wait and then hand the tensor to
     // the compute thread, so a wait must mean done (the compute thread's
-    // stream is another thread's).
-    ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+    // stream is another thread's): `hydrozoa worker` sets
+    // TORCH_NCCL_BLOCKING_WAIT=1 at its start (cli/cmd_worker.cc), which
+    // ProcessGroupNCCL reads when it is made.
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = o.timeout;
     return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
