@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <regex>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -22,7 +23,7 @@ namespace {
 
 struct ProfileArgs {
   std::string model, device, output = "profile.json", sizes = "1,2,4,8", optimizer = "sgd_momentum";
-  std::string save_device;
+  std::string save_device, on = "cpu";
   std::vector<std::string> model_options;
   std::string from_run;
   int repeats = 5, warmup = 1, threads = 1, network_workers = 2;
@@ -33,7 +34,7 @@ struct ProfileArgs {
 
 // `--from-run RUN_DIR`: the run's profile corrected by what the run measured.
 Status correctFromRun(const ProfileArgs& a, const CLI::App& cmd) {
-  for (const char* other : {"--model", "--device", "--network", "--microbatch-sizes", "--model-option"}) {
+  for (const char* other : {"--model", "--device", "--network", "--microbatch-sizes", "--model-option", "--on"}) {
     if (cmd.count(other) > 0) {
       return invalidArgument(fmt::format("--from-run takes the run's own model and profile; drop {}", other));
     }
@@ -83,7 +84,16 @@ Status correctFromRun(const ProfileArgs& a, const CLI::App& cmd) {
   return Status();
 }
 
-Status runProfile(const ProfileArgs& a) {
+// `--on`: cpu, cuda or cuda:N (NOTE [Profiles on a GPU], profile/measure.cc).
+Result<c10::Device> measuredOn(const std::string& on) {
+  const std::regex form("cpu|cuda(:[0-9]{1,2})?");
+  if (!std::regex_match(on, form)) {
+    return invalidArgument(fmt::format("--on {}: use cpu, cuda or cuda:N (the GPU's index)", on));
+  }
+  return c10::Device(on);
+}
+
+Status runProfile(const ProfileArgs& a, const CLI::App& cmd) {
   if (a.model.empty()) return invalidArgument("--model is required (a zoo name, see `hydrozoa models`, or a .pt file)");
   if (!a.save_device.empty() && a.device.empty()) {
     return invalidArgument("--save-device writes the device a prediction used; add --device (cpu calibrates this one)");
@@ -91,9 +101,13 @@ Status runProfile(const ProfileArgs& a) {
   HZ_ASSIGN_OR_RETURN(model::Options options, parseModelOptions(a.model_options));
   HZ_ASSIGN_OR_RETURN(std::vector<std::int64_t> sizes, parseSizeList(a.sizes, "--microbatch-sizes"));
   if (a.threads < 1) return invalidArgument("--threads must be at least 1");
+  if (!a.device.empty() && cmd.count("--on") > 0) {
+    return invalidArgument("--on says where to measure and --device what to predict for: give one of them");
+  }
   profile::Profile p;
   if (a.device.empty()) {
     profile::MeasureOptions mo;
+    HZ_ASSIGN_OR_RETURN(mo.on, measuredOn(a.on));
     mo.microbatch_sizes = sizes;
     mo.repeats = a.repeats;
     HZ_ASSIGN_OR_RETURN(mo.min_seconds, parseSeconds(a.min_time, "--min-time"));
@@ -133,9 +147,11 @@ void addProfileCommand(CLI::App& app, Status* status) {
   auto a = std::make_shared<ProfileArgs>();
   CLI::App* cmd = app.add_subcommand("profile", kProfileAbout);
   cmd->footer(
-      "Without --device the model runs here and is measured; with --device it is predicted.\n"
+      "Without --device the model runs here and is measured (--on cuda: on this machine's GPU); with --device it "
+      "is predicted.\n"
       "Examples:\n"
       "  hydrozoa profile --model resnet34 --microbatch-sizes 1,2,4,8 -o p.json\n"
+      "  hydrozoa profile --model gpt --on cuda -o gpt-gpu.json\n"
       "  hydrozoa profile --model cnn --network -o cnn.json\n"
       "  hydrozoa profile --model bert12 --device k80 --microbatch-sizes 1,2,4,8,16 -o bert-k80.json\n"
       "  hydrozoa profile --model resnet50 --device cpu --save-device cpu.yaml -o r50-cpu.json\n"
@@ -156,6 +172,8 @@ void addProfileCommand(CLI::App& app, Status* status) {
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed for weights and inputs")->capture_default_str();
   cmd->add_option("--device", a->device, "Predict for k80, v100, a100, h100, cpu (calibrated) or a YAML file");
+  cmd->add_option("--on", a->on, "Measure on cpu, or on a GPU: cuda or cuda:N (CUDA events, its allocator's memory)")
+      ->capture_default_str();
   cmd->add_option("--save-device", a->save_device,
                   "Also write the device spec used (with --device cpu: this CPU's calibration) to this YAML file");
   cmd->add_flag("--network", a->network, "Also measure bandwidth, latency and allreduce between local workers");
@@ -165,7 +183,7 @@ void addProfileCommand(CLI::App& app, Status* status) {
   cmd->add_option("--from-run", a->from_run,
                   "Correct the profile a `hydrozoa train` run planned with by what it measured (a run directory)");
   cmd->add_option("-o,--output", a->output, "Where to write the profile")->capture_default_str();
-  cmd->callback([a, status, cmd] { *status = a->from_run.empty() ? runProfile(*a) : correctFromRun(*a, *cmd); });
+  cmd->callback([a, status, cmd] { *status = a->from_run.empty() ? runProfile(*a, *cmd) : correctFromRun(*a, *cmd); });
 }
 
 void addNetprobeWorkerCommand(CLI::App& app, Status* status) {

@@ -54,11 +54,7 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
   HZ_RETURN_IF_ERROR(overrideCount(a.chunks, "--chunks", kChunksRange, &s->chunks));
   if (a.recompute) s->recompute = true;
   if (!a.precision.empty()) {
-    if (a.precision == "fp16") {
-      return invalidArgument("--precision fp16 needs dynamic loss scaling, which is not built yet (docs/gpu.md); use "
-                             "--precision bf16");
-    }
-    if (a.precision != "fp32" && a.precision != "bf16") return invalidArgument("--precision " + a.precision + ": use fp32 or bf16");
+    if (!cluster::knownPrecision(a.precision)) return invalidArgument("--precision " + a.precision + ": use fp32, bf16 or fp16");
     s->precision = a.precision;
   }
   if (a.scatter_gather) s->scatter_gather = true;
@@ -74,8 +70,13 @@ Status applyOverrides(const TrainArgs& a, cluster::JobSpec* s) {
     s->seed = static_cast<std::uint64_t>(seed);
   }
   if (!a.schedule.empty()) {
-    HZ_RETURN_IF_ERROR(plan::parseSchedule(a.schedule, "--schedule").status());
+    HZ_ASSIGN_OR_RETURN(const plan::ScheduleKind kind, plan::parseSchedule(a.schedule, "--schedule"));
     s->schedule = a.schedule;
+    if (s->precision == "fp16" && plan::asynchronous(kind)) {
+      return invalidArgument(fmt::format("--schedule {} with {}: {}", a.schedule,
+                                         a.precision.empty() ? "training.precision fp16" : "--precision fp16",
+                                         cluster::fp16ScheduleProblem(a.schedule)));
+    }
   }
   if (!a.launcher.empty()) s->launcher = a.launcher;
   if (!a.platform.empty()) s->platform = a.platform;
@@ -250,7 +251,8 @@ void addTrainCommand(CLI::App& app, Status* status) {
                 "Recompute activations in the backward pass: each stage keeps only its microbatches' inputs "
                 "(less memory, a forward pass more per microbatch)");
   cmd->add_option("--precision", a->precision,
-                  "fp32 (default) or bf16: the passes in that type, the weights in fp32 (docs/gpu.md)");
+                  "fp32 (default), bf16 or fp16: the passes in that type, the weights in fp32; fp16 with dynamic loss "
+                  "scaling (docs/gpu.md)");
   cmd->add_option("--max-steps", a->max_steps,
                   "Stop this run after this many steps in all, with a checkpoint (--resume goes on to the job's end)");
   cmd->add_option("--epochs", a->epochs, "Epochs to train");

@@ -238,6 +238,8 @@ void Job::handle(int rank, const Json& m) {
     a.loss += m.value("loss", 0.0);
     a.samples += m.value("samples", 0.0);
     a.reassigned += m.value("reassigned", 0);
+    a.skipped = a.skipped || m.value("skipped", false);
+    a.loss_scale = m.value("loss_scale", a.loss_scale);
     a.iteration = std::max(a.iteration, m.value("iteration_s", 0.0));
     // Per (replica, stage): a tensor group's first slice speaks for it (its
     // slices compute alike).

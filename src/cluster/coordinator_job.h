@@ -80,6 +80,8 @@ struct StepAccount {
   double loss = 0, samples = 0;
   double compute_replica0 = 0;  // summed over replica 0's stages
   int reassigned = 0;           // microbatches computed by another replica than their own (FlexRR)
+  bool skipped = false;         // fp16: no update (an inf or NaN gradient, NOTE [Loss scaling])
+  double loss_scale = 0;        // fp16: the loss scale after the step
   double iteration = 0;         // the slowest worker's
   int epoch = 0;
   // Per stage, summed over its replicas: the passes' compute, and the wait
@@ -285,6 +287,8 @@ class Job {
   // FlexRR: microbatches computed by another replica than their own, and
   // the microbatches of the steps done.
   std::int64_t reassigned_ = 0, microbatchesDone_ = 0;
+  std::int64_t skippedSteps_ = 0;  // fp16: this run's (NOTE [Loss scaling])
+  double lossScale_ = 0;           // fp16: after the last step
   double samples_ = 0, lastLoss_ = 0, rateEma_ = 0;
   std::vector<double> stepSeconds_, bubbles_;
   void checkPrediction(double stepSeconds);

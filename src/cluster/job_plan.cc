@@ -356,6 +356,11 @@ Result<plan::Plan> planJob(const JobSpec& spec, const ModelInfo& model, Bytes da
                                            spec.plan_file, madeFor));
       }
     }
+    if (spec.precision == "fp16" && plan::asynchronous(p.schedule)) {
+      return invalidArgument(fmt::format("{} runs the {} schedule and training.precision is fp16: {}", spec.plan_file,
+                                         plan::scheduleName(p.schedule),
+                                         fp16ScheduleProblem(plan::scheduleName(p.schedule))));
+    }
     if (!p.evenlyReplicated() && p.schedule == plan::ScheduleKind::kPipeDreamVerticalSync) {
       return invalidArgument(fmt::format("{} replicates its stages unevenly; the pipedream-vs schedule (vertical "
                                          "sync) needs every stage replicated alike: use --schedule pipedream",

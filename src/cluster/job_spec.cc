@@ -103,6 +103,16 @@ void readSchedule(ObjectReader& parent, LrScheduleSpec* l) {
   parent.adopt(r.status());
 }
 
+void readLossScale(ObjectReader& parent, JobSpec* s) {
+  const Json* raw = parent.raw("loss_scale");
+  if (!raw) return;
+  ObjectReader r(*raw, parent.child("loss_scale"));
+  if (r.has("initial")) s->loss_scale_initial = r.positive("initial");
+  s->loss_scale_growth_interval = r.optCount("growth_interval", kStepsRange).value_or(s->loss_scale_growth_interval);
+  r.rejectUnknownKeys();
+  parent.adopt(r.status());
+}
+
 void readTraining(ObjectReader& top, JobSpec* s) {
   const Json* raw = top.raw("training");
   if (!raw) return;
@@ -117,6 +127,7 @@ void readTraining(ObjectReader& top, JobSpec* s) {
   s->threads = static_cast<int>(r.optCount("threads", kThreadsRange).value_or(s->threads));
   s->device = r.optString("device").value_or(s->device);
   s->precision = r.optString("precision").value_or(s->precision);
+  readLossScale(r, s);
   r.rejectUnknownKeys();
   top.adopt(r.status());
 }
@@ -396,6 +407,17 @@ Status validateTierPlan(const JobSpec& s, const std::string& origin) {
 
 }  // namespace
 
+bool knownPrecision(const std::string& precision) {
+  return precision == "fp32" || precision == "bf16" || precision == "fp16";
+}
+
+std::string fp16ScheduleProblem(const std::string& schedule) {
+  return fmt::format("fp16 skips a step with an inf or NaN gradient on every worker at once, and the {} schedule "
+                     "updates its stages at different steps: use a synchronous schedule (gpipe, 1f1b, interleaved) "
+                     "or precision bf16",
+                     schedule);
+}
+
 Status validateJobSpec(const JobSpec& s, const std::string& origin) {
   auto bad = [&](const std::string& field, const std::string& what) {
     return invalidArgument(fmt::format("{}: {}: {}", origin, field, what));
@@ -419,11 +441,15 @@ Status validateJobSpec(const JobSpec& s, const std::string& origin) {
   if (s.device != "auto" && s.device != "cpu" && s.device != "cuda") {
     return bad("training.device", fmt::format("\"{}\" must be auto, cpu or cuda", s.device));
   }
-  if (s.precision == "fp16") {
-    return bad("training.precision", "fp16 needs dynamic loss scaling, which is not built yet (docs/gpu.md); use bf16");
+  if (!knownPrecision(s.precision)) {
+    return bad("training.precision", fmt::format("\"{}\" must be fp32, bf16 or fp16", s.precision));
   }
-  if (s.precision != "fp32" && s.precision != "bf16") {
-    return bad("training.precision", fmt::format("\"{}\" must be fp32 or bf16", s.precision));
+  if (s.loss_scale_initial < 1 || s.loss_scale_initial > 0x1p64) {
+    return bad("training.loss_scale.initial", "must be from 1 to 2^64 (fp16's gradients reach 65504; 65536 is usual)");
+  }
+  if (s.precision == "fp16" && s.schedule) {
+    const auto kind = plan::parseSchedule(*s.schedule, "plan.schedule");
+    if (kind.ok() && plan::asynchronous(*kind)) return bad("training.precision", fp16ScheduleProblem(*s.schedule));
   }
   if (s.launcher != "auto" && s.launcher != "local" && s.launcher != "container" && s.launcher != "function" &&
       s.launcher != "slurm") {
@@ -578,6 +604,9 @@ Json jobSpecToJson(const JobSpec& s) {
                    {"threads", s.threads},
                    {"device", s.device},
                    {"precision", s.precision}};
+  if (s.precision == "fp16") {
+    training["loss_scale"] = {{"initial", s.loss_scale_initial}, {"growth_interval", s.loss_scale_growth_interval}};
+  }
   if (s.max_steps) training["max_steps"] = *s.max_steps;
   Json cluster = {{"workers", s.workers},
                   {"launcher", s.launcher},

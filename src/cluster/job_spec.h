@@ -86,10 +86,15 @@ struct JobSpec {
   bool eval = true;
   int threads = 1;              // compute threads per worker
   std::string device = "auto";  // auto | cpu | cuda
-  // fp32 | bf16: the passes under autocast to that type, weights, gradients
-  // and optimizer state in fp32 (NOTE [Mixed precision],
-  // runtime/precision.h). fp16 is refused until loss scaling is built.
+  // fp32 | bf16 | fp16: the passes under autocast to that type, weights,
+  // gradients and optimizer state in fp32 (NOTE [Mixed precision],
+  // runtime/precision.h); fp16 with dynamic loss scaling (NOTE [Loss
+  // scaling], runtime/loss_scale.h): training.loss_scale.initial, the
+  // scale it starts at, and .growth_interval, the clean steps in a row after
+  // which it doubles.
   std::string precision = "fp32";
+  double loss_scale_initial = 65536;
+  std::int64_t loss_scale_growth_interval = 2000;
   // cluster
   int workers = 1;
   std::string launcher = "auto";  // auto (container as root, else local) | local | container | function | slurm
@@ -172,6 +177,12 @@ void applyTiers(JobSpec* spec);
 // working directory, so that the spec works from anywhere (a resumed run,
 // the cluster scheduler's job processes).
 void makePathsAbsolute(JobSpec* spec, bool modelIsFile);
+
+// training.precision's values: fp32, bf16, fp16.
+bool knownPrecision(const std::string& precision);
+// Why fp16 cannot run under asynchronous schedule `schedule`, and the fix
+// (NOTE [Loss scaling], runtime/loss_scale.h).
+std::string fp16ScheduleProblem(const std::string& schedule);
 
 // Checks the values (positive sizes, known names) and that pins agree with
 // the workers; parse functions call it, callers that change a spec do too.

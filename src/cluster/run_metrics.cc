@@ -121,6 +121,15 @@ void Job::onStepComplete(std::int64_t step, const StepAccount& a) {
     microbatchesDone_ += static_cast<std::int64_t>(A_) * gen_.num_microbatches;
     line["reassigned_microbatches"] = a.reassigned;
   }
+  if (spec_.precision == "fp16") {
+    line["loss_scale"] = lossScale_ = a.loss_scale;
+    if (a.skipped) {
+      line["skipped"] = true;
+      ++skippedSteps_;
+      progress_.note(fmt::format("step {} skipped: an inf or NaN gradient in fp16; the loss scale is now {}", step + 1,
+                                 a.loss_scale));
+    }
+  }
   report(std::move(line));
   ProgressState p;
   p.epoch = a.epoch + 1;
@@ -242,6 +251,7 @@ void Job::finish(const std::string& status, const std::string& reason) {
     summary["flexrr"]["microbatches"] = microbatchesDone_;
   }
   if (tierMarket_) summary["tiers"] = tiersSummary();
+  if (spec_.precision == "fp16") summary["loss_scale"] = {{"final", lossScale_}, {"skipped_steps", skippedSteps_}};
   if (!spec_.stragglers.empty()) {
     Json list = Json::array();
     for (const StragglerSpec& x : spec_.stragglers) list.push_back(formatStraggler(x));

@@ -1,5 +1,8 @@
 #include "profile/measure.h"
 
+#include <ATen/DeviceAccelerator.h>
+#include <ATen/cuda/CUDAContextLight.h>
+#include <c10/core/Event.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <sched.h>
@@ -13,6 +16,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <thread>
 
 #include "core/allocator.h"
@@ -112,10 +116,51 @@ Result<Updates> layerOptimizers(model::Model& m, const std::string& optimizer) {
   return updates;
 }
 
+// NOTE [Profiles on a GPU]
+// `hydrozoa profile --on cuda` runs the layers on a GPU. A pass there only
+// enqueues its kernels, so each timed region lies between two CUDA events
+// recorded on the device's current stream, and ends by waiting for the
+// second: its time is the kernels' and the gaps between them while the CPU
+// launches the next, as a worker's compute thread issues them. A layer's
+// kept and transient memory come from the caching allocator's allocated
+// bytes (NOTE [Tensor memory on a GPU], memory_tracker.h). The passes after
+// a cache flush and beside busy cores measure the CPU's caches and cores,
+// so they are not run there.
+class Meter {
+ public:
+  explicit Meter(c10::Device device) : device_(device) {
+    if (device_.is_cuda()) {
+      begin_.emplace(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
+      end_.emplace(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
+    }
+  }
+  void start() {
+    if (begin_) {
+      begin_->record(at::accelerator::getCurrentStream(device_.index()));
+    } else {
+      t0_ = Clock::now();
+    }
+  }
+  double stopMs() {
+    if (!end_) return msSince(t0_);
+    end_->record(at::accelerator::getCurrentStream(device_.index()));
+    end_->synchronize();
+    return begin_->elapsedTime(*end_);
+  }
+  Bytes current() const { return currentOn(device_); }
+  Bytes peak() const { return peakOn(device_); }
+  void resetPeak() { resetPeakOn(device_); }
+
+ private:
+  c10::Device device_;
+  std::optional<c10::Event> begin_, end_;
+  Clock::time_point t0_;
+};
+
 // One forward and backward pass over every layer at one microbatch size;
 // times and memory go into `samples` when `keep`.
-void measurePass(model::Model& m, const torch::Tensor& input, const torch::Tensor& labels, bool keep,
-                 MemoryTracker& tracker, Updates& updates, Snapshots& snapshots, std::vector<LayerSamples>* samples) {
+void measurePass(model::Model& m, const torch::Tensor& input, const torch::Tensor& labels, bool keep, Meter& meter,
+                 Updates& updates, Snapshots& snapshots, std::vector<LayerSamples>* samples) {
   const int L = static_cast<int>(m.layers.size());
   std::vector<torch::Tensor> ins(L), outs(L);
   torch::Tensor loss;
@@ -125,14 +170,14 @@ void measurePass(model::Model& m, const torch::Tensor& input, const torch::Tenso
     // the gradient of their input.
     torch::Tensor in = x.detach();
     if (i > 0 && in.is_floating_point()) in.requires_grad_(true);
-    const std::int64_t mark = tracker.current();
-    tracker.resetPeak();
-    const auto t0 = Clock::now();
+    const std::int64_t mark = meter.current();
+    meter.resetPeak();
+    meter.start();
     torch::Tensor y = m.layers[i].module->forward(in);
     if (i == L - 1) loss = model::taskLoss(m.task, y, labels);
-    const double ms = msSince(t0);
-    const Bytes retained = tracker.current() - mark;
-    const Bytes peak = tracker.peak() - mark;
+    const double ms = meter.stopMs();
+    const Bytes retained = meter.current() - mark;
+    const Bytes peak = meter.peak() - mark;
     LayerSamples& s = (*samples)[i];
     s.output = tensorBytes(y);
     if (keep) {
@@ -147,17 +192,17 @@ void measurePass(model::Model& m, const torch::Tensor& input, const torch::Tenso
   }
   torch::Tensor grad;
   for (int i = L - 1; i >= 0; --i) {
-    const std::int64_t mark = tracker.current();
-    tracker.resetPeak();
-    const auto t0 = Clock::now();
+    const std::int64_t mark = meter.current();
+    meter.resetPeak();
+    meter.start();
     if (i == L - 1) {
       loss.backward();
     } else {
       outs[i].backward(grad);
     }
-    const double ms = msSince(t0);
+    const double ms = meter.stopMs();
     if (keep) {
-      (*samples)[i].workspace = std::max((*samples)[i].workspace, tracker.peak() - mark);
+      (*samples)[i].workspace = std::max((*samples)[i].workspace, meter.peak() - mark);
       (*samples)[i].backward.push_back(ms);
     }
     grad = ins[i].defined() && ins[i].requires_grad() ? ins[i].grad() : torch::Tensor();
@@ -166,21 +211,23 @@ void measurePass(model::Model& m, const torch::Tensor& input, const torch::Tenso
   }
   for (int i = 0; i < L; ++i) {  // NOTE [Timing the update]: in the order the worker's optimizer goes
     if (!updates[i]) continue;
-    const auto t0 = Clock::now();
+    meter.start();
     updates[i]->step();
     updates[i]->zero_grad();  // the worker's "optimizer step" zeroes the gradients too
-    if (keep) (*samples)[i].update.push_back(msSince(t0));
+    const double ms = meter.stopMs();
+    if (keep) (*samples)[i].update.push_back(ms);
   }
   torch::NoGradGuard noGrad;
   for (int i = 0; i < L; ++i) {
     if (!updates[i]) continue;
-    const auto t0 = Clock::now();
+    meter.start();
     for (int k = 0; k < snapshots.copies; ++k) {
       for (const auto& t : m.layers[i].module->parameters()) {
         snapshots.scratch.narrow(0, 0, t.numel()).view_as(t).copy_(t);
       }
     }
-    if (keep) (*samples)[i].snapshot.push_back(msSince(t0));
+    const double ms = meter.stopMs();
+    if (keep) (*samples)[i].snapshot.push_back(ms);
   }
   for (auto& t : m.parameters()) {
     if (t.grad().defined()) t.mutable_grad().zero_();
@@ -431,9 +478,26 @@ std::optional<CorunProfile> measureCorun(const std::function<Result<model::Model
   return c;
 }
 
+// The GPU as the pricing catalogs name accelerators ("NVIDIA H100 80GB
+// HBM3" -> "h100"); its whole name in lower case when it has no such part.
+std::string acceleratorName(const std::string& product) {
+  std::string lower = product;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::smatch m;
+  if (std::regex_search(lower, m, std::regex("\\b([a-z][0-9]{2,3})\\b"))) return m[1];
+  return lower;
+}
+
 // `build` makes the model after the process's own memory is measured.
 Result<Profile> measureBuilt(const std::function<Result<model::Model>()>& build, const MeasureOptions& o) {
   if (o.microbatch_sizes.empty()) return invalidArgument("--microbatch-sizes is empty");
+  const bool gpu = o.on.is_cuda();
+  const c10::Device device = gpu ? c10::Device(c10::kCUDA, o.on.has_index() ? o.on.index() : 0) : o.on;
+  if (gpu && (!torch::cuda::is_available() || device.index() >= torch::cuda::device_count())) {
+    return invalidArgument(fmt::format("--on {}: this machine has {} usable CUDA device(s); profile on the CPU (drop "
+                                       "--on) or on a GPU machine",
+                                       device.str(), torch::cuda::is_available() ? torch::cuda::device_count() : 0));
+  }
   if (o.repeats < 1 || o.warmup < 0) return invalidArgument("--repeats must be at least 1 and --warmup at least 0");
   if (o.min_seconds < 0) return invalidArgument("--min-time must not be negative");
   HZ_ASSIGN_OR_RETURN(double stateFactor, optimizerStateFactor(o.optimizer));
@@ -443,25 +507,37 @@ Result<Profile> measureBuilt(const std::function<Result<model::Model>()>& build,
   if (o.threads > 0) torch::set_num_threads(o.threads);
   configureAllocatorForTraining();  // NOTE [glibc malloc and tensor-sized allocations]
 
-  MemoryTracker& tracker = MemoryTracker::instance();
-  const Bytes runtime = residentBytes();
+  MemoryTracker::instance();  // counts from here
+  Meter meter(device);
+  // NOTE [Profiles on a GPU]: what the device holds before the model (the
+  // CUDA context, other processes) stands for the process's own memory.
+  std::optional<std::pair<size_t, size_t>> gpuMemory;  // free, total
+  if (gpu) gpuMemory = at::accelerator::getMemoryInfo(device.index());
+  const Bytes runtime = gpu ? static_cast<Bytes>(gpuMemory->second - gpuMemory->first) : residentBytes();
   HZ_ASSIGN_OR_RETURN(model::Model m, build());
   m.train(true);
+  if (gpu) m.to(device);
   const int L = static_cast<int>(m.layers.size());
   HZ_ASSIGN_OR_RETURN(Updates updates, layerOptimizers(m, o.optimizer));
   Snapshots snapshots;
   snapshots.copies = 1 + static_cast<int>(std::lround(stateFactor));
   std::int64_t largest = 1;
   for (const auto& t : m.parameters()) largest = std::max(largest, t.numel());
-  snapshots.scratch = torch::empty({largest});
+  snapshots.scratch = torch::empty({largest}, torch::TensorOptions().device(device));
 
   Profile p;
   p.model = m.name;
   p.options = m.options;
   p.source = "measured";
-  p.device = "cpu";
-  p.device_kind = "cpu";
-  p.device_memory = static_cast<Bytes>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  if (gpu) {
+    p.device = acceleratorName(at::cuda::getDeviceProperties(device.index())->name);
+    p.device_kind = "gpu";
+    p.device_memory = static_cast<Bytes>(gpuMemory->second);
+  } else {
+    p.device = "cpu";
+    p.device_kind = "cpu";
+    p.device_memory = static_cast<Bytes>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  }
   p.threads = torch::get_num_threads();
   p.optimizer = o.optimizer;
   for (const auto& layer : m.layers) {
@@ -483,8 +559,8 @@ Result<Profile> measureBuilt(const std::function<Result<model::Model>()>& build,
   };
   std::vector<SizeRun> runs;
   for (std::int64_t mb : sizes) {
-    runs.push_back({mb, model::syntheticInput(m.input, mb, gen), model::syntheticLabels(m.input, m.task, mb, gen),
-                    std::vector<LayerSamples>(L)});
+    runs.push_back({mb, model::syntheticInput(m.input, mb, gen).to(device),
+                    model::syntheticLabels(m.input, m.task, mb, gen).to(device), std::vector<LayerSamples>(L)});
   }
   // One compute thread is what a core-bound worker runs: keep it on one core.
   const std::vector<int> cpus = usableCpus();  // before the pinning narrows them
@@ -510,9 +586,9 @@ Result<Profile> measureBuilt(const std::function<Result<model::Model>()>& build,
     for (size_t r = 0; r < runs.size(); ++r) {
       SizeRun& run = runs[r];
       try {
-        measurePass(m, run.input, run.labels, keep, tracker, updates, snapshots, &run.samples);
-        if (firstPeaks[r] == 0) firstPeaks[r] = peakResidentBytes();
-        if (keep && kept % 2 == 0) measureColdPasses(m, run.input, run.labels, flush, &run.samples);
+        measurePass(m, run.input, run.labels, keep, meter, updates, snapshots, &run.samples);
+        if (firstPeaks[r] == 0) firstPeaks[r] = gpu ? 0 : peakResidentBytes();
+        if (keep && kept % 2 == 0 && !gpu) measureColdPasses(m, run.input, run.labels, flush, &run.samples);
       } catch (const c10::Error& e) {
         const std::string what = e.what_without_backtrace();
         return invalidArgument(fmt::format("{}: running microbatch size {} failed: {}", p.model, run.microbatch,
@@ -550,6 +626,8 @@ Result<Profile> measureBuilt(const std::function<Result<model::Model>()>& build,
   // snapshots' scratch buffer: none of it is a worker's.
   Bytes held = tensorBytes(snapshots.scratch);
   for (const SizeRun& run : runs) held += tensorBytes(run.input) + tensorBytes(run.labels);
+  // (On a GPU the heap is the caching allocator's, which the layers' own
+  // figures count: firstPeaks stay 0.)
   const Bytes smallest = unmodelledPeak(p, p.measurements.front(), firstPeaks.front(), runtime, held);
   p.runtime_bytes = runtime + smallest;
   for (size_t r = 0; r < runs.size(); ++r) {
@@ -558,7 +636,7 @@ Result<Profile> measureBuilt(const std::function<Result<model::Model>()>& build,
   }
   // At the smallest size whose pass takes 5 ms (shorter ones time the
   // framework more than the model), else the largest.
-  if (o.corun && pin) {
+  if (o.corun && pin && !gpu) {
     size_t at = runs.size() - 1;
     for (size_t r = 0; r < runs.size(); ++r) {
       double ms = 0;

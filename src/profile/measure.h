@@ -9,6 +9,8 @@
 // no gradient, as in training.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -32,6 +34,9 @@ struct MeasureOptions {
   bool corun = true;
   std::string optimizer = "sgd_momentum";
   std::uint64_t seed = 0;
+  // Where the layers run: this machine's CPU, or one of its GPUs (NOTE
+  // [Profiles on a GPU], measure.cc).
+  c10::Device on = c10::Device(c10::kCPU);
   std::function<void(const std::string&)> progress;  // one line per step, may be empty
 };
 

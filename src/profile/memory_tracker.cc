@@ -1,5 +1,6 @@
 #include "profile/memory_tracker.h"
 
+#include <ATen/DeviceAccelerator.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 
@@ -95,6 +96,26 @@ std::int64_t MemoryTracker::peak() const { return gPeak.load(std::memory_order_r
 void MemoryTracker::resetPeak() { gPeak.store(gCurrent.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 void MemoryTracker::setLimit(std::int64_t bytes) { gLimit.store(std::max<std::int64_t>(0, bytes)); }
 std::int64_t MemoryTracker::limit() const { return gLimit.load(); }
+
+namespace {
+c10::CachingAllocator::Stat allocatedOn(const c10::Device& device) {
+  const auto stats = at::accelerator::getDeviceStats(device.index());
+  return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+}
+}  // namespace
+
+std::int64_t peakOn(const c10::Device& device) {
+  return device.is_cuda() ? allocatedOn(device).peak : MemoryTracker::instance().peak();
+}
+
+std::int64_t currentOn(const c10::Device& device) {
+  return device.is_cuda() ? allocatedOn(device).current : MemoryTracker::instance().current();
+}
+
+void resetPeakOn(const c10::Device& device) {
+  if (!device.is_cuda()) return MemoryTracker::instance().resetPeak();
+  at::accelerator::resetPeakStats(device.index());
+}
 
 HostAllocations::HostAllocations() : was_(tHost) { tHost = true; }
 HostAllocations::~HostAllocations() { tHost = was_; }

@@ -7,6 +7,8 @@
 // allocator and counted. Thread-safe (atomics).
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 
 namespace hydrozoa::profile {
@@ -26,6 +28,15 @@ class MemoryTracker {
   void setLimit(std::int64_t bytes);
   std::int64_t limit() const;
 };
+
+// NOTE [Tensor memory on a GPU]
+// The peak of tensor memory on `device` since resetPeakOn(device): the
+// tracker's on the CPU; on a GPU, its caching allocator's peak of allocated
+// bytes (what tensors hold, not what the allocator reserved from the
+// driver, which its caching rounds up as glibc's does on the CPU).
+std::int64_t peakOn(const c10::Device& device);
+void resetPeakOn(const c10::Device& device);
+std::int64_t currentOn(const c10::Device& device);  // what tensors hold there now
 
 // While one lives, the calling thread's allocations are host memory: not
 // counted (nor limited), as a worker's dataset is not in its device budget.

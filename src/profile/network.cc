@@ -187,6 +187,7 @@ class ProbeTransport final : public runtime::Transport {
     throw std::logic_error("the network probe's transport has no stage to sum over");
   }
   void barrier() override { pg_.barrier()->wait(); }
+  bool anyWorker(bool /*mine*/) override { throw std::logic_error("the network probe's transport takes no vote"); }
 
  private:
   c10d::ProcessGroupGloo& pg_;

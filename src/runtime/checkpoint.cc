@@ -47,7 +47,12 @@ torch::Tensor mine(const model::Model& stage, const model::LayerModule& module, 
 // One layer's tensors (layer `i` of `stage`) into `archive`; every rank of
 // a tensor group takes part (NOTE [Checkpoints of split layers]).
 void writeLayer(torch::serialize::OutputArchive& archive, const model::Model& stage, size_t i,
-                torch::optim::Optimizer& optimizer, const model::Model* previous) {
+                torch::optim::Optimizer& optimizer, const model::Model* previous, const LossScale* scale) {
+  if (scale) {
+    archive.write("loss_scale", torch::tensor({scale->value(), static_cast<double>(scale->cleanSteps()),
+                                               static_cast<double>(scale->skipped())},
+                                              torch::kDouble));
+  }
   const auto& module = *stage.layers[i].module;
   for (const auto& p : module.named_parameters()) {
     archive.write("param/" + p.key(), whole(stage, module, p.key(), p.value()).detach().cpu());
@@ -65,7 +70,17 @@ void writeLayer(torch::serialize::OutputArchive& archive, const model::Model& st
 
 // Layer `i` of `stage` from `archive` (read from `where`, which errors name).
 Status readLayer(torch::serialize::InputArchive& archive, const std::string& where, model::Model& stage, size_t i,
-                 torch::optim::Optimizer& optimizer, model::Model* previous) {
+                 torch::optim::Optimizer& optimizer, model::Model* previous, LossScale* scale) {
+  torch::Tensor kept;
+  if (scale && archive.try_read("loss_scale", kept)) {
+    auto at = [&](int k) { return kept[k].item<double>(); };
+    if (kept.scalar_type() != torch::kDouble || kept.dim() != 1 || kept.numel() != 3 || !kept.isfinite().all().item<bool>() ||
+        at(0) < 1 || at(0) > 0x1p64 || at(1) < 0 || at(1) > 0x1p53 || at(2) < 0 || at(2) > 0x1p53) {
+      return parseError(fmt::format("{}: its loss_scale is not [scale from 1 to 2^64, clean steps, skipped steps]",
+                                    where));
+    }
+    scale->restore(at(0), static_cast<std::int64_t>(at(1)), static_cast<std::int64_t>(at(2)));
+  }
   auto& module = *stage.layers[i].module;
   for (auto& p : module.named_parameters()) {
     torch::Tensor saved;
@@ -112,7 +127,7 @@ Status readLayer(torch::serialize::InputArchive& archive, const std::string& whe
 }  // namespace
 
 Status saveStage(const std::string& dir, const model::Model& stage, torch::optim::Optimizer& optimizer,
-                 const model::Model* previous) {
+                 const model::Model* previous, const LossScale* scale) {
   // NOTE [Checkpoints of split layers]: only rank 0 of a group writes.
   const bool writes = !stage.tensor || stage.tensor->rank() == 0;
   for (size_t i = 0; i < stage.layers.size(); ++i) {
@@ -121,7 +136,7 @@ Status saveStage(const std::string& dir, const model::Model& stage, torch::optim
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     try {
       torch::serialize::OutputArchive archive;
-      writeLayer(archive, stage, i, optimizer, previous);
+      writeLayer(archive, stage, i, optimizer, previous, scale);
       if (!writes) continue;
       archive.save_to(tmp);
     } catch (const c10::Error& e) {
@@ -137,7 +152,7 @@ Status saveStage(const std::string& dir, const model::Model& stage, torch::optim
 }
 
 Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Optimizer& optimizer,
-                 model::Model* previous) {
+                 model::Model* previous, LossScale* scale) {
   torch::NoGradGuard guard;
   for (size_t i = 0; i < stage.layers.size(); ++i) {
     const int global = stage.first + static_cast<int>(i);
@@ -149,7 +164,7 @@ Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Opti
     try {
       torch::serialize::InputArchive archive;
       archive.load_from(path);
-      HZ_RETURN_IF_ERROR(readLayer(archive, path, stage, i, optimizer, previous));
+      HZ_RETURN_IF_ERROR(readLayer(archive, path, stage, i, optimizer, previous, scale));
     } catch (const c10::Error& e) {
       return parseError(fmt::format("{}: cannot read the checkpoint ({}); is it truncated?", path,
                                     std::string(e.what_without_backtrace()).substr(0, 200)));
@@ -158,12 +173,13 @@ Status loadStage(const std::string& dir, model::Model& stage, torch::optim::Opti
   return Status();
 }
 
-Result<std::string> saveStageBytes(const model::Model& stage, torch::optim::Optimizer& optimizer) {
+Result<std::string> saveStageBytes(const model::Model& stage, torch::optim::Optimizer& optimizer,
+                                   const LossScale* scale) {
   try {
     torch::serialize::OutputArchive all;
     for (size_t i = 0; i < stage.layers.size(); ++i) {
       torch::serialize::OutputArchive layer;
-      writeLayer(layer, stage, i, optimizer, nullptr);
+      writeLayer(layer, stage, i, optimizer, nullptr, scale);
       all.write(layerFileName(stage.first + static_cast<int>(i)), layer);
     }
     std::ostringstream out;
@@ -175,7 +191,7 @@ Result<std::string> saveStageBytes(const model::Model& stage, torch::optim::Opti
 }
 
 Status loadStageBytes(const char* data, size_t size, const std::string& from, model::Model& stage,
-                      torch::optim::Optimizer& optimizer) {
+                      torch::optim::Optimizer& optimizer, LossScale* scale) {
   torch::NoGradGuard guard;
   try {
     torch::serialize::InputArchive all;
@@ -187,7 +203,7 @@ Status loadStageBytes(const char* data, size_t size, const std::string& from, mo
       if (!all.try_read(layerFileName(global), layer)) {
         return notFound(fmt::format("{}: missing (layer \"{}\")", where, stage.layers[i].name));
       }
-      HZ_RETURN_IF_ERROR(readLayer(layer, where, stage, i, optimizer, nullptr));
+      HZ_RETURN_IF_ERROR(readLayer(layer, where, stage, i, optimizer, nullptr, scale));
     }
   } catch (const c10::Error& e) {
     return parseError(fmt::format("{}: cannot read the state ({})", from,

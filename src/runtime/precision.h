@@ -12,16 +12,17 @@
 // (runtime/reference.h): the same casts at the same operations, since a
 // stage boundary only detaches a tensor.
 // fp16's range is narrow: gradients of small losses underflow to zero, so
-// it needs dynamic loss scaling (a step with an inf or NaN gradient on any
-// worker skipped by all); until that is built the job spec refuses fp16.
+// it runs with dynamic loss scaling (NOTE [Loss scaling], loss_scale.h).
 #pragma once
 
 #include <ATen/autocast_mode.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -29,6 +30,11 @@ namespace hydrozoa::runtime {
 
 // The 16-bit type of "bf16" / "fp16"; nullopt for "fp32"; an error otherwise.
 Result<std::optional<at::ScalarType>> precisionType(const std::string& precision);
+
+// Multiplies every defined gradient of `params` by `factor` in place (1/S
+// unscales them, NOTE [Loss scaling]); true when one of them holds an inf
+// or NaN. One pass over them, on their device.
+bool unscaleGradients(const std::vector<at::Tensor>& params, double factor);
 
 // Autocast to `type` on `device` while it lives (nothing when type is
 // nullopt); restores what was set before. Not thread-safe across threads:

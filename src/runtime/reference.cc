@@ -7,6 +7,7 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "runtime/job_data.h"
+#include "runtime/loss_scale.h"
 #include "runtime/optimizer.h"
 #include "runtime/precision.h"
 #include "runtime/schedule/pipedream.h"
@@ -192,6 +193,14 @@ Result<ReferenceRun> trainRoundRobin(const ReferenceOptions& o, model::Model m, 
 Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
   const cluster::JobSpec& job = o.job;
   HZ_RETURN_IF_ERROR(precisionType(job.precision).status());  // meanLoss() takes it as valid
+  // NOTE [Loss scaling]: the synchronous schedules' updates only.
+  std::optional<LossScale> lossScale;
+  if (job.precision == "fp16") {
+    if (o.stale_weights || !o.weight_stashing_stages.empty()) {
+      return invalidArgument("the reference runs fp16 for the synchronous schedules only");
+    }
+    lossScale.emplace(job.loss_scale_initial, job.loss_scale_growth_interval);
+  }
   torch::set_num_threads(job.threads);
   HZ_ASSIGN_OR_RETURN(model::Model m, model::buildModel({job.model, job.model_options}, {job.seed, 0, -1}));
   m.train(true);
@@ -324,11 +333,22 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
         const data::Batch b = train->get(sampler.indices(epoch, step, r, mb));
         const torch::Tensor mean = meanLoss(work, b, job, g, r * M + mb, m.task);
         const double weight = static_cast<double>(b.labels.size(0)) / stepSamples;
-        (mean * weight).backward();
+        (lossScale ? mean * weight * lossScale->value() : mean * weight).backward();
         loss += mean.item<double>() * weight;
       }
     }
     setLearningRate(*optimizer, lrFactor * scheduledLearningRate(job.optimizer, job.lr_schedule, g, epoch, o.steps));
+    run.losses.push_back(loss);
+    if (lossScale) {
+      torch::NoGradGuard guard;
+      const bool skip = unscaleGradients(m.parameters(), 1 / lossScale->value());
+      lossScale->update(skip);
+      run.loss_scales.push_back(lossScale->value());
+      if (skip) {
+        optimizer->zero_grad();
+        continue;
+      }
+    }
     if (previous) {
       // The gradient at W(t−1) updates W(t); W(t) is the next step's to run on.
       torch::NoGradGuard guard;
@@ -345,7 +365,6 @@ Result<ReferenceRun> trainReference(const ReferenceOptions& o) {
     }
     optimizer->step();
     optimizer->zero_grad();
-    run.losses.push_back(loss);
   }
   run.model = std::move(m);
   return run;

@@ -53,6 +53,9 @@ struct ReferenceOptions {
 struct ReferenceRun {
   std::vector<double> losses;  // mean loss of each step
   model::Model model;          // the final weights
+  // fp16: the loss scale after each step (NOTE [Loss scaling]; it halves
+  // after a skipped one).
+  std::vector<double> loss_scales;
 };
 
 Result<ReferenceRun> trainReference(const ReferenceOptions& options);

@@ -95,7 +95,7 @@ torch::Tensor StageExecutor::backward(int mb, const torch::Tensor& gradOutput,
   torch::Tensor grad = gradOutput;
   for (int i = L - 1; i >= 0; --i) {
     if (i == L - 1 && last_) {
-      c.loss.backward();
+      (lossScale_ == 1 ? c.loss : c.loss * lossScale_).backward();
     } else if (c.outputs[i].requires_grad()) {
       c.outputs[i].backward(grad);
     }

@@ -62,6 +62,10 @@ class StageExecutor {
     autocastDevice_ = device;
   }
 
+  // NOTE [Loss scaling] (runtime/loss_scale.h): the last stage's backward
+  // starts from its weighted loss times `scale` (fp16; 1 otherwise).
+  void setLossScale(double scale) { lossScale_ = scale; }
+
   // Forward of microbatch `mb`. A non-last stage returns its output (to send
   // on). The last stage computes the loss against `labels`, weighted by
   // `weight` (n / N, see the NOTE), keeps it for backward, returns the
@@ -104,6 +108,7 @@ class StageExecutor {
   bool recompute_ = false;
   std::optional<at::ScalarType> autocast_;
   c10::DeviceType autocastDevice_ = c10::DeviceType::CPU;
+  double lossScale_ = 1;
 };
 
 }  // namespace hydrozoa::runtime

@@ -78,7 +78,7 @@ Status checkWorkerMessage(const Json& m) {
       {"compute_s", kFigure},   {"wait_s", kFigure},    {"allreduce_s", kFigure}, {"iteration_s", kFigure},
       {"loss_sum", kFigure},    {"correct", kFigure},   {"count", kFigure},      {"stopped", kFlag},
       {"can_save", kCounts},    {"file", kText},        {"data", kText},         {"offset", kCount},
-      {"size", kCount}};
+      {"size", kCount},         {"skipped", kFlag},     {"loss_scale", kFigure}};
   auto isCount = [](const Json& v) {
     if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= (std::uint64_t{1} << 40);
     return v.is_number_integer() && v.get<std::int64_t>() >= 0 && v.get<std::int64_t>() <= (std::int64_t{1} << 40);

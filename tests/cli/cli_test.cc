@@ -759,6 +759,18 @@ TEST_F(Cli, CpuDeviceCalibratedSavedAndReused) {
   EXPECT_FALSE(fs::exists(path("x.yaml")));
 }
 
+// NOTE [Profiles on a GPU]: `--on` takes cpu, cuda or cuda:N; without a
+// usable GPU, cuda is refused with the count (the measurement itself runs
+// in scripts/gpu-check's gpu tests); --on and --device exclude each other.
+TEST_F(Cli, ProfileOnAGpuNeedsOne) {
+  expectError({"profile", "--model", "cnn", "--on", "tpu"}, "--on tpu: use cpu, cuda or cuda:N");
+  expectError({"profile", "--model", "cnn", "--on", "cuda", "--device", "h100"}, "give one of them");
+  if (fs::exists("/dev/nvidiactl")) GTEST_SKIP() << "this machine has an NVIDIA driver: the refusal may not happen";
+  expectError({"profile", "--model", "cnn", "--on", "cuda:1", "-o", "g.json"},
+              "--on cuda:1: this machine has 0 usable CUDA device(s)");
+  EXPECT_FALSE(fs::exists(path("g.json")));
+}
+
 TEST_F(Cli, PipeDreamGraphPinnedAsWrittenIsExactlyR) {
   fs::copy_file(kGraph, path("graph.txt"));
   const Outcome r = run({"plan", "--profile", "graph.txt", "--data-parallel", "1", "--stages", "4", "--microbatches", "8",

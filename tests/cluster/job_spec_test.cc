@@ -64,6 +64,24 @@ output: {dir: runs/full, checkpoint_every_epochs: 2, trace_steps: 5}
   EXPECT_EQ(jobSpecToJson(*back), jobSpecToJson(*s));
 }
 
+// NOTE [Loss scaling]: fp16 with its scale's start and growth interval,
+// which the resolved job.yaml keeps.
+TEST(JobSpec, Fp16WithItsLossScale) {
+  auto s = parse("model: cnn\ntraining: {precision: fp16, loss_scale: {initial: 1024, growth_interval: 50}}\n"
+                 "plan: {schedule: 1f1b}\n");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->loss_scale_initial, 1024);
+  EXPECT_EQ(s->loss_scale_growth_interval, 50);
+  auto back = parseJobSpec(parseYaml(toYaml(jobSpecToJson(*s)), "resolved.yaml").value(), "resolved.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->loss_scale_initial, 1024);
+  EXPECT_EQ(back->loss_scale_growth_interval, 50);
+  s = parse("model: cnn\ntraining: {precision: fp16}\n");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->loss_scale_initial, 65536);
+  EXPECT_EQ(s->loss_scale_growth_interval, 2000);
+}
+
 TEST(JobSpec, UnknownKeysAreErrorsNamingTheKnownOnes) {
   auto s = parse("model: cnn\ntraining: {epochs: 2, learning_rate: 0.1}\n");
   ASSERT_FALSE(s.ok());
@@ -84,8 +102,15 @@ TEST(JobSpec, BadValuesNameTheField) {
            {"model: cnn\ntraining: {global_batch: -8}\n", "global_batch: -8 is out of range"},
            {"model: cnn\ntraining: {optimizer: lion}\n", "unknown optimizer \"lion\""},
            {"model: cnn\ntraining: {device: tpu}\n", "training.device"},
-           {"model: cnn\ntraining: {precision: fp8}\n", "training.precision: \"fp8\" must be fp32 or bf16"},
-           {"model: cnn\ntraining: {precision: fp16}\n", "fp16 needs dynamic loss scaling"},
+           {"model: cnn\ntraining: {precision: fp8}\n", "training.precision: \"fp8\" must be fp32, bf16 or fp16"},
+           {"model: cnn\ntraining: {precision: fp16}\nplan: {schedule: 2bw}\n",
+            "training.precision: fp16 skips a step with an inf or NaN gradient on every worker at once, and the 2bw "
+            "schedule updates its stages at different steps: use a synchronous schedule"},
+           {"model: cnn\ntraining: {precision: fp16, loss_scale: {initial: 0.5}}\n",
+            "training.loss_scale.initial: must be from 1 to 2^64"},
+           {"model: cnn\ntraining: {precision: fp16, loss_scale: {growth_interval: 0}}\n",
+            "training.loss_scale.growth_interval"},
+           {"model: cnn\ntraining: {precision: fp16, loss_scale: {start: 8}}\n", "unknown key \"start\""},
            {"model: cnn\ncluster: {launcher: k8s}\n", "unknown launcher \"k8s\""},
            {"model: cnn\ncluster: {bandwidth: fast}\n", "cluster.bandwidth"},
            {"model: cnn\ncluster: {max_recoveries: -1}\n", "max_recoveries"},

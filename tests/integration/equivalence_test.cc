@@ -64,6 +64,7 @@ struct Tolerance {
   // > 0: FlexRR must have moved at least this many microbatches (summary.json).
   std::int64_t min_reassigned = 0;
   std::string precision = "fp32";  // training.precision, of the run and of the reference
+  std::string loss_scale;          // training.loss_scale (fp16), e.g. "{initial: 1024}"
   // Not empty: what worker i's "pipeline traffic" line must say it sent per step.
   std::vector<std::int64_t> worker_bytes_per_step;
 };
@@ -88,6 +89,23 @@ std::string checkpointOf(const ScratchDir& dir, const std::string& run, int step
   char name[32];
   std::snprintf(name, sizeof(name), "step-%08d", step);
   return (dir.path() / run / "checkpoints" / name).string();
+}
+
+// Each step's loss scale in `run`'s metrics.jsonl, in order.
+std::vector<double> lossScales(const std::filesystem::path& run) {
+  std::vector<double> scales;
+  std::ifstream metrics(run / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const Json j = Json::parse(line);
+    if (j.contains("loss_scale")) scales.push_back(j["loss_scale"].get<double>());
+  }
+  return scales;
+}
+
+// training.loss_scale.initial of dir/job.yaml.
+double initialLossScale(const ScratchDir& dir) {
+  auto spec = cluster::loadJobSpec(dir / "job.yaml");
+  return spec.ok() ? spec->loss_scale_initial : 0;
 }
 
 // The one-process reference of dir/job.yaml: `replicas` × microbatches of
@@ -125,7 +143,8 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
   SCOPED_TRACE(::testing::Message() << model << " " << p.replicas << "x" << p.stages << " M=" << p.microbatches << " "
                                     << (t.schedule.empty() ? "gpipe" : t.schedule));
   ScratchDir dir;
-  std::ofstream(dir / "job.yaml") << jobYaml(model, t.lr, t.data, t.precision);
+  std::ofstream(dir / "job.yaml") << jobYaml(model, t.lr, t.data,
+                                            t.precision + (t.loss_scale.empty() ? "" : ", loss_scale: " + t.loss_scale));
   std::vector<std::string> args = {"train", "job.yaml", "--data-parallel", std::to_string(p.replicas), "--stages",
                                    std::to_string(p.stages), "--microbatches", std::to_string(p.microbatches),
                                    "--max-steps", std::to_string(t.steps), "--no-progress", "--out", "run"};
@@ -200,6 +219,20 @@ void expectEquivalent(const std::string& model, const Plan& p, const Tolerance& 
   for (int s = 0; s < t.steps; ++s) {
     EXPECT_NEAR(losses[s], ref->losses[s], t.loss * std::fabs(ref->losses[s])) << "step " << s + 1;
   }
+  if (!ref->loss_scales.empty()) {  // NOTE [Loss scaling]: the same steps skipped, the same scale after each
+    EXPECT_EQ(lossScales(dir / "run"), ref->loss_scales);
+    std::int64_t skipped = 0;
+    double before = initialLossScale(dir);
+    for (double after : ref->loss_scales) {
+      skipped += after < before;
+      before = after;
+    }
+    auto summary = readJsonFile(std::filesystem::path(dir / "run") / "summary.json");
+    ASSERT_TRUE(summary.ok());
+    EXPECT_EQ((*summary)["loss_scale"]["skipped_steps"], skipped);
+    EXPECT_GT(skipped, 0) << "no step overflowed: the test checks no skip";
+    EXPECT_LT(skipped, t.steps) << "every step overflowed: the test checks no update";
+  }
   // Final weights: the run's last checkpoint, layer by layer.
   expectSameWeights(checkpointOf(dir, "run", t.steps), ref->model, t);
 }
@@ -223,6 +256,52 @@ TEST(Equivalence, Bf16PipelineAndHybridMatchOneProcessInBf16) {
   expectEquivalent(kMlp, {1, 3, 4}, t);
   t.worker_bytes_per_step.clear();
   expectEquivalent(kMlp, {2, 2, 3}, t);
+}
+
+// NOTE [Loss scaling]: fp16 passes, the loss scale so large at first that
+// the gradients overflow fp16: every worker skips those steps, the scale
+// halves at each, and doubles after every 2 clean steps until it overflows
+// again; one process in fp16 skips the same steps, and the training after
+// them is the same.
+TEST(Equivalence, Fp16SkipsTheStepsOneProcessSkips) {
+  Tolerance t;
+  t.precision = "fp16";
+  t.loss_scale = "{initial: 4194304, growth_interval: 2}";
+  t.steps = 8;
+  t.loss = 1e-2;
+  t.params = 1e-2;
+  expectEquivalent(kMlp, {1, 3, 4}, t);
+  expectEquivalent(kMlp, {2, 2, 3}, t);
+}
+
+// A stopped fp16 run resumes with the scale it had (each layer's
+// checkpoint file holds it): 8 steps in one go, and 4 then 4 more after
+// --resume, scale the same and skip the same steps.
+TEST(Equivalence, Fp16ResumesWithTheLossScaleItHad) {
+  ScratchDir dir;
+  std::ofstream(dir / "job.yaml") << jobYaml(kMlp, 0.1, "{dataset: fashion_mnist}",
+                                            "fp16, loss_scale: {initial: 4194304, growth_interval: 2}");
+  auto train = [&](std::vector<std::string> args) {
+    args.push_back("--no-progress");
+    const auto r = runHydrozoa(dir.path().string(), args);
+    EXPECT_EQ(r.code, 0) << r.err;
+  };
+  const std::vector<std::string> plan = {"--data-parallel", "1", "--stages", "2", "--microbatches", "2"};
+  auto fresh = [&](const std::string& steps, const std::string& out) {
+    std::vector<std::string> args = {"train", "job.yaml", "--max-steps", steps, "--out", out};
+    args.insert(args.end(), plan.begin(), plan.end());
+    train(args);
+  };
+  fresh("8", "whole");
+  fresh("4", "split");
+  train({"train", "--resume", "split", "--max-steps", "8"});
+  const std::vector<double> whole = lossScales(dir / "whole"), split = lossScales(dir / "split");
+  ASSERT_EQ(whole.size(), 8u);
+  EXPECT_EQ(split, whole);
+  EXPECT_NE(whole[3], 4194304) << "the test needs a scale changed by step 4";
+  const std::vector<double> a = testing::stepLosses(dir / "whole"), b = testing::stepLosses(dir / "split");
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-6 * std::fabs(a[i])) << "step " << i + 1;
 }
 
 // Plain processes on one machine: the replicas sum through shared memory

@@ -127,14 +127,18 @@ TEST(Gpu, APipelineOverNcclTrainsAsOneProcess) {
 }
 
 // NOTE [Mixed precision]: bf16 on the GPU against one process in bf16 on
-// the CPU (kernels that round differently: a looser bound).
-TEST(Gpu, Bf16OnTheGpuWithinTwoPercentOfOneProcessInBf16) {
+// the CPU (kernels that round differently: a looser bound); fp16 the same,
+// its loss scale agreed over the pipeline (NOTE [Loss scaling]).
+TEST(Gpu, SixteenBitPrecisionsOnTheGpuWithinTwoPercentOfOneProcess) {
   REQUIRE_GPUS(1);
-  GpuRun r;
-  r.stages = 2;
-  r.precision = "bf16";
-  r.tolerance = 2e-2;
-  expectSameAsOneProcess(r);
+  for (const char* precision : {"bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    GpuRun r;
+    r.stages = 2;
+    r.precision = precision;
+    r.tolerance = 2e-2;
+    expectSameAsOneProcess(r);
+  }
 }
 
 }  // namespace

@@ -152,6 +152,17 @@ TEST(GradientSync, SumsEachStagesGradientsOverItsReplicas) {
   });
 }
 
+// NOTE [Loss scaling]: every worker learns whether any voted yes, over
+// the whole job (2 stages x 2 replicas), round after round.
+TEST(Transport, AnyWorkerTellsEveryWorkerTheSame) {
+  runRanks(4, 2, [](int rank, Transport& t) {
+    for (int round = 0; round < 6; ++round) {
+      const bool yes = round < 4 && rank == round;  // each rank once, then nobody
+      EXPECT_EQ(t.anyWorker(yes), round < 4) << "rank " << rank << ", round " << round;
+    }
+  });
+}
+
 TEST(GradientSync, OneReplicaIsANoOp) {
   TraceRecorder trace;
   torch::Tensor w = torch::zeros({4}, torch::requires_grad());

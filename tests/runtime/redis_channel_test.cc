@@ -140,6 +140,20 @@ TEST_F(RedisChannel, MessagesArriveWholeInOrderAndLeaveNothingBehind) {
   EXPECT_EQ(keys(), before);
 }
 
+// NOTE [Loss scaling]: the vote through the store, as through Gloo (the
+// barrier is a vote nobody wins); its keys go with it.
+TEST_F(RedisChannel, AnyWorkerTellsEveryWorkerTheSameAndLeavesNothingBehind) {
+  const std::int64_t before = keys();
+  runRanks(3, 3, SyncMethod::kPipelined, [](int rank, Transport& t) {
+    for (int round = 0; round < 5; ++round) {
+      const bool yes = (round < 3 && rank == round) || (round == 3 && rank != 1);
+      EXPECT_EQ(t.anyWorker(yes), round < 4) << "rank " << rank << ", round " << round;
+    }
+    t.barrier();
+  });
+  EXPECT_EQ(keys(), before);
+}
+
 class ScatterReduce : public RedisChannel, public ::testing::WithParamInterface<std::tuple<SyncMethod, int>> {};
 
 TEST_P(ScatterReduce, EveryReplicaGetsTheSumAndTheStoreEmpties) {

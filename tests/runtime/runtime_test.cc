@@ -8,7 +8,9 @@
 
 #include "profile/memory_tracker.h"
 #include "runtime/checkpoint.h"
+#include "runtime/loss_scale.h"
 #include "runtime/optimizer.h"
+#include "runtime/precision.h"
 #include "runtime/stage.h"
 #include "runtime/worker/role.h"
 
@@ -262,6 +264,82 @@ TEST(Checkpoint, StateInMemoryErrorsNameTheSender) {
   s = loadStageBytes(bytes->data(), bytes->size() / 2, "the state from replica 0", a, *opt);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("the state from replica 0: cannot read the state"), std::string::npos) << s.message();
+}
+
+// NOTE [Loss scaling]: halves at an overflow (the step skipped), doubles
+// after growth_interval clean steps in a row, counts from 0 after either.
+TEST(LossScale, HalvesAtAnOverflowAndDoublesAfterTheGrowthInterval) {
+  LossScale s(1024, 3);
+  s.update(true);
+  EXPECT_EQ(s.value(), 512);
+  s.update(false);
+  s.update(false);
+  EXPECT_EQ(s.value(), 512);
+  s.update(true);  // the clean steps start again
+  EXPECT_EQ(s.value(), 256);
+  s.update(false);
+  s.update(false);
+  s.update(false);
+  EXPECT_EQ(s.value(), 512);
+  EXPECT_EQ(s.cleanSteps(), 0);
+  s.update(false);
+  EXPECT_EQ(s.cleanSteps(), 1);
+  EXPECT_EQ(s.skipped(), 2);
+}
+
+// The fp32 gradients of fp16 passes, unscaled in place; an inf or a NaN in
+// any of them is found, and a parameter without a gradient is left alone.
+TEST(LossScale, UnscalingFindsAnInfOrANaN) {
+  torch::Tensor a = torch::zeros({3}, torch::requires_grad()), b = torch::zeros({2}, torch::requires_grad()),
+                c = torch::zeros({1}, torch::requires_grad());
+  a.mutable_grad() = torch::tensor({4.0F, 8.0F, -2.0F});
+  b.mutable_grad() = torch::tensor({1.0F, 6.0F});
+  EXPECT_FALSE(unscaleGradients({a, b, c}, 0.5));
+  EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({2.0F, 4.0F, -1.0F})));
+  EXPECT_TRUE(torch::equal(b.grad(), torch::tensor({0.5F, 3.0F})));
+  EXPECT_FALSE(c.grad().defined());
+  b.mutable_grad()[1] = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(unscaleGradients({a, b, c}, 1));
+  b.mutable_grad()[1] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(unscaleGradients({a, b}, 1));
+  EXPECT_FALSE(unscaleGradients({c}, 1));
+}
+
+// A run resumes with the scale it had: in each layer's file, and in the
+// state sent to joiners; a checkpoint without one (an fp32 run's) leaves
+// the job's initial scale; a forged one is refused by name.
+TEST(LossScale, TravelsWithTheCheckpoint) {
+  const fs::path dir = fs::temp_directory_path() / ("hzckpt3." + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  model::Model a = build("cnn", kTinyCnn, 1);
+  auto opt = makeOptimizer({}, a.parameters());
+  LossScale saved(65536, 2000);
+  saved.update(true);
+  saved.update(false);
+  ASSERT_TRUE(saveStage(dir.string(), a, *opt, nullptr, &saved).ok());
+  LossScale loaded(65536, 2000);
+  ASSERT_TRUE(loadStage(dir.string(), a, *opt, nullptr, &loaded).ok());
+  EXPECT_EQ(loaded.value(), 32768);
+  EXPECT_EQ(loaded.cleanSteps(), 1);
+  EXPECT_EQ(loaded.skipped(), 1);
+  Result<std::string> bytes = saveStageBytes(a, *opt, &saved);
+  ASSERT_TRUE(bytes.ok());
+  LossScale joined(65536, 2000);
+  ASSERT_TRUE(loadStageBytes(bytes->data(), bytes->size(), "replica 0", a, *opt, &joined).ok());
+  EXPECT_EQ(joined.value(), 32768);
+  ASSERT_TRUE(saveStage(dir.string(), a, *opt).ok());
+  LossScale fresh(65536, 2000);
+  ASSERT_TRUE(loadStage(dir.string(), a, *opt, nullptr, &fresh).ok());
+  EXPECT_EQ(fresh.value(), 65536);
+  {
+    torch::serialize::OutputArchive forged;
+    forged.write("loss_scale", torch::tensor({-1.0, 0.0, 0.0}, torch::kDouble));
+    forged.save_to((dir / layerFileName(0)).string());
+  }
+  const Status s = loadStage(dir.string(), a, *opt, nullptr, &fresh);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("layer-0000.pt: its loss_scale is not"), std::string::npos) << s.message();
+  fs::remove_all(dir);
 }
 
 // NOTE [Regrouping at a step boundary]: the coordinator's "regroup", checked

@@ -87,6 +87,14 @@ class C10dTransport final : public Transport {
     return world_->broadcast(v, options);
   }
   void barrier() override { world_->barrier()->wait(); }
+  bool anyWorker(bool mine) override {
+    std::vector<at::Tensor> v = {torch::full({1}, mine ? 1 : 0, torch::TensorOptions().dtype(torch::kInt))};
+    if (o_.nccl) v[0] = v[0].to(torch::kCUDA);  // NCCL reduces device memory only
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::MAX;
+    world_->allreduce(v, options)->wait();
+    return v[0].item<int>() != 0;
+  }
 
  private:
   bool staged(const torch::Tensor& t) const { return t.is_cuda() && !o_.nccl; }

@@ -68,6 +68,9 @@ class Transport {
 
   // Blocks until every worker of the job reaches it.
   virtual void barrier() = 0;
+  // The same, and true when `mine` is true on any worker (every worker
+  // learns the same answer: NOTE [Loss scaling], runtime/loss_scale.h).
+  virtual bool anyWorker(bool mine) = 0;
 };
 
 struct TransportOptions {

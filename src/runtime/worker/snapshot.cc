@@ -48,7 +48,7 @@ Status Worker::saveState(const std::string& dir) {
   const auto* previous = versionFor(completedStep_);
   for (size_t c = 0; c < chunks_.size(); ++c) {
     HZ_RETURN_IF_ERROR(saveStage(dir, chunks_[c]->model(), *optimizer_,
-                                 previous ? &(*previous)[c]->model() : nullptr));
+                                 previous ? &(*previous)[c]->model() : nullptr, lossScale_ ? &*lossScale_ : nullptr));
   }
   return Status();
 }
@@ -56,7 +56,8 @@ Status Worker::saveState(const std::string& dir) {
 Status Worker::loadState(const std::string& dir) {
   const auto* previous = versionFor(role_.start_step);
   for (size_t c = 0; c < chunks_.size(); ++c) {
-    HZ_RETURN_IF_ERROR(loadStage(dir, chunks_[c]->model(), *optimizer_, previous ? &(*previous)[c]->model() : nullptr));
+    HZ_RETURN_IF_ERROR(loadStage(dir, chunks_[c]->model(), *optimizer_, previous ? &(*previous)[c]->model() : nullptr,
+                                 lossScale_ ? &*lossScale_ : nullptr));
   }
   return Status();
 }
@@ -87,6 +88,7 @@ void Worker::snapshot() {
   }
   for (size_t i = 0; i < buffers.size(); ++i) copyInto(before_.buffers[i], buffers[i]);
   before_.step = completedStep_;
+  before_.lossScale = lossScale_;
 }
 
 // The worker is halted and ends after this: its live state is overwritten
@@ -102,6 +104,7 @@ Status Worker::saveSnapshot(const std::string& dir) {
   }
   for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(before_.buffers[i]);
   completedStep_ = before_.step;
+  lossScale_ = before_.lossScale;
   return saveState(dir);
 }
 

@@ -56,6 +56,7 @@ Status Worker::build() {
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local % torch::cuda::device_count()));
   }
   HZ_ASSIGN_OR_RETURN(precision_, precisionType(job.precision));
+  if (precision_ == at::kHalf) lossScale_.emplace(job.loss_scale_initial, job.loss_scale_growth_interval);
   // Its process group joins it once the transport connects, below.
   if (role_.tensor_parallel > 1) tensor_ = std::make_shared<model::TensorGroup>(role_.tensor_rank, role_.tensor_parallel);
   for (int c = 0; c < numChunks(); ++c) {
@@ -96,6 +97,7 @@ Status Worker::build() {
     HZ_RETURN_IF_ERROR(shareState(role_.state_from, role_.start_step));
     role_.state_from = -1;  // joined: at a later regroup it is one of the running replicas
   }
+  scaleLosses();
   // NOTE [Cores for compute threads]: with a core of its own, the compute
   // thread is never queued behind its neighbour's; the helper threads
   // (transfers, data, heartbeats) stay free to run on any of the process's
@@ -489,7 +491,7 @@ Status Worker::shareState(int from, std::int64_t step) {
     std::string bytes;
     torch::Tensor size = torch::zeros({1}, torch::kLong);
     if (role_.replica == from) {
-      HZ_ASSIGN_OR_RETURN(bytes, saveStageBytes(chunk->model(), *optimizer_));
+      HZ_ASSIGN_OR_RETURN(bytes, saveStageBytes(chunk->model(), *optimizer_, lossScale_ ? &*lossScale_ : nullptr));
       size[0] = static_cast<std::int64_t>(bytes.size());
     }
     auto work = transport_->broadcast(size, from);
@@ -505,7 +507,8 @@ Status Worker::shareState(int from, std::int64_t step) {
     transport_->broadcast(data, from)->wait();
     if (role_.state_from == from) {
       HZ_RETURN_IF_ERROR(loadStageBytes(static_cast<const char*>(data.data_ptr()), static_cast<size_t>(n),
-                                        fmt::format("the state from replica {}", from), chunk->model(), *optimizer_));
+                                        fmt::format("the state from replica {}", from), chunk->model(), *optimizer_,
+                                        lossScale_ ? &*lossScale_ : nullptr));
     }
     total += n;
   }

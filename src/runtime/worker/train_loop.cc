@@ -5,6 +5,7 @@
 
 #include "profile/memory_tracker.h"
 #include "runtime/exec/tags.h"
+#include "runtime/precision.h"
 
 namespace hydrozoa::runtime {
 
@@ -65,9 +66,9 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
   // NOTE [Tensor memory per step]: the counting allocator's peak over the
   // step (the stage's parameters, gradients and optimizer state, what the
   // schedule stashes, transfers' buffers), so schedules compare by what they
-  // hold rather than by the resident size, which glibc's caching blurs.
-  profile::MemoryTracker& tensors = profile::MemoryTracker::instance();
-  tensors.resetPeak();
+  // hold rather than by the resident size, which glibc's caching blurs; on
+  // a GPU, its caching allocator's (NOTE [Tensor memory on a GPU]).
+  profile::resetPeakOn(device_);
   const StepStats stats = reassigning_ ? reassignedIteration(in, epoch, stepInEpoch) : executor_->run(in);
   if (schedule_->updatePerMicrobatch() && !executor_->drained()) {
     std::lock_guard<std::mutex> lock(stateMu_);
@@ -80,12 +81,16 @@ void Worker::iteration(std::int64_t epoch, std::int64_t stepInEpoch, std::int64_
                  {"wait_s", stats.wait},
                  {"allreduce_s", stats.allreduce},
                  {"iteration_s", since(t0)},
-                 {"tensor_peak", tensors.peak()}};
+                 {"tensor_peak", profile::peakOn(device_)}};
   if (lastStage() && speaksForSlices()) {
     report["loss"] = stats.lossSum;
     report["samples"] = stats.samples;
   }
   if (reassigning_) report["reassigned"] = stats.reassigned;
+  if (lossScale_) {
+    report["loss_scale"] = lossScale_->value();
+    if (skippedStep_) report["skipped"] = true;
+  }
   post(std::move(report));
 }
 
@@ -130,16 +135,37 @@ void Worker::applyUpdate(std::int64_t globalStep, int from, int to, bool last, d
   const double lr = role_.lr_factor * scheduledLearningRate(role_.job.optimizer, role_.job.lr_schedule, globalStep,
                                                             epochOf(globalStep), role_.total_steps);
   setLearningRate(*optimizer_, lr);
-  std::lock_guard<std::mutex> lock(stateMu_);
-  if (halted_) throw Halted();
-  if (keepSnapshots_) snapshot();
-  if (scale != 1) {
+  const std::vector<torch::Tensor> params =
+      copies_.empty() ? stageParameters() : versionParameters(static_cast<size_t>(from));
+  // NOTE [Loss scaling]: unscaled, and skipped by every worker when one
+  // found an inf or NaN (the agreement waits for all, so outside the lock).
+  bool skip = false;
+  if (lossScale_) {
+    {
+      std::lock_guard<std::mutex> lock(stateMu_);
+      if (halted_) throw Halted();  // not into a vote the lost worker never joins
+    }
     torch::NoGradGuard guard;
-    for (const torch::Tensor& p : copies_.empty() ? stageParameters() : versionParameters(static_cast<size_t>(from))) {
+    skip = transport_->anyWorker(unscaleGradients(params, scale / lossScale_->value()));
+  } else if (scale != 1) {
+    torch::NoGradGuard guard;
+    for (const torch::Tensor& p : params) {
       if (p.grad().defined()) p.grad().mul_(scale);
     }
   }
-  if (copies_.empty()) {
+  std::lock_guard<std::mutex> lock(stateMu_);
+  if (halted_) throw Halted();
+  if (keepSnapshots_) snapshot();
+  skippedStep_ = skip;
+  if (lossScale_) {
+    lossScale_->update(skip);
+    scaleLosses();
+  }
+  if (skip) {
+    spdlog::warn("step {} skipped: an inf or NaN gradient in fp16; the loss scale is now {}", globalStep + 1,
+                 lossScale_->value());
+    optimizer_->zero_grad();
+  } else if (copies_.empty()) {
     optimizer_->step();
     optimizer_->zero_grad();
   } else {
@@ -161,6 +187,10 @@ void Worker::applyUpdate(std::int64_t globalStep, int from, int to, bool last, d
   }
   if (last) completedStep_ = globalStep + 1;
   midStep_ = schedule_->updatePerMicrobatch() && !last;
+}
+
+void Worker::scaleLosses() {
+  for (const auto& chunk : chunks_) chunk->setLossScale(lossScale_ ? lossScale_->value() : 1.0);
 }
 
 // The test set through the pipeline, chunk by chunk (every microbatch of a

@@ -34,6 +34,7 @@
 #include "runtime/exec/reassigning_step.h"
 #include "runtime/exec/step_executor.h"
 #include "runtime/grad_sync.h"
+#include "runtime/loss_scale.h"
 #include "runtime/optimizer.h"
 #include "runtime/schedule/schedule.h"
 #include "runtime/stage.h"
@@ -242,6 +243,11 @@ class Worker {
   std::vector<SampleShape> inShapes_, outShapes_;  // per chunk
   torch::Device device_ = torch::kCPU;
   std::optional<at::ScalarType> precision_;  // NOTE [Mixed precision]: the passes' 16-bit type; nullopt: fp32
+  // fp16's (NOTE [Loss scaling]); the same on every worker. The chunks'
+  // backward passes take its value (scaleLosses()).
+  std::optional<LossScale> lossScale_;
+  bool skippedStep_ = false;  // the last update was skipped (an inf or NaN gradient somewhere)
+  void scaleLosses();
   TraceRecorder trace_{true};
   std::atomic<std::int64_t> currentStep_{0};
   std::thread controlThread_;
@@ -267,6 +273,7 @@ class Worker {
     std::int64_t step = -1;
     std::vector<torch::Tensor> params, buffers;
     std::vector<ParamState> optim;
+    std::optional<LossScale> lossScale;
   };
   Snapshot before_;
   bool keepSnapshots_ = false;

@@ -234,13 +234,13 @@ void pop(Connection& c, const ChannelOptions& o, const std::string& key, char* d
   if (stopping) endWait("the receive was aborted");
 }
 
-// Waits for one (small) element of list `key`, polling for an abort.
-void await(Connection& c, const ChannelOptions& o, const std::string& key, const std::atomic<bool>& aborted,
-           const std::string& from) {
+// Waits for one (small) element of list `key`, polling for an abort; returns it.
+std::string await(Connection& c, const ChannelOptions& o, const std::string& key, const std::atomic<bool>& aborted,
+                  const std::string& from) {
   const auto t0 = Clock::now();
   for (;;) {
     Reply r = orThrow(c.run({"BLPOP", key, kPollSeconds}));
-    if (!r.isNil()) return;
+    if (!r.isNil()) return r.size() == 2 ? std::string(r.at(1).str()) : std::string();
     if (shouldEnd(aborted)) endWait("the wait was aborted");
     if (std::chrono::duration<double>(Clock::now() - t0).count() > o.timeout) silent(o, from, key);
   }
@@ -413,22 +413,31 @@ class RedisTransport final : public Transport {
     });
   }
 
-  void barrier() override {
+  void barrier() override { (void)anyWorker(false); }
+  // Each worker adds 1 to the barrier's count, and the world size more
+  // when `mine`: the count is a multiple of the world size at the last
+  // arrival, and exceeds it when some worker's flag was set. The last tells
+  // the others which.
+  bool anyWorker(bool mine) override {
     const std::uint64_t seq = barrierSeq_++;
-    sync_->post(c10d::OpType::BARRIER, [this, seq](Connection& c, const std::atomic<bool>& aborted) {
+    bool any = false;
+    sync_->post(c10d::OpType::BARRIER, [this, seq, mine, &any](Connection& c, const std::atomic<bool>& aborted) {
           const std::string count = fmt::format("{}:b:{}", o_.ns, seq);
-          const Reply arrived = orThrow(c.run({"INCR", count}));
-          if (arrived.integer() == o_.world_size) {
+          const std::int64_t world = o_.world_size;
+          const Reply arrived = orThrow(c.run({"INCRBY", count, std::to_string(mine ? 1 + world : 1)}));
+          if (arrived.integer() % world == 0) {
+            any = arrived.integer() > world;
             for (int r = 0; r < o_.world_size; ++r) {
-              if (r != o_.rank) c.append({"RPUSH", fmt::format("{}:{}", count, r), "1"});
+              if (r != o_.rank) c.append({"RPUSH", fmt::format("{}:{}", count, r), any ? "1" : "0"});
             }
             for (int r = 1; r < o_.world_size; ++r) orThrow(c.next());
             orThrow(c.run({"UNLINK", count}));
           } else {
-            await(c, o_, fmt::format("{}:{}", count, o_.rank), aborted, "the other workers (a barrier)");
+            any = await(c, o_, fmt::format("{}:{}", count, o_.rank), aborted, "the other workers (a barrier)") == "1";
           }
         })
         ->wait();
+    return any;
   }
 
  private:
