@@ -4,8 +4,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -286,14 +289,47 @@ TEST(PrefetchLoader, RethrowsTheProducersError) {
   EXPECT_THROW(loader.next(), std::runtime_error);
 }
 
+// Counts the microbatches read from another dataset.
+class CountingDataset : public Dataset {
+ public:
+  explicit CountingDataset(std::shared_ptr<const Dataset> inner) : inner_(std::move(inner)) {}
+  std::int64_t size() const override { return inner_->size(); }
+  Batch get(const std::vector<std::int64_t>& indices) const override {
+    ++reads_;
+    return inner_->get(indices);
+  }
+  model::InputSpec input() const override { return inner_->input(); }
+  model::TaskSpec task() const override { return inner_->task(); }
+  std::string describe() const override { return "counting"; }
+  std::int64_t memoryBytes() const override { return inner_->memoryBytes(); }
+  int reads() const { return reads_.load(); }
+
+ private:
+  std::shared_ptr<const Dataset> inner_;
+  mutable std::atomic<int> reads_{0};
+};
+
+// The producer fills its queue (depth 2) and blocks there with the next
+// microbatch in hand, reading no further; the loader's destructor then
+// ends it within a second.
 TEST(PrefetchLoader, StopsWhileTheQueueIsFull) {
-  auto data = synthetic(1000);
-  {
-    PrefetchLoader loader(data, EpochSampler({1000, 10, 1, 1, 0, true, false}), 0, 2);
-    loader.start(0, 0);
-    (void)loader.next();
-  }  // the producer is blocked on a full queue: the destructor must not hang
-  SUCCEED();
+  auto data = std::make_shared<CountingDataset>(synthetic(1000));
+  auto loader = std::make_unique<PrefetchLoader>(data, EpochSampler({1000, 10, 1, 1, 0, true, false}), 0, 2);
+  loader->start(0, 0);
+  (void)loader->next();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (data->reads() < 4 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(data->reads(), 4) << "one taken, two queued and one read that waits for room, then no more";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto destroyed = std::async(std::launch::async, [&loader] { loader.reset(); });
+  if (destroyed.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    ADD_FAILURE() << "the loader's destructor hangs with its queue full";
+    std::_Exit(1);  // its thread cannot be joined
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
 }
 
 // Records the cores of the thread that reads it.

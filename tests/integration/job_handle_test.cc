@@ -76,6 +76,7 @@ std::string finalCheckpoint(const std::string& runDir) {
 }
 
 TEST(JobHandle, AJobPreemptedThreeTimesAndResumedElsewhereEndsAsIfNeverPreempted) {
+  REQUIRE_CONTAINERS();  // containers of 1 and ½ vCPU: root
   ScratchDir dir;
   const std::string yaml = cnnJob(1, 6400);  // 200 steps
   {
@@ -85,8 +86,7 @@ TEST(JobHandle, AJobPreemptedThreeTimesAndResumedElsewhereEndsAsIfNeverPreempted
   }
   // The same job, preempted some steps after each start and resumed on
   // other workers: containers of 1 CPU, then processes, then containers of
-  // half a CPU (where containers can be made; else processes each time).
-  const bool containers = cluster::containerSupport().empty();
+  // half a CPU.
   cluster::TrainOptions o = optionsFor(dir, yaml, "split");
   std::string runDir;
   int preemptions = 0;
@@ -121,7 +121,7 @@ TEST(JobHandle, AJobPreemptedThreeTimesAndResumedElsewhereEndsAsIfNeverPreempted
     o = std::move(*next);
     o.executable = HYDROZOA_BINARY;
     o.progress = false;
-    if (containers && preemptions != 2) {
+    if (preemptions != 2) {
       o.spec.launcher = "container";
       o.spec.cpu_limit = preemptions == 1 ? 1.0 : 0.5;
     } else {
@@ -130,9 +130,9 @@ TEST(JobHandle, AJobPreemptedThreeTimesAndResumedElsewhereEndsAsIfNeverPreempted
   }
   ASSERT_EQ(preemptions, 3) << "the job ended before its third preemption";
   ASSERT_EQ(launchers.size(), 4u);
-  if (containers) {
-    EXPECT_EQ(launchers[1], "container");
-  }
+  EXPECT_EQ(launchers[1], "container");
+  EXPECT_EQ(launchers[2], "local");
+  EXPECT_EQ(launchers[3], "container");
 
   const auto a = testing::stepLosses(dir / "whole"), b = testing::stepLosses(runDir);
   ASSERT_EQ(a.size(), 200u);
