@@ -1,16 +1,21 @@
-#!/usr/bin/python3
-"""The baseline of the data-parallel benchmark: PyTorch DDP (Debian's
-python3-torch, the gloo backend), N processes on this machine, the same CNN
-as hydrozoa's zoo model `cnn`, Fashion-MNIST from Debian's package held in
-memory, the same global batch, SGD with momentum, one compute thread per
-process. Prints {"samples_per_s": ...} over the steps after the warm-up.
+#!/usr/bin/env python3
+"""The baseline of the data-parallel benchmark: PyTorch DDP (the project
+venv's torch, the same as hydrozoa links; the gloo backend), N processes on
+this machine, the same CNN as hydrozoa's zoo model `cnn`, Fashion-MNIST from
+Debian's package held in memory, the same global batch, SGD with momentum,
+one compute thread per process. Prints {"samples_per_s": ...} over the steps
+after the warm-up.
 
-  /usr/bin/python3 bench/ddp_baseline.py [--procs 2] [--batch 128] [--steps 300] [--warmup 20] [--pin]
+  .venv/bin/python bench/ddp_baseline.py [--procs 2] [--batch 128] [--steps 300] [--warmup 20]
+                                         [--pin ranks|compute]
 
---pin puts rank r on core r (as hydrozoa pins its workers' compute threads
-when each has a core of its own). glibc's allocator thresholds come from the
+--pin ranks puts the whole of rank r (every thread, Gloo's included) on core
+r, before the process group starts. --pin compute pins only the thread that
+computes, once Gloo's threads exist and keep every core, as hydrozoa pins
+its workers' compute threads and leaves its helper threads free (NOTE [Cores
+for compute threads]). glibc's allocator thresholds come from the
 environment (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_), which bench/
-train_bench.sh sets to hydrozoa's own for the fair variant.
+train_bench.sh sets to hydrozoa's own for the pinned variants.
 """
 import argparse, gzip, json, os, socket, struct, time
 
@@ -39,12 +44,17 @@ def cnn():  # hydrozoa's zoo model "cnn"
 
 
 def worker(rank, procs, port, batch, steps, warmup, out, pin):
-    if pin:
-        os.sched_setaffinity(0, {rank % os.cpu_count()})
+    core = sorted(os.sched_getaffinity(0))[rank % len(os.sched_getaffinity(0))]
+    if pin == "ranks":
+        os.sched_setaffinity(0, {core})
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=procs)
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(cnn())
+    if pin == "compute":
+        # Linux: pid 0 is the calling thread; the threads that exist (Gloo's,
+        # DDP's) keep their affinity.
+        os.sched_setaffinity(0, {core})
     sgd = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     images, labels = fashion_mnist()
     per = batch // procs
@@ -76,7 +86,8 @@ def main():
     a.add_argument("--batch", type=int, default=128)
     a.add_argument("--steps", type=int, default=300)
     a.add_argument("--warmup", type=int, default=20)
-    a.add_argument("--pin", action="store_true", help="rank r runs on core r")
+    a.add_argument("--pin", choices=["ranks", "compute"],
+                   help="ranks: every thread of rank r on core r; compute: only its compute thread, after Gloo's start")
     args = a.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
