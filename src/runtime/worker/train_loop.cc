@@ -135,8 +135,10 @@ void Worker::applyUpdate(std::int64_t globalStep, int from, int to, bool last, d
   const double lr = role_.lr_factor * scheduledLearningRate(role_.job.optimizer, role_.job.lr_schedule, globalStep,
                                                             epochOf(globalStep), role_.total_steps);
   setLearningRate(*optimizer_, lr);
-  const std::vector<torch::Tensor> params =
-      copies_.empty() ? stageParameters() : versionParameters(static_cast<size_t>(from));
+  // The parameters whose gradients the step computed (its weight version's).
+  auto stepParameters = [&] {
+    return copies_.empty() ? stageParameters() : versionParameters(static_cast<size_t>(from));
+  };
   // NOTE [Loss scaling]: unscaled, and skipped by every worker when one
   // found an inf or NaN (the agreement waits for all, so outside the lock).
   bool skip = false;
@@ -146,16 +148,17 @@ void Worker::applyUpdate(std::int64_t globalStep, int from, int to, bool last, d
       if (halted_) throw Halted();  // not into a vote the lost worker never joins
     }
     torch::NoGradGuard guard;
-    skip = transport_->anyWorker(unscaleGradients(params, scale / lossScale_->value()));
-  } else if (scale != 1) {
-    torch::NoGradGuard guard;
-    for (const torch::Tensor& p : params) {
-      if (p.grad().defined()) p.grad().mul_(scale);
-    }
+    skip = transport_->anyWorker(unscaleGradients(stepParameters(), scale / lossScale_->value()));
   }
   std::lock_guard<std::mutex> lock(stateMu_);
   if (halted_) throw Halted();
   if (keepSnapshots_) snapshot();
+  if (!lossScale_ && scale != 1) {
+    torch::NoGradGuard guard;
+    for (const torch::Tensor& p : stepParameters()) {
+      if (p.grad().defined()) p.grad().mul_(scale);
+    }
+  }
   skippedStep_ = skip;
   if (lossScale_) {
     lossScale_->update(skip);
