@@ -268,12 +268,31 @@ void addSimulateCommand(CLI::App& app, Status* status) {
   cmd->add_option("--samples-per-s", args->bid.samples_per_s,
                   "--bidbrain: one instance's pace on the job (a one-worker run's throughput)")
       ->capture_default_str();
-  cmd->add_option("--work-hours", args->bid.work_hours, "--bidbrain: the job's work in instance-hours, instead of --job");
+  cmd->add_option("--work-hours", args->bid.work_hours,
+                  "--bidbrain: the job's work in hours of one instance of the reliable type, instead of --job");
   cmd->add_option("--tiers", args->bid.tiers, "--bidbrain: reliable (on-demand) and at most this many transient instances")
       ->capture_default_str();
   cmd->add_option("--on-demand", args->bid.on_demand, "--bidbrain: on-demand prices, TYPE=USD_PER_HOUR,...");
   cmd->add_option("--start", args->bid.start, "--bidbrain: when the job starts in the history (2016-03-14T00:00:00Z)");
   cmd->add_option("--starts", args->bid.starts, "--bidbrain: without --start, this many starts spread over the history")
+      ->capture_default_str();
+  cmd->add_option("--work-rate", args->bid.work_rate,
+                  "--bidbrain: the work of an hour of each type, TYPE=N,... (ν; default: its vCPUs in the aws-vm "
+                  "catalog, as the thesis)");
+  cmd->add_option("--learn", args->bid.learn,
+                  "--bidbrain: without --start, the history before the first start, which BidBrain learns from "
+                  "(at most half the history; it never sees prices after a decision)")
+      ->capture_default_str();
+  cmd->add_option("--change-overhead", args->bid.change_overhead,
+                  "--bidbrain: σ, how long the job makes no progress after its footprint changes")
+      ->capture_default_str();
+  cmd->add_option("--eviction-overhead", args->bid.eviction_overhead,
+                  "--bidbrain: λ, how long the job makes no progress after an eviction")
+      ->capture_default_str();
+  cmd->add_option("--scaling", args->bid.scaling, "--bidbrain: φ, how efficiently the job scales (0-1]")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-overhead", args->bid.checkpoint_overhead,
+                  "--bidbrain: the share of spot+checkpoint's time spent writing checkpoints (the thesis measured 0.17)")
       ->capture_default_str();
   cmd->add_option("--synthetic-spot-days", args->bid.synthetic_days,
                   "--bidbrain: replay a synthetic history of this many days instead (seeded by --seed; docs/spot.md)");

@@ -130,6 +130,7 @@ Result<Seconds> parseSeconds(const std::string& text, const std::string& what) {
   if (u == "us") return number * 1e-6;
   if (u == "min" || u == "m") return number * 60;
   if (u == "h") return number * 3600;
+  if (u == "d") return number * 86400;
   return invalidArgument(fmt::format("{}: unknown time unit \"{}\" in \"{}\"; {}", what, unit, text, hint));
 }
 

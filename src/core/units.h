@@ -39,7 +39,7 @@ Result<Bytes> parseBytes(const std::string& text, const std::string& what);
 // 10Gbps, 100Mb/s (bits) or 100MB/s, 1.25GB/s, 70MBps (bytes).
 Result<BytesPerSecond> parseBandwidth(const std::string& text, const std::string& what);
 
-// Parses a duration: a non-negative number with s, ms, us, min or h ("2.5s").
+// Parses a duration: a non-negative number with s, ms, us, min, h or d ("2.5s").
 // A bare number is seconds.
 Result<Seconds> parseSeconds(const std::string& text, const std::string& what);
 

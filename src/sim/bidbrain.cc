@@ -42,7 +42,10 @@ class Replay {
   StrategyResult run(const std::string& name) {
     StrategyResult r;
     r.name = name;
+    const bool agile = s_ == Strategy::kFixedBid || s_ == Strategy::kBidBrain;
+    const double need = job_.work_hours * rate(reliableType_);  // in units of ν·hours
     const Seconds start = o_.start >= 0 ? o_.start : h_.begin;
+    start_ = start;
     Seconds t = start, nextDecision = start;
     double work = 0, checkpoint = 0;
     Seconds lastCheckpoint = start;
@@ -62,16 +65,18 @@ class Replay {
         if (it->ends >= 0 && t >= it->ends) {
           cost_ -= it->hour_cost;  // the cloud cut the hour short: not charged
           if (s_ == Strategy::kCheckpoint && !rolledBack) {
-            r.lost_hours += work - checkpoint;
+            r.lost_hours += (work - checkpoint) / rate(reliableType_);
             work = checkpoint;
             rolledBack = true;
           }
+          if (agile) stall(t, o_.eviction_overhead);  // λ: the survivors regroup
           it = allocs_.erase(it);
           decideNow = true;
           continue;
         }
         if (t >= it->hour + kHour) {
           if (it->lapse) {
+            if (agile) stall(t, o_.change_overhead);  // σ
             it = allocs_.erase(it);
             continue;
           }
@@ -82,19 +87,25 @@ class Replay {
         ++it;
       }
       if (decideNow || t >= nextDecision) {
-        decide(t);
+        decide(t, &r);
         decideNow = false;
         nextDecision = t + o_.decision_interval;
       }
-      // This tick's work (instances under notice still work).
-      double working = 0;
+      // This tick's work (instances under notice still work), none while
+      // the job stalls.
+      double instances = 0, working = 0;
       for (const Allocation& a : allocs_) {
-        if (t >= a.working_from) working += a.k;
+        if (t >= a.working_from) {
+          instances += a.k;
+          working += a.k * rate(a.type) * o_.scaling *
+                     (s_ == Strategy::kCheckpoint ? 1 - o_.checkpoint_overhead : 1.0);
+        }
       }
-      r.instance_hours += working * o_.tick / kHour;
-      const double gained = working * o_.tick / kHour;
-      if (work + gained >= job_.work_hours) {
-        r.time = t - start + (job_.work_hours - work) / working * kHour;
+      r.instance_hours += instances * o_.tick / kHour;
+      const Seconds busy = std::clamp<Seconds>(t + o_.tick - std::max(t, stallUntil_), 0, o_.tick);
+      const double gained = working * busy / kHour;
+      if (gained > 0 && work + gained >= need) {
+        r.time = t - start + (o_.tick - busy) + (need - work) / working * kHour;
         break;
       }
       work += gained;
@@ -107,7 +118,16 @@ class Replay {
       r.finished = false;
       r.time = kLongest;
     }
-    r.cost = cost_;  // what ran past the end of the job is paid for its whole hour
+    // The thesis's accounting (§4.5.2): the rest of each allocation's last
+    // billing hour goes to the next job of a sequence and is not charged to
+    // this one. The same for every strategy.
+    const Seconds end = start + r.time;
+    if (r.finished) {
+      for (const Allocation& a : allocs_) {
+        cost_ -= a.hour_cost * std::clamp<Seconds>(a.hour + kHour - end, 0, kHour) / kHour;
+      }
+    }
+    r.cost = cost_;
     return r;
   }
 
@@ -116,12 +136,28 @@ class Replay {
     return a.market < 0 ? h_.on_demand.at(a.type) : h_.markets[static_cast<size_t>(a.market)].priceAt(now_);
   }
   double priceOf(int market) const { return h_.markets[static_cast<size_t>(market)].priceAt(now_); }
+  // ν of a type.
+  double rate(const std::string& type) const {
+    const auto it = job_.work_rate.find(type);
+    return it == job_.work_rate.end() ? 1.0 : it->second;
+  }
+  // The job computes nothing for `overhead` more; the footprint it starts
+  // with costs nothing.
+  void stall(Seconds t, Seconds overhead) {
+    if (t > start_) stallUntil_ = std::max(stallUntil_, t) + overhead;
+  }
 
-  void acquire(Allocation a, Seconds t) {
+  void acquire(Allocation a, Seconds t, StrategyResult* r) {
     a.hour = t;
     a.hour_cost = a.k * price(a);
     cost_ += a.hour_cost;
+    if (a.market >= 0 && (s_ == Strategy::kFixedBid || s_ == Strategy::kBidBrain)) stall(t, o_.change_overhead);
+    if (s_ == Strategy::kBidBrain && a.market >= 0) r->decisions.push_back({t, marketName(a.market), a.k, a.bid, false});
     allocs_.push_back(a);
+  }
+  std::string marketName(int m) const {
+    const SpotMarket& sm = h_.markets[static_cast<size_t>(m)];
+    return sm.type + "/" + sm.zone;
   }
 
   int transientCount() const {
@@ -130,107 +166,139 @@ class Replay {
     return n;
   }
 
-  // The cheapest spot market now among those with an on-demand price
-  // (whose price is at most `cap` times it); -1 if none.
+  // The spot market cheapest per work now (its price over ν) among those
+  // with an on-demand price (whose price is at most `cap` times it); -1 if
+  // none.
   int cheapestMarket(double cap) const {
     int best = -1;
+    auto perWork = [&](int m) { return priceOf(m) / rate(h_.markets[static_cast<size_t>(m)].type); };
     for (size_t m = 0; m < h_.markets.size(); ++m) {
       const auto od = h_.on_demand.find(h_.markets[m].type);
       if (od == h_.on_demand.end() || priceOf(static_cast<int>(m)) > cap * od->second) continue;
-      if (best < 0 || priceOf(static_cast<int>(m)) < priceOf(best)) best = static_cast<int>(m);
+      if (best < 0 || perWork(static_cast<int>(m)) < perWork(best)) best = static_cast<int>(m);
     }
     return best;
   }
 
-  const EvictionEstimate& estimate(int market, double delta) {
-    const auto key = std::make_pair(market, std::llround(delta * 1e4));
-    auto it = estimates_.find(key);
-    if (it == estimates_.end()) {
-      it = estimates_.emplace(key, estimateEviction(h_.markets[static_cast<size_t>(market)], delta)).first;
+  // BidBrain's β and τ for `market` at `delta` above its price within ω,
+  // from the prices before now. A delta off BidBrain's grid (an
+  // allocation's bid once the price has moved) is rounded down to it.
+  EvictionEstimate estimate(int market, double delta, Seconds omega) {
+    size_t d = 0;
+    while (d + 1 < o_.deltas.size() && o_.deltas[d + 1] <= delta + 1e-12) ++d;
+    const auto key = std::make_pair(market, d);
+    auto it = learners_.find(key);
+    if (it == learners_.end()) {
+      it = learners_.emplace(key, EvictionLearner(h_.markets[static_cast<size_t>(market)], o_.deltas[d])).first;
     }
-    return it->second;
+    it->second.advance(now_);
+    return it->second.within(omega);
   }
 
-  // BidBrain's expected cost and work of an allocation over the next hour.
-  std::pair<double, double> expected(const Allocation& a) {
-    const double p = price(a);
-    if (a.market < 0) return {a.k * p, a.k * 1.0};
-    return expectedCostAndWork(a.k, p, estimate(a.market, std::max(0.0, a.bid - p)));
-  }
-
-  void decide(Seconds t) {
+  void decide(Seconds t, StrategyResult* r) {
     now_ = t;
     switch (s_) {
       case Strategy::kOnDemand:
         if (allocs_.empty()) {
-          acquire({-1, reliableType_, job_.reliable + job_.transient, 0, true}, t);
+          acquire({-1, reliableType_, job_.reliable + job_.transient, 0, true}, t, r);
         }
-        return;
+        break;
       case Strategy::kCheckpoint: {
         // All spot, bid at the on-demand price; after an eviction, new
         // instances where the price is below it, restored before they work.
-        if (!allocs_.empty()) return;
+        if (!allocs_.empty()) break;
         const int m = cheapestMarket(1.0);
-        if (m < 0) return;
+        if (m < 0) break;
         const std::string& type = h_.markets[static_cast<size_t>(m)].type;
         Allocation a{m, type, job_.reliable + job_.transient, h_.on_demand.at(type), false};
         a.working_from = started_ ? t + o_.restart : t;
         started_ = true;
-        acquire(a, t);
-        return;
+        acquire(a, t, r);
+        break;
       }
       case Strategy::kFixedBid: {
-        if (allocs_.empty()) acquire({-1, reliableType_, job_.reliable, 0, true}, t);
+        if (allocs_.empty()) acquire({-1, reliableType_, job_.reliable, 0, true}, t, r);
         const int want = job_.transient - transientCount();
-        if (want <= 0) return;
+        if (want <= 0) break;
         const int m = cheapestMarket(1.0);
-        if (m < 0) return;
-        acquire({m, h_.markets[static_cast<size_t>(m)].type, want, priceOf(m) + o_.fixed_delta, false}, t);
-        return;
+        if (m < 0) break;
+        acquire({m, h_.markets[static_cast<size_t>(m)].type, want, priceOf(m) + o_.fixed_delta, false}, t, r);
+        break;
       }
       case Strategy::kBidBrain:
-        bidBrain(t);
-        return;
+        bidBrain(t, r);
+        break;
     }
   }
 
-  // E over the allocations that will be running (not lapsing, not evicted), plus `extra`.
-  double costPerWork(const Allocation* extra, const Allocation* without) {
-    double c = 0, w = 0;
+  // One allocation's part of E (NOTE [BidBrain's model]): its expected
+  // cost, its expected useful time before λ and σ, its β.
+  struct Expected {
+    double cost = 0, time = 0, beta = 0, rate = 0;
+  };
+  Expected expected(const Allocation& a) {
+    const Seconds omega = std::max<Seconds>(0, a.hour + kHour - now_);
+    const double p = a.hour_cost / a.k;  // the hour's price
+    if (a.market < 0) return {a.k * p * omega / kHour, omega, 0, a.k * rate(a.type)};
+    const EvictionEstimate e = estimate(a.market, std::max(0.0, a.bid - priceOf(a.market)), omega);
+    return {(1 - e.beta) * a.k * p * omega / kHour, (1 - e.beta) * omega + e.beta * e.tau, e.beta,
+            a.k * rate(a.type)};
+  }
+
+  // E of the allocations that will be running (not lapsing, not evicted)
+  // but `without`, and `extra`; `change`: the footprint changes (σ).
+  double costPerWork(const Allocation* extra, const Allocation* without, bool change) {
+    std::vector<Expected> parts;
     for (const Allocation& a : allocs_) {
       if (&a == without || a.lapse || a.ends >= 0) continue;
-      const auto [ca, wa] = expected(a);
-      c += ca;
-      w += wa;
+      parts.push_back(expected(a));
     }
-    if (extra) {
-      const auto [ca, wa] = expected(*extra);
-      c += ca;
-      w += wa;
+    if (extra) parts.push_back(expected(*extra));
+    double kept = 1;  // Π (1 − β_j)
+    for (const Expected& x : parts) kept *= 1 - x.beta;
+    const Seconds lost = (1 - kept) * o_.eviction_overhead + (change ? o_.change_overhead : 0);
+    double c = 0, w = 0;
+    for (const Expected& x : parts) {
+      c += x.cost;
+      w += x.rate * std::max<Seconds>(0, x.time - lost) / kHour;
     }
+    w *= o_.scaling;
     return w > 0 ? c / w : std::numeric_limits<double>::infinity();
   }
 
-  void bidBrain(Seconds t) {
-    if (allocs_.empty()) acquire({-1, reliableType_, job_.reliable, 0, true}, t);
-    // Lapse what no longer pays for itself, at its hour's end.
+  // A spot allocation of k at bid delta d in market m, bought now.
+  Allocation candidate(int m, int k, double bid, Seconds t) const {
+    Allocation a{m, h_.markets[static_cast<size_t>(m)].type, k, bid, false};
+    a.hour = t;
+    a.hour_cost = k * priceOf(m);
+    return a;
+  }
+
+  void bidBrain(Seconds t, StrategyResult* r) {
+    if (allocs_.empty()) acquire({-1, reliableType_, job_.reliable, 0, true}, t, r);
+    // Before an allocation's billing hour ends: renewed (an hour at the
+    // price now, no change) or let go (a change)?
     for (Allocation& a : allocs_) {
       if (a.reliable || a.lapse || a.ends >= 0 || a.hour + kHour - t > o_.decision_interval) continue;
-      if (costPerWork(nullptr, &a) < costPerWork(nullptr, nullptr)) a.lapse = true;
+      const Allocation renewed = candidate(a.market, a.k, a.bid, t);
+      if (costPerWork(nullptr, &a, true) < costPerWork(&renewed, &a, false)) {
+        a.lapse = true;
+        r->decisions.push_back({t, marketName(a.market), a.k, a.bid, true});
+      }
     }
     // Add the allocation that lowers E the most, while one does.
     for (;;) {
       const int room = job_.transient - transientCount();
       if (room <= 0) return;
-      const double now = costPerWork(nullptr, nullptr);
+      const double now = costPerWork(nullptr, nullptr, false);
       std::optional<Allocation> best;
       double bestE = now;
       for (size_t m = 0; m < h_.markets.size(); ++m) {
         if (!h_.on_demand.count(h_.markets[m].type)) continue;
         for (double d : o_.deltas) {
           for (int k = 1; k <= room; k *= 2) {
-            Allocation a{static_cast<int>(m), h_.markets[m].type, k, priceOf(static_cast<int>(m)) + d, false};
-            const double e = costPerWork(&a, nullptr);
+            const Allocation a = candidate(static_cast<int>(m), k, priceOf(static_cast<int>(m)) + d, t);
+            const double e = costPerWork(&a, nullptr, true);
             if (e < bestE - 1e-12) {
               bestE = e;
               best = a;
@@ -239,7 +307,7 @@ class Replay {
         }
       }
       if (!best) return;
-      acquire(*best, t);
+      acquire(*best, t, r);
     }
   }
 
@@ -249,10 +317,11 @@ class Replay {
   Strategy s_;
   std::string reliableType_;
   std::vector<Allocation> allocs_;
-  std::map<std::pair<int, long long>, EvictionEstimate> estimates_;
+  std::map<std::pair<int, size_t>, EvictionLearner> learners_;
   double cost_ = 0;
   Seconds now_ = 0;
-  bool started_ = false;
+  Seconds start_ = 0, stallUntil_ = 0;
+  bool started_ = false;  // checkpoint-restart: a later start restores first
 };
 
 }  // namespace
@@ -319,6 +388,28 @@ Result<std::vector<StrategyResult>> compareBidding(const SpotHistory& h, const B
                                          "\"OnDemandPrices\": {{\"{}\": USD}} beside them, or --on-demand {}=USD",
                                          m.type, m.type, m.type));
     }
+  }
+  for (const auto& [type, nu] : job.work_rate) {
+    if (!(nu > 0 && nu <= 1e6)) {
+      return invalidArgument(fmt::format("the work rate (ν) of {} must be a positive number (its vCPUs, or its "
+                                         "measured samples/s), not {}",
+                                         type, nu));
+    }
+  }
+  if (o.deltas.empty() || !std::is_sorted(o.deltas.begin(), o.deltas.end()) || o.deltas.front() < 0) {
+    return invalidArgument("BidBrain's bid deltas must be a non-empty, increasing list of prices from 0");
+  }
+  if (!(o.checkpoint_overhead >= 0 && o.checkpoint_overhead < 1)) {
+    return invalidArgument(fmt::format("the checkpoint overhead is a share of the time, from 0 to below 1 (the "
+                                       "thesis measured 0.17), not {}",
+                                       o.checkpoint_overhead));
+  }
+  if (!(o.scaling > 0 && o.scaling <= 1)) {
+    return invalidArgument(fmt::format("the scaling factor φ must be in (0, 1], not {}", o.scaling));
+  }
+  if (!(o.change_overhead >= 0 && o.change_overhead <= 86400 && o.eviction_overhead >= 0 &&
+        o.eviction_overhead <= 86400)) {
+    return invalidArgument("the overheads of a change (σ) and of an eviction (λ) must be from 0 to a day");
   }
   std::string reliable = job.reliable_type;
   if (reliable.empty()) {

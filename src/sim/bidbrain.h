@@ -3,29 +3,51 @@
 // price history in virtual time, against buying everything on demand,
 // spot instances with checkpoint-restart, and a fixed bid. Pure C++.
 //
-// A job needs `work_hours` instance-hours. It keeps `reliable` on-demand
+// A job needs `work_hours` hours of work of one instance of its reliable
+// type (instances of a type with twice its ν do it in half the time;
+// NOTE [BidBrain's model]). It keeps `reliable` on-demand
 // instances for its state (AgileML's reliable tier) and may add up to
 // `transient` spot instances. Billing is AWS's of the thesis: an instance
 // is charged at the start of each of its hours (spot: the market price
-// then); an hour the cloud cuts short by evicting it is not charged. An
+// then); an hour the cloud cuts short by evicting it is not charged; the
+// rest of the job's last hour is not charged to it either (the thesis's
+// accounting, §4.5.2: the next job of a sequence uses it). An
 // evicted instance gets `notice` (2 minutes) and is removed at the end of
 // it; under AgileML its work up to then is kept (the job's replicas drop
 // it at a step boundary), under checkpoint-restart the work since the
 // last checkpoint is lost.
 //
-// BidBrain's model (§4.3.1): for an allocation A of k instances at price p
-// with bid delta d (the bid above the market price), β = the probability
-// that it is evicted within the hour and τ its mean time to eviction when
-// it is, both estimated from the price history; its expected cost over the
-// next hour C_A = (1 − β)·k·p (an evicted hour is free) and expected work
-// W_A = k·((1 − β)·1h + β·τ); a footprint's expected cost per work is
-// E = Σ C_A / Σ W_A. At each decision point (every 2 minutes, right after
-// an eviction notice, and before an allocation's billing hour ends) it adds
-// the candidate allocation (market, bid delta, count) that lowers E the
-// most while any does, and lets an allocation lapse at its hour's end when
-// E is lower without it.
+// NOTE [BidBrain's model]
+// Seed 002 §4.3.1, Table 4.2. An allocation i: k_i instances of one type,
+// on demand or in one spot market at one bid, billed by the hour. At a
+// decision at t, for each allocation:
+//   ω_i  the rest of its billing hour (an allocation being added or
+//        renewed: the hour it is about to pay for);
+//   β_i  the probability that it is evicted within ω_i, and τ_i its mean
+//        time to eviction when it is, at its bid's delta above the market
+//        price, learnt from the prices before t alone (NOTE [Evictions
+//        learnt as time passes]); an on-demand allocation: 0;
+//   C_i = (1 − β_i)·k_i·P_i·ω_i/1h (Eq. 4.1: an evicted hour is refunded;
+//        P_i the hour's price);
+//   Δt_i = (1 − β_i)·ω_i + β_i·τ_i − (1 − Π_j(1 − β_j))·λ − σ·[a change]
+//        (Eq. 4.2: the useful time, less λ if any allocation is evicted,
+//        less σ when the decision adds or removes an allocation);
+//   W_A = φ·Σ k_i·ν_i·Δt_i (Eq. 4.3: ν_i the work of an hour of the
+//        type, its vCPUs by default, as in the thesis);  E = ΣC_i / W_A.
+// At each decision point (every 2 minutes, right after an eviction notice,
+// and within the last 2 minutes of an allocation's billing hour) BidBrain
+// adds the candidate (market, bid delta, count) that lowers E the most,
+// while any does, and lets an allocation lapse at its hour's end when E
+// without it (a change) is lower than E with it renewed. The reliable
+// on-demand instances are never let go (AgileML's state lives there).
+// The replay charges what the model assumes: after each change of the
+// footprint the job computes nothing for σ, after each eviction for λ
+// (AgileML's strategies: the fixed bid and BidBrain), and its instances
+// work at φ·Σ k·ν (every strategy). φ scales every allocation's work
+// alike, so it changes E but never which allocation lowers it.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,10 +59,11 @@
 namespace hydrozoa::sim {
 
 struct BidBrainJob {
-  double work_hours = 1;  // instance-hours
+  double work_hours = 1;  // hours of one instance of the reliable type
   int reliable = 1;       // on-demand instances for the state
   int transient = 8;      // spot instances at most
   std::string reliable_type;  // "" : the cheapest on-demand type of the history
+  std::map<std::string, double> work_rate;  // ν: work of an hour of each type (vCPUs); absent: 1
 };
 
 struct BidBrainOptions {
@@ -49,9 +72,25 @@ struct BidBrainOptions {
   Seconds notice = 120;          // an eviction's warning
   Seconds checkpoint_every = 1800;  // checkpoint-restart
   Seconds restart = 600;         // checkpoint-restart: new instances and a restore after an eviction
+  double checkpoint_overhead = 0;  // checkpoint-restart: the share of its time spent writing them (the thesis: 0.17)
   double fixed_delta = 0.05;     // the fixed bid: this far above the price when acquired (USD/h)
   std::vector<double> deltas = {0.0001, 0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4};  // BidBrain's choices
+  Seconds change_overhead = 60;    // σ: no progress after the footprint changes (AgileML)
+  Seconds eviction_overhead = 60;  // λ: no progress after an eviction (AgileML)
+  double scaling = 1;              // φ: the job's work is φ·Σ k·ν
   Seconds tick = 60;
+};
+
+// What BidBrain bought or let go, and when.
+struct BidDecision {
+  Seconds at = 0;
+  std::string market;  // "type/zone"
+  int count = 0;
+  double bid = 0;       // USD/h
+  bool lapse = false;   // let go at its hour's end (else: acquired)
+  bool operator==(const BidDecision& o) const {
+    return at == o.at && market == o.market && count == o.count && bid == o.bid && lapse == o.lapse;
+  }
 };
 
 struct StrategyResult {
@@ -62,6 +101,7 @@ struct StrategyResult {
   double lost_hours = 0;    // instance-hours of work redone (checkpoint-restart)
   double instance_hours = 0;
   bool finished = true;     // false: the history ended first (its last prices held)
+  std::vector<BidDecision> decisions;  // BidBrain's
 };
 
 // BidBrain's expected cost (USD) and work (instance-hours) over the next
@@ -95,8 +135,10 @@ double costPerWork(const SpotMarket& m, double onDemand, int reliable, int count
                    double stallHours = 0, bool reliableIdle = false);
 
 // All-on-demand, spot with checkpoint-restart, a fixed bid, BidBrain; in
-// that order. Fails when the history lacks an on-demand price for a type it
-// has records of, or the job's reliable type.
+// that order. The spot baselines take the market cheapest per work now
+// (the price over ν). Fails when the history lacks an on-demand price for
+// a type it has records of, or the job's reliable type, or on a bad ν, σ,
+// λ or φ.
 Result<std::vector<StrategyResult>> compareBidding(const SpotHistory& h, const BidBrainJob& job,
                                                    const BidBrainOptions& o);
 

@@ -173,30 +173,50 @@ SpotHistory generateSpotHistory(const SpotGenOptions& o) {
   return h;
 }
 
-EvictionEstimate estimateEviction(const SpotMarket& m, double delta, Seconds until) {
-  EvictionEstimate e;
-  if (m.prices.size() < 2) return e;
-  const Seconds first = m.prices.front().first, last = std::min(m.prices.back().first, until);
-  int samples = 0, evicted = 0;
-  double waited = 0;
-  for (Seconds t0 = first; t0 + kHour <= last; t0 += 300) {
-    ++samples;
-    const double bid = m.priceAt(t0) + delta;
-    auto it = std::upper_bound(m.prices.begin(), m.prices.end(), t0,
+EvictionLearner::EvictionLearner(const SpotMarket& m, double delta)
+    : m_(&m), delta_(delta), next_(m.prices.empty() ? 0 : m.prices.front().first) {}
+
+void EvictionLearner::advance(Seconds now) {
+  if (m_->prices.size() < 2) return;
+  const auto& prices = m_->prices;
+  const Seconds last = std::min(prices.back().first, now);
+  for (; next_ + kHour <= last; next_ += 300) {
+    ++samples_;
+    const double bid = m_->priceAt(next_) + delta_;
+    auto it = std::upper_bound(prices.begin(), prices.end(), next_,
                                [](Seconds x, const std::pair<Seconds, double>& p) { return x < p.first; });
-    for (; it != m.prices.end() && it->first <= t0 + kHour; ++it) {
-      if (it->first > last) break;
+    for (; it != prices.end() && it->first <= next_ + kHour; ++it) {
       if (it->second > bid) {
-        ++evicted;
-        waited += it->first - t0;
+        const Seconds waited = it->first - next_;
+        const int minute = std::clamp(static_cast<int>(std::ceil(waited / 60)), 1, 60);
+        ++evicted_[minute];
+        waited_[minute] += waited;
         break;
       }
     }
   }
-  if (samples == 0) return e;
-  e.beta = static_cast<double>(evicted) / samples;
-  e.tau = evicted > 0 ? waited / evicted : kHour;
+}
+
+EvictionEstimate EvictionLearner::within(Seconds omega) const {
+  EvictionEstimate e;
+  e.tau = std::clamp<Seconds>(omega, 0, kHour);
+  if (samples_ == 0) return e;
+  const int minutes = std::clamp(static_cast<int>(std::floor(omega / 60 + 1e-9)), 0, 60);
+  int evicted = 0;
+  double waited = 0;
+  for (int m = 1; m <= minutes; ++m) {
+    evicted += evicted_[m];
+    waited += waited_[m];
+  }
+  e.beta = static_cast<double>(evicted) / samples_;
+  if (evicted > 0) e.tau = waited / evicted;
   return e;
+}
+
+EvictionEstimate estimateEviction(const SpotMarket& m, double delta, Seconds until) {
+  EvictionLearner learner(m, delta);
+  learner.advance(until);
+  return learner.within(kHour);
 }
 
 Result<std::pair<int, int>> parseTiers(const std::string& text, const std::string& what, int minReliable) {

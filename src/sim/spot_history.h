@@ -62,11 +62,38 @@ SpotHistory generateSpotHistory(const SpotGenOptions& o);
 // starting points every 5 minutes of the history; with `until`, of the
 // history before it alone (an hour of it at least, else β 0: nothing seen).
 struct EvictionEstimate {
-  double beta = 0;     // probability of eviction within the hour
+  double beta = 0;     // probability of eviction within the hour (or ω)
   Seconds tau = 3600;  // mean time to eviction when evicted
 };
 EvictionEstimate estimateEviction(const SpotMarket& m, double delta,
                                   Seconds until = std::numeric_limits<Seconds>::infinity());
+
+// NOTE [Evictions learnt as time passes]
+// The same estimate kept up to date as a replay's clock moves, so that a
+// decision at t sees only the prices before t, as a live bidder would
+// (the thesis learnt β from the three months before its evaluation's). A
+// window is a start every 5 minutes from the market's first record and
+// the hour after it; it counts once that hour has passed (and lies within
+// the records), with the time to its first price above the start's price
+// plus `delta`, if any. Each window is looked at once, however often the
+// estimate is asked for. within(ω) answers for a shorter horizon, the rest
+// of a billing hour: evicted within ω of a start, to the minute.
+// advance(until) then within(1 h) equals estimateEviction(m, delta, until).
+class EvictionLearner {
+ public:
+  EvictionLearner(const SpotMarket& m, double delta);
+  void advance(Seconds now);
+  EvictionEstimate within(Seconds omega) const;
+  int samples() const { return samples_; }
+
+ private:
+  const SpotMarket* m_;
+  double delta_;
+  Seconds next_ = 0;  // the next window's start
+  int samples_ = 0;
+  int evicted_[61] = {};     // windows evicted in their minute 1..60
+  double waited_[61] = {};   // and their times to eviction, summed
+};
 
 // "reliable=1,transient=8" -> {1, 8}: the reliable tier needs at least
 // `minReliable` (the state lives there).

@@ -51,6 +51,7 @@ TEST(ParseSeconds, Units) {
   EXPECT_DOUBLE_EQ(*parseSeconds("10s", "t"), 10);
   EXPECT_DOUBLE_EQ(*parseSeconds("500ms", "t"), 0.5);
   EXPECT_DOUBLE_EQ(*parseSeconds("2min", "t"), 120);
+  EXPECT_DOUBLE_EQ(*parseSeconds("7d", "t"), 7 * 86400);
   EXPECT_DOUBLE_EQ(*parseSeconds("3", "t"), 3);
   EXPECT_FALSE(parseSeconds("3 fortnights", "t").ok());
 }
