@@ -303,10 +303,15 @@ TEST(BidBrain, OnAQuietMarketEveryStrategyBillsWholeHours) {
   EXPECT_LT(bb.cost, od.cost);
 }
 
-TEST(BidBrain, AnEvictedHourIsFreeAndCheckpointRestartRedoesWork) {
-  // Spot 0.05, but 0.50 (above the on-demand 0.20) from 1:30 to 2:00.
+// Spot 0.05, but 0.50 (above the on-demand 0.20) from 1:30 to 2:00.
+SpotHistory spikeFrom90Minutes() {
   SpotHistory h = flatHistory(0.05, 0.20, 48);
   h.markets[0].prices = {{0, 0.05}, {5400, 0.50}, {7200, 0.05}, {48 * 3600, 0.05}};
+  return h;
+}
+
+TEST(BidBrain, AnEvictedHourIsFreeAndCheckpointRestartRedoesWork) {
+  const SpotHistory h = spikeFrom90Minutes();
   BidBrainJob job;
   job.work_hours = 12;
   job.reliable = 1;
@@ -351,8 +356,7 @@ TEST(BidBrain, AChangeAndAnEvictionStallTheJob) {
   // The fixed bid is evicted at 1:30 (the price jumps above it for half an
   // hour) and buys again at 2:00: λ after the eviction, σ after the
   // purchase, the job computes nothing; BidBrain's model charged it.
-  SpotHistory h = flatHistory(0.05, 0.20, 48);
-  h.markets[0].prices = {{0, 0.05}, {5400, 0.50}, {7200, 0.05}, {48 * 3600, 0.05}};
+  const SpotHistory h = spikeFrom90Minutes();
   BidBrainJob job;
   job.work_hours = 20;
   job.reliable = 1;
