@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Gavel's policies in the simulator (issue 13 §5), on Gavel's throughputs
-# (../shared/gavel, or GAVEL=DIR) and a cluster of 12 V100s, 12 P100s and 12
-# K80s (the thesis's 36 GPUs):
+# (../shared/gavel, or GAVEL=DIR); generated traces on Gavel's simulated
+# cluster, 36 GPUs of each type (issue 52 §4), Gavel's physical-cluster
+# traces on 12 of each (2) and 4 of each (4):
 #  1. heterogeneity-aware max-min fairness (LAS) against its agnostic form:
 #     average completion time of jobs 200-400 of a 600-job continuous-single
 #     trace (Poisson arrivals, Gavel's durations) at increasing load, SEEDS
-#     seeds each, and the ratio;
+#     seeds each, and the ratio (bench/gavel_vs_gavel.sh runs Gavel's own
+#     simulator beside ours on such traces);
 #  2. the makespan policy against its agnostic form on Gavel's static
 #     minimize_makespan trace;
 #  3. the policies' solve time for 2,048 jobs present at once, and the
@@ -16,7 +18,7 @@
 #     later, a minute lost to each restart; SEEDS draws of the market;
 #  5. space sharing (issue 13 §3): heterogeneity-aware max-min fairness with
 #     and without pairs of jobs sharing a GPU at the throughputs file's pair
-#     rates, and the agnostic form, on the traces of 1 at 1-3 jobs/hour.
+#     rates, and the agnostic form, on the traces of 1 at 2-6 jobs/hour.
 #
 #   bench/simulate_bench.sh [SEEDS=2]
 set -euo pipefail
@@ -28,15 +30,16 @@ seeds=${1:-2}
 [ -f "$gavel/simulation_throughputs.json" ] || { echo "simulate_bench: no $gavel/simulation_throughputs.json" >&2; exit 77; }
 t="$gavel/simulation_throughputs.json"
 cluster=v100=12,p100=12,k80=12
+gavels=v100=36,p100=36,k80=36  # Gavel's simulated cluster
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 jct() {  # rate seed policy -> hours
-  $hz simulate --generate 600 --rate "$1" --seed "$2" --throughputs "$t" --cluster $cluster --policy $3 \
+  $hz simulate --generate 600 --rate "$1" --seed "$2" --throughputs "$t" --cluster $gavels --policy $3 \
     --measure 200-400 --json | "$py" -c 'import json,sys; print(json.load(sys.stdin)["average_jct_seconds"] / 3600)'
 }
-echo "1. average JCT (hours) of jobs 200-400, continuous-single, $cluster, mean of $seeds seeds"
+echo "1. average JCT (hours) of jobs 200-400, continuous-single, $gavels, mean of $seeds seeds"
 printf '%10s %10s %10s %8s\n' "jobs/hour" "aware" "agnostic" "ratio"
-for rate in 0.5 1 1.5 2 3 4; do
+for rate in 1 2 3 4 5 5.6 6 7; do
   a=0; b=0
   for seed in $(seq 1 "$seeds"); do
     a=$("$py" -c "print($a + $(jct $rate $seed max_min_fairness))")
@@ -91,9 +94,9 @@ print(f'{\"\":<18} {\"spot\":<10} {sj:8.2f} h {sm:8.2f} h \${sc:8.2f} {sr:10.0f}
 print(f'{\"\":<18} {\"ratio\":<10} {sj / oj:8.2f}x  {sm / om:8.2f}x  {oc / sc:8.2f}x cheaper')"
 done
 echo
-echo "5. space sharing: average JCT (hours) of jobs 200-400, continuous-single, $cluster, mean of $seeds seeds"
+echo "5. space sharing: average JCT (hours) of jobs 200-400, continuous-single, $gavels, mean of $seeds seeds"
 printf '%10s %10s %10s %10s %12s %12s\n' "jobs/hour" "agnostic" "aware" "aware+SS" "SS vs aware" "vs agnostic"
-for rate in 1 2 3; do
+for rate in 2 4 6; do
   a=0; b=0; c=0
   for seed in $(seq 1 "$seeds"); do
     a=$("$py" -c "print($a + $(jct $rate $seed max_min_fairness_agnostic))")

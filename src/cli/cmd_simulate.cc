@@ -21,13 +21,13 @@ namespace {
 
 struct SimulateArgs {
   std::string trace, throughputs, cluster, policy = "max_min_fairness", round = "6min", measure, write_trace, prices,
-      entities, preemption = "0s", spot_trace, spot_uptime, spot_downtime, write_spot_trace;
+      entities, preemption = "0s", reallocate_after = "0s", spot_trace, spot_uptime, spot_downtime, write_spot_trace;
   double budget = -1;
   int generate = 0;
   double rate = 0;
   bool multiple = false, json = false, space_sharing = false;
   std::uint64_t seed = 0;
-  bool bidbrain = false;
+  bool bidbrain = false, no_fill_idle = false;
   BidBrainArgs bid;  // with --bidbrain (cli/cmd_bidbrain.h)
 };
 
@@ -70,6 +70,8 @@ Status runSimulate(const SimulateArgs& a) {
   HZ_ASSIGN_OR_RETURN(o.round, parseSeconds(a.round, "--round"));
   if (!(o.round >= 1 && o.round <= 86400)) return invalidArgument("--round must be from 1 s to 24 h");
   HZ_ASSIGN_OR_RETURN(o.preemption, parseSeconds(a.preemption, "--preemption-cost"));
+  HZ_ASSIGN_OR_RETURN(o.reallocate_after, parseSeconds(a.reallocate_after, "--reallocate-after"));
+  o.fill_idle = !a.no_fill_idle;
   if (!(o.preemption >= 0 && o.preemption < o.round)) {
     return invalidArgument("--preemption-cost must be from 0 s to less than a round (--round)");
   }
@@ -241,6 +243,13 @@ void addSimulateCommand(CLI::App& app, Status* status) {
   cmd->add_option("--policy", args->policy, "A policy (hydrozoa allocate --help lists them), or all")
       ->capture_default_str();
   cmd->add_option("--round", args->round, "Length of a scheduling round")->capture_default_str();
+  cmd->add_option("--reallocate-after", args->reallocate_after,
+                  "Decide the allocation again no sooner than this after the last time (Gavel's own simulator: "
+                  "32min); 0: at the first round after any arrival or completion")
+      ->capture_default_str();
+  cmd->add_flag("--no-fill-idle", args->no_fill_idle,
+                "Leave the workers the allocation does not use idle (by default, each round they take jobs still "
+                "waiting that run there, as Gavel's mechanism)");
   cmd->add_option("--preemption-cost", args->preemption,
                   "Time a job loses of a round it resumes in on another type, or after waiting or a spot reclaim "
                   "(restoring its checkpoint)")

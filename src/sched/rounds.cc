@@ -77,6 +77,15 @@ std::vector<int> RoundMechanism::place(const Problem& p, const Allocation& a, co
     if (k >= jobs) pairOf_[first] = pairOf_[second] = static_cast<int>(k - jobs);
     free[static_cast<size_t>(c.type)] -= need;
   }
+  if (fillIdle_ && !a.capped) {
+    for (size_t j = 0; j < types; ++j) {
+      for (size_t m = 0; m < jobs && free[j] > 0; ++m) {
+        if (placed[m] >= 0 || !(p.jobs[m].throughput[j] > 0) || free[j] < p.jobs[m].scale_factor) continue;
+        placed[m] = static_cast<int>(j);
+        free[j] -= p.jobs[m].scale_factor;
+      }
+    }
+  }
   if (a.capped) {
     for (size_t j = 0; j < types; ++j) {
       const double used = offered[j] - free[j];

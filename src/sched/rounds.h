@@ -34,12 +34,19 @@ class RoundMechanism {
   void recordPair(int pair, int type, Seconds seconds);
   // Each job's pair in the last place() (an index of Problem::pairs; -1: alone or not placed).
   const std::vector<int>& pairOf() const { return pairOf_; }
+  // Work conservation (as Gavel's own implementation): after the
+  // allocation's placements, workers still free take the jobs still
+  // waiting that run there, type by type in the problem's order, the
+  // earlier job first, also where the allocation gives them no time. Not
+  // for a capped allocation (a budget).
+  void fillIdle(bool on) { fillIdle_ = on; }
 
  private:
   std::vector<std::vector<double>> time_;  // t[m][j]; the pairs' after the jobs'
   size_t jobs_ = 0;
   std::vector<int> pairOf_;
   std::vector<double> credit_;             // capped: workers of each type owed from earlier rounds
+  bool fillIdle_ = false;
 };
 
 }  // namespace hydrozoa::sched

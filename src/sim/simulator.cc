@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -155,7 +156,9 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
   std::vector<double> isolatedRate;  // each placeable job's steps per second on 1/n of the cluster now
   sched::Allocation allocation;
   sched::RoundMechanism mechanism;
-  bool changed = true;
+  mechanism.fillIdle(o.fill_idle);
+  bool changed = true, marketChanged = false;
+  Seconds decided = -std::numeric_limits<Seconds>::infinity();  // when the allocation was last decided
   while (next < order.size() || !active.empty()) {
     if (now - start > o.max_time) {
       return unavailable(fmt::format("the simulation passed {} virtual seconds with {} jobs left", o.max_time,
@@ -169,13 +172,15 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
       const SpotEvent& e = o.spot[event];
       if (e.kind == SpotEvent::kPrice) priceNow[static_cast<size_t>(e.type)] = e.value;
       if (e.kind == SpotEvent::kAvailable) market[static_cast<size_t>(e.type)].count = static_cast<int>(e.value);
-      changed = true;
+      changed = marketChanged = true;
     }
     if (active.empty()) {  // idle until the next arrival
       now = trace[order[next]].arrival;
       continue;
     }
-    if (changed) {
+    if (changed && (marketChanged || now - decided >= o.reallocate_after)) {
+      decided = now;
+      marketChanged = false;
       problem.types = market;
       problem.price = priceNow;
       problem.entities = o.entities;
@@ -267,6 +272,18 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
         mechanism.record(static_cast<int>(run.members[0]), run.type, paid + busiest);
       } else {
         mechanism.recordPair(run.pair, run.type, paid + busiest);
+      }
+    }
+    // Until the allocation is decided again (reallocate_after), a finished
+    // job's share stays unused, and the job is placed nowhere.
+    for (size_t k = 0; k < placeable.size(); ++k) {
+      if (ended.count(placeable[k]) == 0 || allocation.x.empty()) continue;
+      std::fill(allocation.x[k].begin(), allocation.x[k].end(), 0.0);
+      std::fill(problem.jobs[k].throughput.begin(), problem.jobs[k].throughput.end(), 0.0);
+      for (size_t c = 0; c < problem.pairs.size() && c < allocation.pairs.size(); ++c) {
+        if (problem.pairs[c].a == static_cast<int>(k) || problem.pairs[c].b == static_cast<int>(k)) {
+          std::fill(allocation.pairs[c].begin(), allocation.pairs[c].end(), 0.0);
+        }
       }
     }
     std::vector<size_t> still;

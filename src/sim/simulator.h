@@ -44,6 +44,17 @@ struct SimOptions {
   double budget = -1;             // USD for the whole trace (min_makespan_budget); < 0: none
   std::vector<sched::Problem::Entity> entities;  // hierarchical
   std::vector<int> entity_of;     // each trace job's entity (sched::parseEntities)
+  // Decide the allocation again no sooner than this after the last time
+  // (0: at the first round after any arrival or completion). Gavel's own
+  // simulator waits 1920 s (its minimum time between allocation resets):
+  // meanwhile an arrival waits and a finished job's share stays unused. A
+  // change of the spot market is acted on at once either way.
+  Seconds reallocate_after = 0;
+  // Workers the allocation leaves free take jobs still waiting that run
+  // there (sched::RoundMechanism::fillIdle): Gavel's Algorithm 2 goes down
+  // the whole priority list, zero priorities included, while workers are
+  // free.
+  bool fill_idle = true;
 };
 
 struct SimJob {

@@ -504,6 +504,14 @@ TEST_F(Cli, SimulateAsWritten) {
   r = run(with({"--preemption-cost", "30s", "--policy", "shortest_job_first"}));
   EXPECT_EQ(r.code, 0) << r.err;
   expectError(with({"--preemption-cost", "10min"}), "--preemption-cost must be from 0 s to less than a round");
+  // As Gavel's own simulator: no new allocation sooner than 32 minutes after
+  // the last; idle workers left idle (the mechanism as it was).
+  for (const std::vector<std::string>& gavel :
+       {std::vector<std::string>{"--reallocate-after", "32min"}, std::vector<std::string>{"--no-fill-idle"}}) {
+    r = run(with(gavel));
+    EXPECT_EQ(r.code, 0) << r.err;
+  }
+  expectError(with({"--reallocate-after", "soon"}), "--reallocate-after: \"soon\" is not a duration");
   expectError({"simulate", "--trace", "none.trace", "--throughputs", ex + "throughputs.json", "--cluster", "v100=1"},
               "none.trace");
 }

@@ -92,6 +92,26 @@ TEST(Simulator, FinishTimeFairnessIsTheTimeTakenOverTheTimeOnAnEqualShare) {
 
 // A preemption costs its seconds of the round it resumes in: once for a
 // job alone (its first round), every round for two jobs taking turns.
+// Gavel's own simulator decides the allocation again no sooner than 1920 s
+// after the last time (reallocate_after). Job 0 needs 1000 s on the V100,
+// job 1 100 s from 150 s. At once: decided again at 200 s, job 0 keeps the
+// V100 a round (a tie: it ran there), job 1 runs 300-400. No sooner than
+// 1920 s: job 1 waits for the decision at 2000 s, even though job 0 ended
+// at 1000 s and left the V100 idle.
+TEST(Simulator, AnAllocationDecidedAgainNoSoonerThanAskedFor) {
+  auto policy = sched::makePolicy("max_min_fairness");
+  SimOptions o;
+  o.round = 100;
+  auto now = simulate({job("R", 40000), job("R", 4000, 150)}, {{"v100", 1}}, throughputs(), **policy, o);
+  o.reallocate_after = 1920;
+  auto later = simulate({job("R", 40000), job("R", 4000, 150)}, {{"v100", 1}}, throughputs(), **policy, o);
+  ASSERT_TRUE(now.ok() && later.ok());
+  EXPECT_DOUBLE_EQ(now->jobs[1].finish, 400);
+  EXPECT_DOUBLE_EQ(later->jobs[0].finish, 1000);
+  EXPECT_DOUBLE_EQ(later->jobs[1].finish, 2100);
+  EXPECT_EQ(later->allocations, 2);  // at 0 and at 2000 s
+}
+
 TEST(Simulator, PreemptionsCostTheirTime) {
   auto policy = sched::makePolicy("max_min_fairness");
   SimOptions o;
@@ -175,6 +195,31 @@ TEST(RoundMechanism, RoundsApproachTheThesisXExample) {
       EXPECT_NEAR(rounds[m][j] / static_cast<double>(total), x[m][j], 0.01) << "job " << m << " type " << j;
     }
   }
+}
+
+// Work conservation (fillIdle, as Gavel's implementation): two V100s and a
+// K80; the allocation gives job 0 a V100 and nothing else. Without it the
+// other workers idle; with it, job 1 (earlier) takes the free V100 and job
+// 2 the K80, where it runs; a job that runs nowhere free waits, and a
+// capped allocation (a budget) is never filled.
+TEST(RoundMechanism, IdleWorkersTakeWaitingJobsWhenAskedTo) {
+  sched::Problem p;
+  p.types = {{"v100", 2}, {"k80", 1}};
+  for (const std::vector<double>& t : std::vector<std::vector<double>>{{40, 10}, {40, 10}, {40, 10}, {40, 0}}) {
+    sched::JobDemand d;
+    d.type = "j";
+    d.throughput = t;
+    d.steps_remaining = 1e9;
+    p.jobs.push_back(d);
+  }
+  sched::Allocation a{{{1, 0}, {0, 0}, {0, 0}, {0, 0}}, 0};
+  sched::RoundMechanism mech;
+  mech.reset(4, 2);
+  EXPECT_EQ(mech.place(p, a), (std::vector<int>{0, -1, -1, -1}));
+  mech.fillIdle(true);
+  EXPECT_EQ(mech.place(p, a), (std::vector<int>{0, 0, 1, -1}));
+  a.capped = true;
+  EXPECT_EQ(mech.place(p, a)[1], -1);
 }
 
 // Gavel's mechanism prefers keeping a job where it ran: of pairs with the
