@@ -42,7 +42,6 @@ class Replay {
   StrategyResult run(const std::string& name) {
     StrategyResult r;
     r.name = name;
-    const bool agile = s_ == Strategy::kFixedBid || s_ == Strategy::kBidBrain;
     const double need = job_.work_hours * rate(reliableType_);  // in units of ν·hours
     const Seconds start = o_.start >= 0 ? o_.start : h_.begin;
     start_ = start;
@@ -69,14 +68,14 @@ class Replay {
             work = checkpoint;
             rolledBack = true;
           }
-          if (agile) stall(t, o_.eviction_overhead);  // λ: the survivors regroup
+          if (agileML()) stall(t, o_.eviction_overhead);  // λ: the survivors regroup
           it = allocs_.erase(it);
           decideNow = true;
           continue;
         }
         if (t >= it->hour + kHour) {
           if (it->lapse) {
-            if (agile) stall(t, o_.change_overhead);  // σ
+            if (agileML()) stall(t, o_.change_overhead);  // σ
             it = allocs_.erase(it);
             continue;
           }
@@ -136,6 +135,9 @@ class Replay {
     return a.market < 0 ? h_.on_demand.at(a.type) : h_.markets[static_cast<size_t>(a.market)].priceAt(now_);
   }
   double priceOf(int market) const { return h_.markets[static_cast<size_t>(market)].priceAt(now_); }
+  // The strategies that run on AgileML's tiers (an eviction or a change
+  // stalls the job, nothing is redone).
+  bool agileML() const { return s_ == Strategy::kFixedBid || s_ == Strategy::kBidBrain; }
   // ν of a type.
   double rate(const std::string& type) const {
     const auto it = job_.work_rate.find(type);
@@ -151,7 +153,7 @@ class Replay {
     a.hour = t;
     a.hour_cost = a.k * price(a);
     cost_ += a.hour_cost;
-    if (a.market >= 0 && (s_ == Strategy::kFixedBid || s_ == Strategy::kBidBrain)) stall(t, o_.change_overhead);
+    if (a.market >= 0 && agileML()) stall(t, o_.change_overhead);
     if (s_ == Strategy::kBidBrain && a.market >= 0) r->decisions.push_back({t, marketName(a.market), a.k, a.bid, false});
     allocs_.push_back(a);
   }
@@ -245,23 +247,30 @@ class Replay {
             a.k * rate(a.type)};
   }
 
-  // E of the allocations that will be running (not lapsing, not evicted)
-  // but `without`, and `extra`; `change`: the footprint changes (σ).
-  double costPerWork(const Allocation* extra, const Allocation* without, bool change) {
+  // The parts of E of the allocations that will be running (not lapsing,
+  // not evicted) but `without`.
+  std::vector<Expected> running(const Allocation* without) {
     std::vector<Expected> parts;
     for (const Allocation& a : allocs_) {
       if (&a == without || a.lapse || a.ends >= 0) continue;
       parts.push_back(expected(a));
     }
-    if (extra) parts.push_back(expected(*extra));
+    return parts;
+  }
+
+  // E of `parts` and `extra`; `change`: the footprint changes (σ).
+  double costPerWork(const std::vector<Expected>& parts, const Expected* extra, bool change) const {
     double kept = 1;  // Π (1 − β_j)
     for (const Expected& x : parts) kept *= 1 - x.beta;
+    if (extra) kept *= 1 - extra->beta;
     const Seconds lost = (1 - kept) * o_.eviction_overhead + (change ? o_.change_overhead : 0);
     double c = 0, w = 0;
-    for (const Expected& x : parts) {
+    const auto add = [&](const Expected& x) {
       c += x.cost;
       w += x.rate * std::max<Seconds>(0, x.time - lost) / kHour;
-    }
+    };
+    for (const Expected& x : parts) add(x);
+    if (extra) add(*extra);
     w *= o_.scaling;
     return w > 0 ? c / w : std::numeric_limits<double>::infinity();
   }
@@ -280,8 +289,9 @@ class Replay {
     // price now, no change) or let go (a change)?
     for (Allocation& a : allocs_) {
       if (a.reliable || a.lapse || a.ends >= 0 || a.hour + kHour - t > o_.decision_interval) continue;
-      const Allocation renewed = candidate(a.market, a.k, a.bid, t);
-      if (costPerWork(nullptr, &a, true) < costPerWork(&renewed, &a, false)) {
+      const std::vector<Expected> others = running(&a);
+      const Expected renewed = expected(candidate(a.market, a.k, a.bid, t));
+      if (costPerWork(others, nullptr, true) < costPerWork(others, &renewed, false)) {
         a.lapse = true;
         r->decisions.push_back({t, marketName(a.market), a.k, a.bid, true});
       }
@@ -290,7 +300,8 @@ class Replay {
     for (;;) {
       const int room = job_.transient - transientCount();
       if (room <= 0) return;
-      const double now = costPerWork(nullptr, nullptr, false);
+      const std::vector<Expected> held = running(nullptr);
+      const double now = costPerWork(held, nullptr, false);
       std::optional<Allocation> best;
       double bestE = now;
       for (size_t m = 0; m < h_.markets.size(); ++m) {
@@ -298,7 +309,8 @@ class Replay {
         for (double d : o_.deltas) {
           for (int k = 1; k <= room; k *= 2) {
             const Allocation a = candidate(static_cast<int>(m), k, priceOf(static_cast<int>(m)) + d, t);
-            const double e = costPerWork(&a, nullptr, true);
+            const Expected x = expected(a);
+            const double e = costPerWork(held, &x, true);
             if (e < bestE - 1e-12) {
               bestE = e;
               best = a;
