@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "cli/cmd_bidbrain.h"
 #include "cli/common.h"
@@ -138,7 +139,11 @@ Status runBidBrain(const BidBrainArgs& a) {
     HZ_ASSIGN_OR_RETURN(const auto one, sim::compareBidding(history, job, o));
     if (results.empty()) {
       results = one;
-      for (auto& r : results) r = sim::StrategyResult{r.name, 0, 0, 0, 0, 0, true, {}};
+      for (auto& r : results) {  // the sums start from nothing but the name
+        sim::StrategyResult empty;
+        empty.name = r.name;
+        r = std::move(empty);
+      }
     }
     for (size_t i = 0; i < one.size(); ++i) {
       const double n = static_cast<double>(starts.size());

@@ -276,8 +276,8 @@ Result<SimResult> simulate(const std::vector<sched::TraceJob>& trace, const std:
     }
     // Until the allocation is decided again (reallocate_after), a finished
     // job's share stays unused, and the job is placed nowhere.
-    for (size_t k = 0; k < placeable.size(); ++k) {
-      if (ended.count(placeable[k]) == 0 || allocation.x.empty()) continue;
+    for (size_t k = 0; k < placeable.size() && !ended.empty() && !allocation.x.empty(); ++k) {
+      if (ended.count(placeable[k]) == 0) continue;
       std::fill(allocation.x[k].begin(), allocation.x[k].end(), 0.0);
       std::fill(problem.jobs[k].throughput.begin(), problem.jobs[k].throughput.end(), 0.0);
       for (size_t c = 0; c < problem.pairs.size() && c < allocation.pairs.size(); ++c) {
