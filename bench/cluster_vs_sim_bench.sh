@@ -126,10 +126,10 @@ printf '   a start costs %.1f s on average (%s starts)\n' "$restart" \
   "$("$py" -c "import json; print(sum(j['starts_measured'] for j in json.load(open('state/state.json'))['jobs']))")"
 
 echo "3. the same trace in the simulator"
-# --no-fill-idle: the service leaves the workers the allocation does not use
-# idle (the simulator gives them to waiting jobs by default, as Gavel's).
+# Both give the workers the allocation leaves free to waiting jobs (the
+# service's fill_idle, the simulator's default; as Gavel's mechanism).
 $hz simulate --trace trace.txt --throughputs throughputs.json --cluster fast=2,slow=2 --policy "$policy" \
-  --round "${round}s" --preemption-cost "${restart}s" --no-fill-idle --json > sim.json
+  --round "${round}s" --preemption-cost "${restart}s" --json > sim.json
 "$py" - <<'EOF'
 import json
 state = json.load(open("state/state.json"))

@@ -209,7 +209,7 @@ Status RunDir::mergeTraces(const std::vector<std::string>& names, std::int64_t o
     std::ifstream in(workerTrace(static_cast<int>(w)));
     std::string line;
     while (std::getline(in, line)) {
-      Json e = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+      Json e = parseJsonOrDiscarded(line);
       if (!e.is_object() || !e.contains("ts")) continue;  // a line cut short by a crash
       e["pid"] = pid;
       e["ts"] = e["ts"].get<std::int64_t>() - originUs;

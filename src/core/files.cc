@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -60,7 +61,61 @@ Status writeFileAtomically(const std::string& path, const std::string& content) 
   return Status();
 }
 
+namespace {
+
+// Line and column (from 1) of byte `at` of `text`, as editors show them.
+std::pair<size_t, size_t> lineColumn(std::string_view text, size_t at) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < std::min(at, text.size()); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return {line, col};
+}
+
+// Where JSON text first nests deeper than kMaxNesting (the byte of the
+// bracket that does), else npos. Brackets inside strings do not count; the
+// text need not be valid (the parser judges that).
+size_t tooDeepAt(std::string_view text) {
+  int depth = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (inString) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        inString = false;
+      }
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNesting) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+Json parseJsonOrDiscarded(std::string_view text) {
+  if (tooDeepAt(text) != std::string_view::npos) return Json(Json::value_t::discarded);
+  return Json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
 Result<Json> parseJson(const std::string& text, const std::string& origin) {
+  if (const size_t deep = tooDeepAt(text); deep != std::string_view::npos) {
+    const auto [line, col] = lineColumn(text, deep);
+    return parseError(fmt::format("{}: arrays and objects nested more than {} deep at line {}, column {}; no "
+                                  "hydrozoa file nests that deep",
+                                  origin, kMaxNesting, line, col));
+  }
   try {
     return Json::parse(text);
   } catch (const Json::out_of_range& e) {
@@ -71,16 +126,7 @@ Result<Json> parseJson(const std::string& text, const std::string& origin) {
                                   bracket == std::string::npos ? what : what.substr(bracket + 2)));
   } catch (const Json::parse_error& e) {
     // Turn the byte offset into line:column, which is what editors show.
-    const size_t at = std::min<size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < at; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
+    const auto [line, col] = lineColumn(text, e.byte == 0 ? 0 : e.byte - 1);
     const bool atEnd = e.byte >= text.size();
     std::string what = e.what();
     // nlohmann's message starts "[json.exception.parse_error.101] parse error at line..": keep the reason.
@@ -116,24 +162,52 @@ Json scalarToJson(const YAML::Node& node) {
   return s;
 }
 
-Json yamlToJson(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined: return nullptr;
-    case YAML::NodeType::Scalar: return scalarToJson(node);
-    case YAML::NodeType::Sequence: {
+// yaml-cpp's nodes with their aliases resolved: an alias is the node it
+// names, shared, so a node may contain itself (`x: &a [1, *a]`) or be
+// reached 10^9 times (a billion laughs). The recursion is bounded by
+// kMaxNesting and the values made by kMaxYamlValues.
+struct YamlToJson {
+  std::int64_t values = 0;
+  std::string error;  // the first refusal; the result is then partial
+
+  Json operator()(const YAML::Node& node, int depth) {
+    if (!error.empty()) return nullptr;
+    if (++values > kMaxYamlValues) {
+      return refuse(node, fmt::format("its aliases expand to more than {} values (an alias of aliases of "
+                                      "aliases?)",
+                                      kMaxYamlValues));
+    }
+    switch (node.Type()) {
+      case YAML::NodeType::Null:
+      case YAML::NodeType::Undefined: return nullptr;
+      case YAML::NodeType::Scalar: return scalarToJson(node);
+      case YAML::NodeType::Sequence:
+      case YAML::NodeType::Map: break;
+    }
+    if (depth >= kMaxNesting) {
+      return refuse(node, fmt::format("lists and maps nested more than {} deep (an alias that contains itself?)",
+                                      kMaxNesting));
+    }
+    if (node.IsSequence()) {
       Json arr = Json::array();
-      for (const auto& child : node) arr.push_back(yamlToJson(child));
+      for (const auto& child : node) arr.push_back((*this)(child, depth + 1));
       return arr;
     }
-    case YAML::NodeType::Map: {
-      Json obj = Json::object();
-      for (const auto& kv : node) obj[kv.first.as<std::string>()] = yamlToJson(kv.second);
-      return obj;
+    Json obj = Json::object();
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar()) return refuse(kv.first, "a key that is not a plain value");
+      obj[kv.first.Scalar()] = (*this)(kv.second, depth + 1);
     }
+    return obj;
   }
-  return nullptr;
-}
+
+  Json refuse(const YAML::Node& node, const std::string& why) {
+    if (error.empty()) {
+      error = fmt::format("at line {}, column {}: {}", node.Mark().line + 1, node.Mark().column + 1, why);
+    }
+    return nullptr;
+  }
+};
 
 void emit(YAML::Emitter& out, const Json& v) {
   switch (v.type()) {
@@ -212,7 +286,13 @@ Result<Json> parseYaml(const std::string& text, const std::string& origin) {
     return parseError(fmt::format("{}: not valid UTF-8 text at byte {}; is it a YAML file?", origin, bad));
   }
   try {
-    return yamlToJson(YAML::Load(text));
+    YamlToJson convert;
+    Json value = convert(YAML::Load(text), 0);
+    if (!convert.error.empty()) return parseError(fmt::format("{}: refused {}", origin, convert.error));
+    return value;
+  } catch (const YAML::DeepRecursion& e) {
+    return parseError(fmt::format("{}: lists and maps nested more than {} deep at line {}, column {}", origin,
+                                  e.depth(), e.mark.line + 1, e.mark.column + 1));
   } catch (const YAML::Exception& e) {
     // yaml-cpp quotes the offending character, which may be a newline.
     std::string msg = e.msg;

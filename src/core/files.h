@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/limits.h"
@@ -32,13 +33,20 @@ Status writeFileAtomically(const std::string& path, const std::string& content);
 
 // Parses JSON text; `origin` (usually the path) prefixes errors, which give
 // the line and column and hint at truncation when the text ends early.
+// Text nested deeper than kMaxNesting is refused.
 Result<Json> parseJson(const std::string& text, const std::string& origin);
+// The same for a peer's message or a log's line, where the caller counts
+// the refusal itself: a discarded value (is_discarded()) when `text` is not
+// JSON or nests deeper than kMaxNesting.
+Json parseJsonOrDiscarded(std::string_view text);
 Result<Json> readJsonFile(const std::string& path);
 
 // YAML text for a Json value (block style), e.g. a resolved job spec.
 std::string toYaml(const Json& value);
 
-// Parses YAML text into a Json value (see the note at the top).
+// Parses YAML text into a Json value (see the note at the top). Refused:
+// nesting deeper than kMaxNesting (an alias that contains itself is
+// infinitely deep) and aliases that expand past kMaxYamlValues values.
 Result<Json> parseYaml(const std::string& text, const std::string& origin);
 Result<Json> readYamlFile(const std::string& path);
 

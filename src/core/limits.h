@@ -35,6 +35,13 @@ constexpr Range kLayersRange{1, 1 << 20};
 constexpr Range kChunksRange{1, 16};
 // A size in bytes (1 PB): any one tensor, layer, worker or dataset.
 constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;
+// Arrays and objects inside each other in any JSON or YAML input (a job
+// spec nests 4 deep, a profile 3): deeper input is refused before anything
+// recurses over it.
+constexpr int kMaxNesting = 64;
+// The values a YAML document may expand to once its aliases are followed
+// (a billion laughs is 10^9): far above any catalog, trace or spec.
+constexpr std::int64_t kMaxYamlValues = 1'000'000;
 
 inline bool inRange(std::int64_t v, Range r) { return v >= r.min && v <= r.max; }
 

@@ -120,7 +120,7 @@ Status loadMetrics(const std::string& path, RunReport& run) {
   while (std::getline(in, line)) {
     ++number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const Json j = parseJsonOrDiscarded(line);
     if (!j.is_object()) {
       if (in.peek() == std::char_traits<char>::eof()) {  // a line cut short by a crash
         run.notes.push_back(fmt::format("{}: the last line ({}) is cut short and was skipped", path, number));

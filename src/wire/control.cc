@@ -153,7 +153,7 @@ bool ControlServer::receive(std::string* from, Json* message, int timeoutMs) {
       if (!socket_->recv(body, zmq::recv_flags::none)) return false;
     }
     const std::string route = id.to_string();
-    Json j = Json::parse(body.to_string(), nullptr, /*allow_exceptions=*/false);
+    Json j = parseJsonOrDiscarded(body.to_string());
     const bool hasToken = j.is_object() && j.contains("token") && j["token"].is_string();
     const bool current = hasToken && (sameToken(j["token"], token_) || sameToken(j["token"], next_));
     const std::string claimed = j.is_object() && j.contains("sender") && j["sender"].is_string()
@@ -303,7 +303,7 @@ bool ControlClient::receive(Json* message, int timeoutMs) {
     }
     zmq::message_t body;
     if (!socket_->recv(body, zmq::recv_flags::none)) return false;
-    Json j = Json::parse(body.to_string(), nullptr, false);
+    Json j = parseJsonOrDiscarded(body.to_string());
     if (!j.is_object() || !j.contains("token") || !sameToken(j["token"], token_)) {
       spdlog::warn("ignored a control message without this job's token");
       timeoutMs = 0;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
@@ -78,6 +79,70 @@ TEST(ParseYaml, SyntaxErrorHasLine) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("job.yaml"), std::string::npos);
   EXPECT_NE(r.status().message().find("line"), std::string::npos);
+}
+
+// Issue 53 §3: inputs that recursed without bound or expanded without
+// limit (a segmentation fault, a hang) are one clear error each.
+TEST(ParseYaml, AnAliasThatContainsItselfIsRefused) {
+  auto r = parseYaml("name: x\nmodel: &a [1, *a]\n", "job.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("job.yaml: refused at line 2"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("nested more than 64 deep"), std::string::npos) << r.status().message();
+  r = parseYaml("a: &a {b: *a}\n", "c.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("an alias that contains itself"), std::string::npos) << r.status().message();
+}
+
+TEST(ParseYaml, ABillionLaughsIsRefusedAtAMillionValues) {
+  std::string yaml = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  std::string prev = "a";
+  for (const char* name : {"b", "c", "d", "e", "f", "g", "h", "i"}) {
+    yaml += std::string(name) + ": &" + name + " [";
+    for (int i = 0; i < 10; ++i) yaml += (i ? ", *" : "*") + prev;
+    yaml += "]\n";
+    prev = name;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto r = parseYaml(yaml, "catalog.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("expand to more than 1000000 values"), std::string::npos)
+      << r.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  // Aliases used as people use them are fine.
+  auto ok = parseYaml("base: &b {lr: 0.1, batch: 32}\nruns: [*b, *b, {lr: 0.2}]\n", "sweep.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ((*ok)["runs"][1]["batch"], 32);
+}
+
+TEST(ParseYaml, DeepNestingIsRefusedNotRecursed) {
+  const int deep = 200000;
+  auto r = parseYaml("x: " + std::string(deep, '[') + std::string(deep, ']') + "\n", "deep.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("deep.yaml: lists and maps nested more than"), std::string::npos)
+      << r.status().message();
+  // Within yaml-cpp's own bound but past ours.
+  r = parseYaml("x: " + std::string(100, '[') + std::string(100, ']') + "\n", "deep.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("more than 64 deep"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(parseYaml("x: " + std::string(60, '[') + std::string(60, ']') + "\n", "ok.yaml").ok());
+}
+
+TEST(ParseJson, DeepNestingIsRefusedBeforeParsing) {
+  const int deep = 200000;
+  const std::string text = "{\"a\": " + std::string(deep, '[') + std::string(deep, ']') + "}";
+  auto r = parseJson(text, "p.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "p.json: arrays and objects nested more than 64 deep at line 1, column 70; no hydrozoa file nests "
+            "that deep");
+  EXPECT_TRUE(parseJsonOrDiscarded(text).is_discarded());
+  EXPECT_TRUE(parseJsonOrDiscarded("{\"a\": [1,").is_discarded());
+  // Brackets inside strings are text, escaped quotes included.
+  const std::string quoted = "{\"a\": \"\\\"" + std::string(1000, '[') + "\"}";
+  ASSERT_TRUE(parseJson(quoted, "q.json").ok());
+  EXPECT_EQ(parseJsonOrDiscarded(quoted)["a"].get<std::string>().size(), 1001u);
+  EXPECT_TRUE(parseJson(std::string(64, '[') + std::string(64, ']'), "ok.json").ok());
+  EXPECT_FALSE(parseJson(std::string(65, '[') + std::string(65, ']'), "no.json").ok());
 }
 
 TEST(ObjectReader, ReportsFirstBadFieldWithPath) {

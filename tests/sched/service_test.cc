@@ -59,6 +59,7 @@ TEST(ClusterConfig, EveryMistakeIsNamed) {
   EXPECT_NE(error("worker_types: [{name: a, count: 0}]\n").find("worker_types[0].count"), std::string::npos);
   EXPECT_NE(error("worker_types: [{name: a, count: 1e30}]\n").find("count"), std::string::npos);
   EXPECT_NE(error("worker_types: []\n").find("worker_types"), std::string::npos);
+  EXPECT_NE(error("fill_idle: sometimes\n" + one).find("fill_idle"), std::string::npos);
   EXPECT_NE(error("worker_types: [{name: a, count: 1}, {name: a, count: 1}]\n").find("given twice"), std::string::npos);
   EXPECT_NE(error("worker_types: [{name: a, count: 1, launcher: cloud}]\n").find("cloud"), std::string::npos);
   EXPECT_NE(error("worker_types: [{name: a, count: 1, cpu_limit: -1}]\n").find("cpu_limit"), std::string::npos);
@@ -238,6 +239,33 @@ TEST(Scheduler, APolicyThatCannotDecideIsNamedAndThePoolGoesOnByFairness) {
   EXPECT_NE(st["error"].get<std::string>().find("min_cost_slo"), std::string::npos) << st["error"];
   EXPECT_NE(st["error"].get<std::string>().find("max_min_fairness meanwhile"), std::string::npos) << st["error"];
   EXPECT_GT(st["jobs"][0]["allocation"]["a"].get<double>(), 0.5);
+}
+
+// Work conservation, as the simulator (RoundMechanism.IdleWorkersTakeWaitingJobsWhenAskedTo):
+// FIFO on 3 workers gives job 1 (2 workers) all its time, job 2 (2 workers)
+// half, jobs 3 and 4 none. Job 2 does not fit beside job 1, so one worker is
+// free: it takes job 4, the earliest waiting job that fits there; with
+// fill_idle: false it stays idle.
+TEST(Scheduler, IdleWorkersTakeWaitingJobs) {
+  for (const bool fill : {true, false}) {
+    TempDir dir;
+    auto c = config(std::string("policy: fifo\nround: 1s\nfill_idle: ") + (fill ? "true" : "false") +
+                    "\nworker_types: [{name: a, count: 3, launcher: local}]\nstate_dir: " + dir.path + "\n");
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    EXPECT_EQ(c->fill_idle, fill);
+    auto s = Scheduler::open(*c, "/nonexistent/hydrozoa", 1000);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    for (const int workers : {2, 2, 2, 1}) ASSERT_TRUE((*s)->submit(spec(workers), 1, -1, -1, 1000).ok());
+    (*s)->tick(1000.1);
+    const Json st = (*s)->toJson(1000.1);
+    const std::vector<double> shares = {1, 0.5, 0, 0};
+    for (size_t m = 0; m < 4; ++m) {
+      EXPECT_NEAR(st["jobs"][m]["allocation"]["a"].get<double>(), shares[m], 1e-6) << st["jobs"][m];
+    }
+    ASSERT_EQ(st["rounds"].size(), 1u);
+    const Json want = fill ? Json{{"1", "a"}, {"4", "a"}} : Json{{"1", "a"}};
+    EXPECT_EQ(st["rounds"][0]["placed"], want) << "fill_idle: " << fill;
+  }
 }
 
 // A stop sent while a job's process starts waits (blocked) until `hydrozoa

@@ -38,6 +38,7 @@ Result<ClusterConfig> parseClusterConfig(const Json& j, const std::string& origi
   c.state_dir = r.optString("state_dir").value_or("");
   c.port = static_cast<int>(r.optInteger("port", 0, 65535).value_or(0));
   if (r.has("budget")) c.budget = r.positive("budget");
+  if (r.has("fill_idle")) c.fill_idle = r.boolean("fill_idle");
   const Json& types = r.array("worker_types", /*nonEmpty=*/true);
   std::set<std::string> names;
   for (size_t i = 0; r.ok() && i < types.size(); ++i) {

@@ -48,6 +48,10 @@ struct ClusterConfig {
   std::string state_dir;         // "": defaultStateDir()
   int port = 0;                  // the API and status page on 127.0.0.1; 0: any free port
   double budget = -1;            // USD for the pool's jobs (min_makespan_budget); < 0: none
+  // Workers the allocation leaves free in a round take jobs still waiting
+  // (sched::RoundMechanism::fillIdle; as the simulator, `simulate
+  // --no-fill-idle` its opposite). Never under a budget.
+  bool fill_idle = true;
   // Policy hierarchical: the entities jobs are submitted to (submit --entity),
   // each with its weight and fairness or FIFO among its jobs.
   std::vector<Problem::Entity> entities;

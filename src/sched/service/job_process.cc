@@ -116,7 +116,7 @@ std::vector<Json> JobProcess::newEvents() {
     if (in.eof()) break;  // a line still being written: read it next time
     offset_ += static_cast<std::int64_t>(line.size()) + 1;
     if (line.empty()) continue;
-    Json e = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    Json e = parseJsonOrDiscarded(line);
     if (e.is_object()) out.push_back(std::move(e));
   }
   return out;

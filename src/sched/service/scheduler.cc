@@ -38,6 +38,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::open(ClusterConfig config, std::st
   s->binary_ = std::move(binary);
   HZ_ASSIGN_OR_RETURN(s->policy_, makePolicy(s->config_.policy));
   HZ_ASSIGN_OR_RETURN(s->fallback_, makePolicy("max_min_fairness"));
+  s->mechanism_.fillIdle(s->config_.fill_idle);
   HZ_RETURN_IF_ERROR(s->load(now));
   s->roundEnd_ = now;  // a round at the first tick
   return s;
@@ -352,7 +353,7 @@ void Scheduler::beginRound(double now) {
   ++round_;
   if (ids.empty()) {
     allocated_.clear();
-    x_.clear();
+    allocation_ = {};
     return;
   }
   Problem problem;
@@ -385,8 +386,7 @@ void Scheduler::beginRound(double now) {
     const double iso = isolatedThroughput(problem, static_cast<int>(k));
     problem.jobs[k].isolated_elapsed = iso > 0 ? static_cast<double>(find(ids[k])->steps) / iso : 0;
   }
-  Allocation allocation;
-  if (ids != allocated_ || reallocate_ || x_.empty()) {
+  if (ids != allocated_ || reallocate_ || allocation_.x.empty()) {
     auto a = policy_->allocate(problem);
     if (a.ok()) {
       error_.clear();
@@ -403,17 +403,14 @@ void Scheduler::beginRound(double now) {
       spdlog::error("{}", error_);
       return;
     }
-    allocation = std::move(*a);
-    x_ = allocation.x;
+    allocation_ = std::move(*a);
     allocated_ = ids;
     reallocate_ = false;
     mechanism_.reset(ids.size(), config_.types.size());
-  } else {
-    allocation.x = x_;
   }
   std::vector<int> previous;
   for (int id : ids) previous.push_back(find(id)->type);
-  const std::vector<int> placed = mechanism_.place(problem, allocation, previous);
+  const std::vector<int> placed = mechanism_.place(problem, allocation_, previous);
   Json round = {{"round", round_}, {"start", now}, {"placed", Json::object()}, {"preempted", Json::array()}};
   for (size_t k = 0; k < ids.size(); ++k) {
     ServiceJob& j = *find(ids[k]);
@@ -518,8 +515,8 @@ Json Scheduler::toJson(double now) const {
     for (size_t m = 0; m < allocated_.size(); ++m) {
       if (allocated_[m] != j.id) continue;
       for (size_t t = 0; t < config_.types.size(); ++t) {
-        alloc[config_.types[t].name] = x_[m][t];
-        rate += x_[m][t] * estimate(j, t);
+        alloc[config_.types[t].name] = allocation_.x[m][t];
+        rate += allocation_.x[m][t] * estimate(j, t);
       }
     }
     o["allocation"] = alloc;

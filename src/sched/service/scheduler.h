@@ -156,7 +156,7 @@ class Scheduler {
   bool reallocate_ = true;   // the allocation must be solved again
   bool dirty_ = true;        // the state to save
   std::vector<int> allocated_;                 // the jobs (ids) of the allocation, in its order
-  std::vector<std::vector<double>> x_;         // their allocation [job][type]
+  Allocation allocation_;                      // theirs (x: [job][type]), until solved again
   std::string error_;                          // the policy's last failure, shown until it succeeds
   Json timeline_ = Json::array();              // the recent rounds
   double cost_ = 0;                            // USD, every job's

@@ -144,7 +144,7 @@ Status serve(ClusterConfig config, const std::string& binary, const std::atomic<
   });
   http.Post("/api/jobs", [&](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req, res)) return;
-    const Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    const Json body = parseJsonOrDiscarded(req.body);
     if (!body.is_object() || !body.contains("spec")) return reply(res, 400, {{"error", "expected {\"spec\": {...}}"}});
     auto number = [&](const char* key) {
       const Json& v = body.value(key, Json(-1.0));
@@ -222,7 +222,7 @@ Result<Json> answer(const httplib::Result& r, const std::string& url, int pid) {
     return unavailable(fmt::format("the scheduler at {} does not answer ({}); is it still running (pid {})?", url,
                                    httplib::to_string(r.error()), pid));
   }
-  const Json body = Json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  const Json body = parseJsonOrDiscarded(r->body);
   if (r->status != 200) {
     const std::string error = body.is_object() ? body.value("error", r->body) : r->body;
     return Status(r->status == 404 ? ErrorCode::kNotFound : ErrorCode::kInvalidArgument, error);
