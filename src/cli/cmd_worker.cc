@@ -1,6 +1,7 @@
 // `hydrozoa worker`: the process the coordinator starts for each (replica,
 // stage); the full program's alone (NOTE [The front end and the full program]).
 #include <sys/prctl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <csignal>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "core/units.h"
 #include "runtime/worker.h"
 
 namespace hydrozoa::cli {
@@ -34,6 +36,14 @@ void addWorkerCommand(CLI::App& app, Status* status) {
     if (a->token.empty()) {
       *status = invalidArgument("a worker needs the job token ($HYDROZOA_TOKEN)");
       return;
+    }
+    if (const char* env = std::getenv("HYDROZOA_COORDINATOR_TIMEOUT")) {
+      auto seconds = parseSeconds(env, "$HYDROZOA_COORDINATOR_TIMEOUT");
+      if (!seconds.ok() || !(*seconds >= 1 && *seconds <= 86400)) {
+        *status = invalidArgument(fmt::format("$HYDROZOA_COORDINATOR_TIMEOUT {}: expected 1 s to 24 h (e.g. 30s)", env));
+        return;
+      }
+      a->coordinator_timeout = *seconds;
     }
     // A send to a peer that just died must fail as a lost peer (EPIPE: Gloo
     // throws, the worker reports it), not kill this worker too: with the

@@ -240,6 +240,7 @@ void Job::finish(const std::string& status, const std::string& reason) {
         {"start_delay", formatStartDelay(spec_.start_delay.value_or(StartDelay{}))}}},
       {"samples_per_dollar", total > 0 ? allSamples / total : 0},
       {"refused_control_messages", control_ ? control_->refused() : 0},
+      {"refused_control_connections", control_ ? control_->refusedConnections() : 0},
       {"workers", workers},
       {"outputs",
        {{"metrics", run_.file("metrics.jsonl")},

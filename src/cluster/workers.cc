@@ -135,7 +135,7 @@ Status Job::launch(WorkerState& w, const std::string& token, int generation, con
   WorkerLaunch l;
   l.id = w.id;
   l.args = {"--log-level", "info", "worker", "--join", control_->endpoint(), "--id", std::to_string(w.id)};
-  l.env = {{"HYDROZOA_TOKEN", token}};
+  l.env = {{"HYDROZOA_TOKEN", control_->credential(token)}};  // NOTE [Connections authenticate first]
   l.log_path = run_.workerLog(w.id);
   l.process_name = w.tensor_parallel > 1 ? fmt::format("hydrozoa-worker r{}s{}t{}", w.replica, w.stage, w.tensor_rank)
                                          : fmt::format("hydrozoa-worker r{}s{}", w.replica, w.stage);

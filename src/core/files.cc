@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -309,6 +311,34 @@ Result<Json> readYamlFile(const std::string& path) {
   return parseYaml(text, path);
 }
 
+Status privateDirectory(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return invalidArgument(fmt::format("{}: not a directory{} ({}); choose a directory", path,
+                                         S_ISLNK(st.st_mode) ? " but a symbolic link" : "", what));
+    }
+    if (st.st_uid != ::getuid() || (st.st_mode & 022) != 0) {
+      return invalidArgument(fmt::format("{}: {} (mode {:04o}, owner {}): a run there could be changed by others; "
+                                         "choose a directory of your own ({} {}/run makes a private one inside it)",
+                                         path, st.st_uid != ::getuid() ? "another user's directory" : "others can write it",
+                                         st.st_mode & 07777, st.st_uid, what, path));
+    }
+    return Status();
+  }
+  fs::create_directories(path, ec);
+  if (ec) return ioError(fmt::format("{}: cannot create the directory: {}", path, ec.message()));
+  fs::permissions(path, fs::perms::owner_all, fs::perm_options::replace, ec);
+  if (ec || ::lstat(path.c_str(), &st) != 0 || (st.st_mode & 077) != 0 || st.st_uid != ::getuid()) {
+    return ioError(fmt::format("{}: cannot make the directory private to this user (mode {:04o}, owner {}){}{}; "
+                               "choose a directory on a filesystem with permissions ({})",
+                               path, st.st_mode & 07777, st.st_uid, ec ? ": " : "", ec ? ec.message() : "", what));
+  }
+  return Status();
+}
+
 std::string closestName(const std::string& word, const std::set<std::string>& names) {
   // Levenshtein distance, case-insensitive; a close name is at most a third
   // of the word's letters away (at least one).
@@ -338,6 +368,12 @@ std::string closestName(const std::string& word, const std::set<std::string>& na
     }
   }
   return best;
+}
+
+std::string printable(const std::string& text) {
+  const std::string cut = text.size() > 40 ? text.substr(0, 37) + "..." : text;
+  const std::string quoted = Json(cut).dump(-1, ' ', false, Json::error_handler_t::replace);
+  return quoted.substr(1, quoted.size() - 2);
 }
 
 std::string describeJson(const Json& v) {

@@ -317,7 +317,7 @@ Result<Plan> planFromJson(const Json& j, const std::string& origin) {
   const std::string schema = top.string("schema");
   if (top.ok() && schema != kPlanSchema) {
     top.fail("schema", fmt::format("is \"{}\", this hydrozoa reads \"{}\" (re-run `hydrozoa plan`)",
-                                   profile::printable(schema), kPlanSchema));
+                                   printable(schema), kPlanSchema));
   }
   HZ_RETURN_IF_ERROR(top.status());
   {

@@ -194,7 +194,7 @@ Result<Catalog> catalogFromYaml(const std::string& text, const std::string& orig
       c.instances.push_back(vm);
     }
   } else if (r.ok()) {
-    r.fail("kind", fmt::format("is \"{}\"; use container, function or vm", profile::printable(kind)));
+    r.fail("kind", fmt::format("is \"{}\"; use container, function or vm", printable(kind)));
   }
   r.rejectUnknownKeys();
   HZ_RETURN_IF_ERROR(r.status());

@@ -51,14 +51,6 @@ inline constexpr NumberRange kVcpusRange{0, 65536, "vCPUs", /*exclusive_min=*/tr
 inline constexpr NumberRange kBusySlowdownRange{1, 100, "a factor"};
 
 // "milliseconds from 0 to 1,000,000,000,000" (the bounds are whole numbers).
-// Text from a file made fit for a one-line message: control characters and
-// bytes that are not UTF-8 escaped (as JSON does), cut to 40 characters.
-inline std::string printable(const std::string& text) {
-  const std::string cut = text.size() > 40 ? text.substr(0, 37) + "..." : text;
-  const std::string quoted = Json(cut).dump(-1, ' ', false, Json::error_handler_t::replace);
-  return quoted.substr(1, quoted.size() - 2);
-}
-
 inline std::string describeNumberRange(const NumberRange& r) {
   return fmt::format("{} {} {} to {}", r.what, r.exclusive_min ? "above" : "from", formatCount(r.min),
                      formatCount(r.max));

@@ -469,7 +469,7 @@ Result<NetworkProfile> probeNetwork(const NetworkProbeOptions& o) {
   wire::StoreService store;
   const std::string endpoint = (*server)->endpoint();
   const std::string exe = o.executable.empty() ? "/proc/self/exe" : o.executable;
-  std::vector<std::string> env = environmentWith({{"HYDROZOA_TOKEN", token}});
+  std::vector<std::string> env = environmentWith({{"HYDROZOA_TOKEN", (*server)->credential(token)}});
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);

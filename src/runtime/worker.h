@@ -22,8 +22,12 @@ namespace hydrozoa::runtime {
 
 struct WorkerArgs {
   std::string join;   // the coordinator's control endpoint, tcp://host:port
-  std::string token;  // the job token (from $HYDROZOA_TOKEN)
+  std::string token;  // the control credential, "TOKEN.KEY" (from $HYDROZOA_TOKEN)
   int id = 0;
+  // A worker whose coordinator is gone — no connection to it for this long
+  // ($HYDROZOA_COORDINATOR_TIMEOUT) — stops, and exits (issue 53: Slurm's
+  // workers otherwise waited forever; a launcher's own ends did the rest).
+  double coordinator_timeout = 30;
 };
 
 int runWorker(const WorkerArgs& args);

@@ -49,7 +49,7 @@ Result<std::vector<SpotEvent>> parseSpotTrace(const std::string& text, const std
     SpotEvent e;
     if (!number(f[0], &e.time) || e.time < 0 || e.time > kMaxSeconds) {
       return parseError(fmt::format("{}: time \"{}\" is not seconds from 0 to {:g}", where,
-                                         profile::printable(f[0]), kMaxSeconds));
+                                         printable(f[0]), kMaxSeconds));
     }
     if (!events.empty() && e.time < events.back().time) {
       return parseError(fmt::format("{}: time {:g} s comes before the line above's {:g} s; write the events in "
@@ -61,25 +61,25 @@ Result<std::vector<SpotEvent>> parseSpotTrace(const std::string& text, const std
       std::string known;
       for (const auto& t : types) known += (known.empty() ? "" : ", ") + t.name;
       return parseError(fmt::format("{}: \"{}\" is not a worker type of the cluster ({})", where,
-                                         profile::printable(f[1]), known));
+                                         printable(f[1]), known));
     }
     e.type = static_cast<int>(type - types.begin());
     if (f[2] == "price") {
       e.kind = SpotEvent::kPrice;
       if (!number(f[3], &e.value) || !(e.value > 0) || e.value > kMaxPrice) {
         return parseError(fmt::format("{}: price \"{}\" is not USD per worker-hour above 0 and at most {:g}",
-                                           where, profile::printable(f[3]), kMaxPrice));
+                                           where, printable(f[3]), kMaxPrice));
       }
     } else if (f[2] == "available") {
       e.kind = SpotEvent::kAvailable;
       if (!number(f[3], &e.value) || e.value < 0 || e.value > type->count || e.value != std::floor(e.value)) {
         return parseError(fmt::format("{}: available \"{}\" is not a count of workers from 0 to {}'s {} in the "
                                            "cluster",
-                                           where, profile::printable(f[3]), type->name, type->count));
+                                           where, printable(f[3]), type->name, type->count));
       }
     } else {
       return parseError(fmt::format("{}: event \"{}\" is neither price nor available", where,
-                                         profile::printable(f[2])));
+                                         printable(f[2])));
     }
     events.push_back(e);
   }

@@ -7,14 +7,17 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/eventfd.h>
+#include <sodium.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string_view>
 #include <thread>
 #include <zmq.hpp>
@@ -32,6 +35,65 @@ void configure(zmq::socket_t& s, std::int64_t maxMessage, int lingerMs = 0) {
   s.set(zmq::sockopt::linger, lingerMs);
   s.set(zmq::sockopt::maxmsgsize, maxMessage);
 }
+
+// NOTE [Connections authenticate first] (control.h): a client's CURVE key
+// pair from its generation's token. BLAKE2b keyed with a label turns the
+// token into a Curve25519 secret key; its public key follows from it.
+struct ClientKeys {
+  std::array<unsigned char, crypto_scalarmult_BYTES> public_key{}, secret_key{};
+};
+ClientKeys clientKeys(std::string_view token) {
+  static const bool ready = sodium_init() >= 0;
+  HZ_CHECK_MSG(ready, "libsodium could not initialise");
+  static constexpr std::string_view kLabel = "hydrozoa control client key v1";
+  static_assert(kLabel.size() >= crypto_generichash_KEYBYTES_MIN);
+  ClientKeys k;
+  crypto_generichash(k.secret_key.data(), k.secret_key.size(), reinterpret_cast<const unsigned char*>(token.data()),
+                     token.size(), reinterpret_cast<const unsigned char*>(kLabel.data()), kLabel.size());
+  crypto_scalarmult_base(k.public_key.data(), k.secret_key.data());
+  return k;
+}
+std::string publicKeyOf(std::string_view token) {
+  const ClientKeys k = clientKeys(token);
+  return std::string(k.public_key.begin(), k.public_key.end());
+}
+
+constexpr auto kWarnEvery = std::chrono::seconds(10);
+
+}  // namespace
+
+// Refusals as log lines, at most one per reason every kWarnEvery (a peer
+// that sends millions of messages writes a line every 10 s, not millions);
+// the lines held back are counted into the next. Reasons are this file's
+// fixed texts, so the map stays small.
+class ThrottledWarnings {
+ public:
+  void warn(const char* reason, const std::string& line) {
+    Reason& r = reasons_[reason];
+    const auto now = std::chrono::steady_clock::now();
+    if (r.logged && now - r.last < kWarnEvery) {
+      ++r.held;
+      return;
+    }
+    if (r.held > 0) {
+      spdlog::warn("{} (and {} more refused so in the last {} s)", line, r.held,
+                   std::chrono::duration_cast<std::chrono::seconds>(now - r.last).count());
+    } else {
+      spdlog::warn("{}", line);
+    }
+    r = {now, 0, true};
+  }
+
+ private:
+  struct Reason {
+    std::chrono::steady_clock::time_point last;
+    std::int64_t held = 0;
+    bool logged = false;
+  };
+  std::map<std::string, Reason> reasons_;
+};
+
+namespace {
 
 // `v` is the string `token`, compared in time that does not depend on where
 // they differ (a peer learns nothing from how long a refusal takes).
@@ -78,7 +140,8 @@ Status checkWorkerMessage(const Json& m) {
       {"compute_s", kFigure},   {"wait_s", kFigure},    {"allreduce_s", kFigure}, {"iteration_s", kFigure},
       {"loss_sum", kFigure},    {"correct", kFigure},   {"count", kFigure},      {"stopped", kFlag},
       {"can_save", kCounts},    {"file", kText},        {"data", kText},         {"offset", kCount},
-      {"size", kCount},         {"skipped", kFlag},     {"loss_scale", kFigure}};
+      {"size", kCount},         {"skipped", kFlag},     {"loss_scale", kFigure},  {"at_step", kCount},
+      {"begun", kCount},        {"tensor_peak", kCount}, {"reassigned", kCount},  {"bytes", kCount}};
   auto isCount = [](const Json& v) {
     if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= (std::uint64_t{1} << 40);
     return v.is_number_integer() && v.get<std::int64_t>() >= 0 && v.get<std::int64_t>() <= (std::int64_t{1} << 40);
@@ -116,14 +179,104 @@ Status checkWorkerMessage(const Json& m) {
   return Status();
 }
 
+// The socket's ZAP handler (RFC 27), on a thread of its own: ZeroMQ asks it
+// about each CURVE handshake, and it admits the client keys of the current
+// and the admitted generation (NOTE [Connections authenticate first]).
+class ControlServer::Gate {
+ public:
+  explicit Gate(zmq::context_t& context) : socket_(context, zmq::socket_type::rep) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.bind("inproc://zeromq.zap.01");  // where ZeroMQ looks for the handler
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Gate() {
+    stop_ = true;
+    thread_.join();
+  }
+  // The keys of `tokens` admitted from now on; `retired`'s named as such when refused.
+  void admit(const std::vector<std::string>& tokens, const std::vector<std::string>& retired) {
+    std::set<std::string> keys, old;
+    for (const auto& t : tokens) {
+      if (!t.empty()) keys.insert(publicKeyOf(t));
+    }
+    for (const auto& t : retired) old.insert(publicKeyOf(t));
+    std::lock_guard<std::mutex> lock(mu_);
+    admitted_ = std::move(keys);
+    retired_ = std::move(old);
+  }
+
+ private:
+  void run() {
+    zmq::pollitem_t item{static_cast<void*>(socket_), 0, ZMQ_POLLIN, 0};
+    while (!stop_) {
+      if (pollOnce(&item, 100) <= 0) continue;
+      std::vector<std::string> frames;
+      zmq::message_t frame;
+      do {
+        if (!socket_.recv(frame, zmq::recv_flags::none)) break;
+        if (frames.size() < 16) frames.push_back(frame.to_string());
+      } while (socket_.get(zmq::sockopt::rcvmore));
+      // version, request id, domain, address, routing id, mechanism, credentials...
+      const bool curve = frames.size() >= 7 && frames[0] == "1.0" && frames[5] == "CURVE";
+      const char* refusal = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!curve) {
+          refusal = "not a CURVE handshake";
+        } else if (retired_.count(frames[6])) {
+          refusal = "the credential of an earlier generation of this job's workers";
+        } else if (!admitted_.count(frames[6])) {
+          refusal = "a key of no generation of this job's workers";
+        }
+      }
+      if (refusal) {
+        warnings_.warn(refusal, fmt::format("refused a connection to the control socket from {}: {}",
+                                            printable(frames.size() > 3 ? frames[3] : "?"), refusal));
+      }
+      const std::string id = frames.size() > 1 ? frames[1] : "";
+      const std::vector<std::string> reply = {"1.0", id, refusal ? "400" : "200", refusal ? refusal : "OK", "", ""};
+      for (size_t i = 0; i < reply.size(); ++i) {
+        socket_.send(zmq::buffer(reply[i]), i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      }
+    }
+  }
+
+  zmq::socket_t socket_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::set<std::string> admitted_, retired_;  // client public keys, 32 bytes each
+  ThrottledWarnings warnings_;
+};
+
 ControlServer::~ControlServer() = default;
 
 Result<std::unique_ptr<ControlServer>> ControlServer::bind(const std::string& host, int port, std::string token) {
+  if (!zmq_has("curve")) {
+    return unavailable("this machine's libzmq has no CURVE security; install Debian's libzmq5 (built with libsodium)");
+  }
   std::unique_ptr<ControlServer> s(new ControlServer());
   s->token_ = std::move(token);
   s->context_ = std::make_unique<zmq::context_t>(1);
+  s->warnings_ = std::make_unique<ThrottledWarnings>();
+  s->gate_ = std::make_unique<Gate>(*s->context_);
+  s->gate_->admit({s->token_}, {});
+  char publicKey[41] = {}, secretKey[41] = {};
+  if (zmq_curve_keypair(publicKey, secretKey) != 0) {
+    return unavailable(fmt::format("cannot make the control socket's CURVE keys: {}", zmq_strerror(zmq_errno())));
+  }
+  s->publicKey_ = publicKey;
   s->socket_ = std::make_unique<zmq::socket_t>(*s->context_, zmq::socket_type::router);
   configure(*s->socket_, kMaxWorkerMessage);
+  s->socket_->set(zmq::sockopt::curve_server, 1);
+  s->socket_->set(zmq::sockopt::curve_secretkey, std::string(secretKey));
+  sodium_memzero(secretKey, sizeof(secretKey));
+  s->socket_->set(zmq::sockopt::zap_domain, "hydrozoa-control");
+  // A handshake not done in 5 s is dropped (a peer trickling bytes holds
+  // nothing for long); ZMTP heartbeats drop connections gone silent.
+  s->socket_->set(zmq::sockopt::handshake_ivl, 5000);
+  s->socket_->set(zmq::sockopt::heartbeat_ivl, 2000);
+  s->socket_->set(zmq::sockopt::heartbeat_timeout, 10000);
   s->socket_->set(zmq::sockopt::router_mandatory, 0);
   // No handover: a connection never takes over another's routing id (NOTE
   // [Routes are bound by the token] in control.h says how routes move).
@@ -140,10 +293,45 @@ Result<std::unique_ptr<ControlServer>> ControlServer::bind(const std::string& ho
     return unavailable(fmt::format("cannot listen for workers on {}: {}", address, e.what()));
   }
   s->endpoint_ = s->socket_->get(zmq::sockopt::last_endpoint);
+  // Handshakes that fail, counted: refusedConnections().
+  const std::string monitor = "inproc://control-monitor";
+  if (zmq_socket_monitor(static_cast<void*>(*s->socket_), monitor.c_str(),
+                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0) {
+    return unavailable(fmt::format("cannot watch the control socket: {}", zmq_strerror(zmq_errno())));
+  }
+  s->monitor_ = std::make_unique<zmq::socket_t>(*s->context_, zmq::socket_type::pair);
+  s->monitor_->set(zmq::sockopt::linger, 0);
+  s->monitor_->connect(monitor);
   return s;
 }
 
+std::string ControlServer::credential(const std::string& token) const { return token + "." + publicKey_; }
+
+void ControlServer::admit(std::string token) {
+  next_ = std::move(token);
+  gate_->admit({token_, next_}, retired_);
+}
+
+void ControlServer::drainMonitor() {
+  zmq::message_t event, address;
+  while (monitor_->recv(event, zmq::recv_flags::dontwait)) {
+    if (monitor_->get(zmq::sockopt::rcvmore)) (void)monitor_->recv(address, zmq::recv_flags::none);
+    if (event.size() < sizeof(std::uint16_t)) continue;
+    std::uint16_t kind = 0;
+    std::memcpy(&kind, event.data(), sizeof(kind));
+    ++refusedConnections_;
+    // ZAP's refusals are logged by the Gate with their reason; the rest here.
+    if (kind != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+      warnings_->warn("no handshake", "refused a connection to the control socket: it did not complete a CURVE "
+                                     "handshake with this job's credential");
+    }
+  }
+}
+
+
 bool ControlServer::receive(std::string* from, Json* message, int timeoutMs) {
+  drainMonitor();
   zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
   for (;;) {
     if (pollOnce(&item, timeoutMs) <= 0) return false;
@@ -157,11 +345,11 @@ bool ControlServer::receive(std::string* from, Json* message, int timeoutMs) {
     const bool hasToken = j.is_object() && j.contains("token") && j["token"].is_string();
     const bool current = hasToken && (sameToken(j["token"], token_) || sameToken(j["token"], next_));
     const std::string claimed = j.is_object() && j.contains("sender") && j["sender"].is_string()
-                                    ? j["sender"].get<std::string>().substr(0, 40)
+                                    ? j["sender"].get<std::string>()
                                     : "";
     // Names for the log: what the peer claims, else its routing id in hex.
     auto who = [&] {
-      if (!claimed.empty()) return fmt::format("\"{}\"", claimed);
+      if (!claimed.empty()) return fmt::format("\"{}\"", printable(claimed));
       std::string hex;
       for (unsigned char c : route.substr(0, 16)) hex += fmt::format("{:02x}", c);
       return fmt::format("connection {}", hex);
@@ -170,11 +358,11 @@ bool ControlServer::receive(std::string* from, Json* message, int timeoutMs) {
       ++refused_;
       const bool old = hasToken && std::find(retired_.begin(), retired_.end(), j["token"].get<std::string>()) !=
                                        retired_.end();
-      spdlog::warn("refused a control message from {}: {}", who(),
-                   old ? "the token of an earlier generation of this job's workers"
-                   : current ? "no valid sender name"
-                   : hasToken ? "wrong job token"
-                              : "no job token");
+      const char* reason = old       ? "the token of an earlier generation of this job's workers"
+                           : current ? "no valid sender name"
+                           : hasToken ? "wrong job token"
+                                      : "no job token";
+      warnings_->warn(reason, fmt::format("refused a control message from {}: {}", who(), reason));
       timeoutMs = 0;  // look once more without waiting
       continue;
     }
@@ -191,6 +379,7 @@ void ControlServer::newGeneration(std::string token) {
   retired_.push_back(std::move(token_));
   if (token == next_) next_.clear();
   token_ = std::move(token);
+  gate_->admit({token_, next_}, retired_);
 }
 
 bool ControlServer::send(const std::string& to, Json message) {
@@ -240,13 +429,38 @@ Result<std::string> localAddressToward(const std::string& target) {
 }
 
 Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string& endpoint, const std::string& name,
-                                                              std::string token) {
+                                                              const std::string& credential) {
+  // "TOKEN.KEY": the token is hex; the key Z85 (40 characters, '.' among them).
+  const size_t dot = credential.find('.');
+  if (dot == std::string::npos || dot == 0 || credential.size() - dot - 1 != 40) {
+    return invalidArgument("the control credential is not TOKEN.KEY (the job token and the coordinator's public key, "
+                           "as $HYDROZOA_TOKEN holds them): was this worker started by the same hydrozoa?");
+  }
   std::unique_ptr<ControlClient> c(new ControlClient());
-  c->token_ = std::move(token);
+  c->token_ = credential.substr(0, dot);
   c->name_ = name;
   c->context_ = std::make_unique<zmq::context_t>(1);
   c->socket_ = std::make_unique<zmq::socket_t>(*c->context_, zmq::socket_type::dealer);
   configure(*c->socket_, kMaxCoordinatorMessage, 2000);
+  const ClientKeys keys = clientKeys(c->token_);
+  c->socket_->set(zmq::sockopt::curve_serverkey, credential.substr(dot + 1));
+  c->socket_->set(zmq::sockopt::curve_publickey, zmq::const_buffer(keys.public_key.data(), keys.public_key.size()));
+  c->socket_->set(zmq::sockopt::curve_secretkey, zmq::const_buffer(keys.secret_key.data(), keys.secret_key.size()));
+  // Its own routing id, unique per connection: the server's socket never makes one up.
+  c->socket_->set(zmq::sockopt::routing_id, fmt::format("{}:{}", name.substr(0, 16), newToken().substr(0, 16)));
+  c->socket_->set(zmq::sockopt::heartbeat_ivl, 2000);
+  c->socket_->set(zmq::sockopt::heartbeat_timeout, 10000);
+  // Whether the server is there: secondsWithoutServer().
+  static std::atomic<int> clients{0};
+  const std::string monitor = fmt::format("inproc://control-client-{}", clients++);
+  if (zmq_socket_monitor(static_cast<void*>(*c->socket_), monitor.c_str(),
+                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0) {
+    return unavailable(fmt::format("cannot watch the control connection: {}", zmq_strerror(zmq_errno())));
+  }
+  c->monitor_ = std::make_unique<zmq::socket_t>(*c->context_, zmq::socket_type::pair);
+  c->monitor_->set(zmq::sockopt::linger, 0);
+  c->monitor_->connect(monitor);
+  c->lostAtNs_ = std::chrono::steady_clock::now().time_since_epoch().count();
   c->wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (c->wakeFd_ < 0) return ioError(fmt::format("eventfd: {}", std::strerror(errno)));
   try {
@@ -277,6 +491,28 @@ void ControlClient::send(Json message) {
   socket_->send(zmq::buffer(body), zmq::send_flags::none);
 }
 
+void ControlClient::drainMonitor() {
+  zmq::message_t event, address;
+  while (monitor_->recv(event, zmq::recv_flags::dontwait)) {
+    if (monitor_->get(zmq::sockopt::rcvmore)) (void)monitor_->recv(address, zmq::recv_flags::none);
+    if (event.size() < sizeof(std::uint16_t)) continue;
+    std::uint16_t kind = 0;
+    std::memcpy(&kind, event.data(), sizeof(kind));
+    if (kind == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      connected_ = true;
+    } else if (kind == ZMQ_EVENT_DISCONNECTED && connected_) {
+      connected_ = false;
+      lostAtNs_ = std::chrono::steady_clock::now().time_since_epoch().count();
+    }
+  }
+}
+
+double ControlClient::secondsWithoutServer() const {
+  if (connected_) return 0;
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::duration(now - lostAtNs_.load())).count();
+}
+
 void ControlClient::wake() {
   const std::uint64_t one = 1;
   (void)!::write(wakeFd_, &one, sizeof(one));
@@ -290,6 +526,7 @@ bool ControlClient::receive(Json* message, int timeoutMs) {
     std::atomic<bool>& flag;
     ~Done() { flag = false; }
   } done{receiving_};
+  drainMonitor();
   // A sender that came after the wait above saw receiving_ false and did
   // not wake this poll: it goes first (it counted itself before looking).
   if (senders_.load() > 0) return false;

@@ -6,6 +6,22 @@
 // with its sender, and counted. Workers likewise drop messages that do not
 // carry the token they were started with.
 //
+// NOTE [Connections authenticate first]
+// The coordinator's socket is a ZeroMQ CURVE server with a key pair of its
+// own, made when it binds. A worker joins with a credential, "TOKEN.KEY"
+// ($HYDROZOA_TOKEN, never argv): its generation's token and the server's
+// public key. Its CURVE key pair is derived from the token (BLAKE2b, then
+// Curve25519), so one secret per generation, handed over as the token always
+// was, is both its password inside messages and its key in the handshake.
+// The server's ZAP handler accepts a client key only when it is derived
+// from the current or the admitted generation's token. A peer without one
+// never completes the handshake: ZeroMQ reads none of its messages, it gets
+// no routing id (so it cannot claim one that the socket will later give
+// another peer, which made libzmq abort the coordinator), and a handshake
+// not finished within 5 s is dropped. Every client names its connection
+// itself (a random routing id), so the socket never makes one up. A refused
+// handshake is counted and logged, at most once per reason every 10 s.
+//
 // NOTE [Routes are bound by the token]
 // A worker's socket has no identity of its own choosing: ZeroMQ gives each
 // connection an unguessable routing id, and the worker names itself ("w3")
@@ -80,6 +96,8 @@ constexpr std::int64_t kMaxCoordinatorMessage = 4 * 1024 * 1024;
 // and what was expected; unknown fields are allowed (newer workers).
 Status checkWorkerMessage(const Json& message);
 
+class ThrottledWarnings;  // control.cc
+
 class ControlServer {
  public:
   // Binds to tcp://host:port; port 0 picks a free one. A port in use is an
@@ -88,35 +106,50 @@ class ControlServer {
   ~ControlServer();
 
   std::string endpoint() const { return endpoint_; }  // "tcp://127.0.0.1:41234"
+  // What a client of the generation with `token` joins with: "TOKEN.KEY"
+  // (NOTE [Connections authenticate first]).
+  std::string credential(const std::string& token) const;
   // The next accepted message, within `timeoutMs`; false on timeout.
   // `from` is the worker's name ("w3") from an authenticated message.
   bool receive(std::string* from, Json* message, int timeoutMs);
   // Sends to the connection that last sent an authenticated message as `to`;
   // dropped (and false) when no such connection exists yet.
   bool send(const std::string& to, Json message);
-  int refused() const { return refused_; }
+  // Messages refused on authenticated connections (a wrong or old token, a bad sender name).
+  std::int64_t refused() const { return refused_; }
+  // Handshakes refused (a client key of no generation admitted, or no CURVE
+  // at all), counted as receive() comes to them (thread-safe); a refused
+  // peer's ZeroMQ tries again every 100 ms, each try counted.
+  std::int64_t refusedConnections() const { return refusedConnections_; }
   // A new generation of workers: messages carry `token` from now on, and
   // the earlier generations' tokens are refused (and named so in the log).
   void newGeneration(std::string token);
   // Workers of the next generation, started ahead of it, present `token`:
   // their messages are accepted too until newGeneration(token).
-  void admit(std::string token) { next_ = std::move(token); }
+  void admit(std::string token);
 
  private:
+  class Gate;  // the ZAP handler (control.cc)
   ControlServer() = default;
+  // Reads the socket's monitor: handshakes that failed before ZAP (no CURVE).
+  void drainMonitor();
   std::unique_ptr<zmq::context_t> context_;
-  std::unique_ptr<zmq::socket_t> socket_;
-  std::string endpoint_, token_, next_;
+  std::unique_ptr<Gate> gate_;
+  std::unique_ptr<zmq::socket_t> socket_, monitor_;
+  std::string endpoint_, token_, next_, publicKey_;
   std::vector<std::string> retired_;  // earlier generations' tokens
   std::map<std::string, std::string> routes_;  // worker name -> routing id (NOTE above)
-  int refused_ = 0;
+  std::int64_t refused_ = 0;
+  std::atomic<std::int64_t> refusedConnections_{0};
+  std::unique_ptr<ThrottledWarnings> warnings_;
 };
 
 class ControlClient {
  public:
-  // `name` ("w3") is sent in every message (NOTE [Routes are bound by the token]).
+  // `name` ("w3") is sent in every message (NOTE [Routes are bound by the
+  // token]); `credential` is ControlServer::credential()'s "TOKEN.KEY".
   static Result<std::unique_ptr<ControlClient>> connect(const std::string& endpoint, const std::string& name,
-                                                        std::string token);
+                                                        const std::string& credential);
   ~ControlClient();
 
   // Thread-safe; a receive() under way on another thread returns to let it
@@ -128,14 +161,22 @@ class ControlClient {
   // Ends a receive() under way, or the next one, early: for a thread that
   // has something to send (thread-safe).
   void wake();
+  // Seconds since this client last had a live connection to the server (0
+  // while it has one; from connect() until the first handshake). ZMTP
+  // heartbeats end a connection to a server gone silent within about 10 s,
+  // a dead server's at once; updated by receive() (thread-safe).
+  double secondsWithoutServer() const;
 
  private:
   ControlClient() = default;
+  void drainMonitor();  // under mu_
+  std::atomic<bool> connected_{false};
+  std::atomic<std::int64_t> lostAtNs_{0};  // steady clock, when the connection went (or connect())
   std::mutex mu_;
   std::atomic<int> senders_{0};        // send()s waiting for mu_
   std::atomic<bool> receiving_{false};  // a receive() holds mu_
   std::unique_ptr<zmq::context_t> context_;
-  std::unique_ptr<zmq::socket_t> socket_;
+  std::unique_ptr<zmq::socket_t> socket_, monitor_;  // closed before the context (declared after it)
   std::string token_, name_;
   int wakeFd_ = -1;  // an eventfd that receive() polls beside the socket
 };

@@ -152,15 +152,18 @@ Status acceptChunk(const Json& chunk, const std::string& dir, const std::functio
                                        offset, size));
   }
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  if (std::filesystem::create_directories(dir, ec)) ::chmod(dir.c_str(), 0700);  // the directory it made: private
   const std::string part = dir + "/" + file + ".part";
   struct stat st {};
-  const std::int64_t have = ::stat(part.c_str(), &st) == 0 ? st.st_size : 0;
+  const std::int64_t have = ::lstat(part.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : 0;
   if (offset != 0 && offset != have) {
     return invalidArgument(fmt::format("{}: a chunk at {} but {} bytes arrived before it", file, offset, have));
   }
-  // The first chunk starts the file afresh (a worker that saves a step again).
-  const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (offset == 0 ? O_TRUNC : 0), 0600);
+  // The first chunk starts the file afresh (a worker that saves a step
+  // again): whatever was there, a link included, goes, and the file is
+  // made new (O_EXCL); later chunks never follow a link (O_NOFOLLOW).
+  if (offset == 0) ::unlink(part.c_str());
+  const int fd = ::open(part.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC | (offset == 0 ? O_CREAT | O_EXCL : 0), 0600);
   if (fd < 0) return ioError(fmt::format("{}: cannot write: {}", part, std::strerror(errno)));
   const bool wrote = ::pwrite(fd, bytes.data(), bytes.size(), offset) == static_cast<ssize_t>(bytes.size());
   ::close(fd);

@@ -39,12 +39,13 @@ class StoreServer {
     thread_.join();
   }
   std::string endpoint() const { return server_->endpoint(); }
-  const std::string& token() const { return token_; }
-  int refused() const { return server_->refused(); }
+  // Messages refused on authenticated connections; handshakes refused.
+  std::int64_t refused() const { return server_->refused(); }
+  std::int64_t refusedConnections() const { return server_->refusedConnections(); }
 
   c10::intrusive_ptr<ControlStore> client(const std::string& name, std::chrono::milliseconds timeout = std::chrono::seconds(5),
                                           const std::string& token = "") const {
-    auto c = ControlStore::connect(endpoint(), name, token.empty() ? token_ : token, timeout);
+    auto c = ControlStore::connect(endpoint(), name, server_->credential(token.empty() ? token_ : token), timeout);
     EXPECT_TRUE(c.ok()) << c.status().message();
     return *c;
   }

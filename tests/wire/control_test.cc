@@ -1,7 +1,8 @@
-// The control plane's guarantees, in one process over loopback: a route is
-// bound to a worker's name only by a message with the token, so a peer
-// without it receives nothing; frames past the size bound are never read;
-// authenticated messages are checked field by field.
+// The control plane's guarantees, in one process over loopback: a peer
+// without the job's credential never completes a handshake (NOTE
+// [Connections authenticate first]); a route is bound to a worker's name only
+// by a message with the token, so a peer without it receives nothing; frames
+// past the size bound are never read; messages are checked field by field.
 #include "wire/control.h"
 
 #include <gtest/gtest.h>
@@ -26,81 +27,172 @@ std::string receiveWithin(zmq::socket_t& socket, int ms) {
   return m.to_string();
 }
 
+// A server and its credential for `token` ("TOKEN.KEY").
+struct Served {
+  std::unique_ptr<ControlServer> server;
+  std::string credential;
+};
+Served serve(const std::string& token = "the-token") {
+  auto server = ControlServer::bind("127.0.0.1", 0, token);
+  EXPECT_TRUE(server.ok()) << server.status().message();
+  Served s{std::move(*server), ""};
+  s.credential = s.server->credential(token);
+  return s;
+}
+
+// Connects a plain (no CURVE) dealer, as a stranger would.
+zmq::socket_t stranger(zmq::context_t& ctx, const std::string& endpoint, const std::string& routingId = "") {
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  if (!routingId.empty()) s.set(zmq::sockopt::routing_id, routingId);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(endpoint);
+  return s;
+}
+
+// Waits up to 5 s for the server to have counted `n` refused handshakes
+// (it counts them as receive() comes to them).
+void expectRefusedConnections(ControlServer& server, std::int64_t n) {
+  std::string from;
+  Json m;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (server.refusedConnections() < n && std::chrono::steady_clock::now() < until) {
+    EXPECT_FALSE(server.receive(&from, &m, 20));
+  }
+  EXPECT_GE(server.refusedConnections(), n);
+}
+
 TEST(ControlServer, ARouteIsBoundOnlyByAMessageWithTheToken) {
-  auto server = ControlServer::bind("127.0.0.1", 0, "the-token");
-  ASSERT_TRUE(server.ok()) << server.status().message();
-  auto worker = ControlClient::connect((*server)->endpoint(), "w0", "the-token");
-  ASSERT_TRUE(worker.ok());
+  Served s = serve();
+  auto worker = ControlClient::connect(s.server->endpoint(), "w0", s.credential);
+  ASSERT_TRUE(worker.ok()) << worker.status().message();
   (*worker)->send({{"type", "register"}});
   std::string from;
   Json m;
-  ASSERT_TRUE((*server)->receive(&from, &m, 5000));
+  ASSERT_TRUE(s.server->receive(&from, &m, 5000));
   EXPECT_EQ(from, "w0");
   EXPECT_FALSE(m.contains("token"));
   EXPECT_FALSE(m.contains("sender"));
 
-  // A rogue with the worker's name as its identity, and without the token.
+  // A rogue with the worker's name as its identity, and no credential:
+  // its handshake fails, and nothing it sends is read.
   zmq::context_t ctx(1);
-  zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
-  rogue.set(zmq::sockopt::routing_id, "w0");
-  rogue.set(zmq::sockopt::linger, 0);
-  rogue.connect((*server)->endpoint());
+  zmq::socket_t rogue = stranger(ctx, s.server->endpoint(), "w0");
   const std::string claim = R"({"type": "heartbeat", "step": 3, "sender": "w0", "token": "a-guess"})";
-  rogue.send(zmq::buffer(claim), zmq::send_flags::none);
-  EXPECT_FALSE((*server)->receive(&from, &m, 500));
-  EXPECT_EQ((*server)->refused(), 1);
+  rogue.send(zmq::buffer(claim), zmq::send_flags::dontwait);
+  EXPECT_FALSE(s.server->receive(&from, &m, 500));
+  EXPECT_EQ(s.server->refused(), 0);
+  expectRefusedConnections(*s.server, 1);
+
+  // A client with the server's key but a token of no generation: refused
+  // in the handshake too (its CURVE key is not the job's).
+  auto guesser = ControlClient::connect(s.server->endpoint(), "w0", s.server->credential("a-guess"));
+  ASSERT_TRUE(guesser.ok());
+  (*guesser)->send({{"type", "heartbeat"}, {"step", 3}});
+  EXPECT_FALSE(s.server->receive(&from, &m, 500));
+  expectRefusedConnections(*s.server, 2);
 
   // What the coordinator sends to "w0" goes to the worker, never the rogue.
-  EXPECT_TRUE((*server)->send("w0", {{"type", "go"}}));
+  EXPECT_TRUE(s.server->send("w0", {{"type", "go"}}));
   Json got;
   ASSERT_TRUE((*worker)->receive(&got, 5000));
   EXPECT_EQ(got["type"], "go");
   EXPECT_EQ(receiveWithin(rogue, 300), "");
+  EXPECT_FALSE((*guesser)->receive(&got, 300));
   // Nobody authenticated as "w5": nothing is sent at all.
-  EXPECT_FALSE((*server)->send("w5", {{"type", "go"}}));
+  EXPECT_FALSE(s.server->send("w5", {{"type", "go"}}));
+}
+
+// Issue 53: a local process that declared the routing id the socket would
+// give its next anonymous peer made libzmq abort the coordinator
+// (socket_base.cpp:2130). libzmq counts those ids up from an unseeded
+// rand(): the first is glibc's first rand(), 1804289383. Strangers declare
+// the next ones and then connect without an id; none completes a handshake,
+// the server goes on, and a worker still joins and is answered.
+TEST(ControlServer, AStrangerCannotClaimARoutingIdAndAbortTheServer) {
+  Served s = serve();
+  zmq::context_t ctx(1);
+  std::vector<zmq::socket_t> strangers;
+  for (std::uint32_t k = 0; k < 8; ++k) {
+    const std::uint32_t next = 1804289383u + k;
+    std::string id(5, '\0');  // libzmq's: a zero byte, then the counter, big-endian
+    for (int b = 0; b < 4; ++b) id[static_cast<size_t>(1 + b)] = static_cast<char>((next >> (24 - 8 * b)) & 0xff);
+    strangers.push_back(stranger(ctx, s.server->endpoint(), id.substr(1)));
+    strangers.push_back(stranger(ctx, s.server->endpoint(), id));
+    strangers.push_back(stranger(ctx, s.server->endpoint()));
+  }
+  for (auto& z : strangers) z.send(zmq::buffer(std::string(R"({"type": "done"})")), zmq::send_flags::dontwait);
+  expectRefusedConnections(*s.server, static_cast<std::int64_t>(strangers.size()));
+  auto worker = ControlClient::connect(s.server->endpoint(), "w1", s.credential);
+  ASSERT_TRUE(worker.ok());
+  (*worker)->send({{"type", "ready"}});
+  std::string from;
+  Json m;
+  ASSERT_TRUE(s.server->receive(&from, &m, 5000));
+  EXPECT_EQ(from, "w1");
+  EXPECT_TRUE(s.server->send("w1", {{"type", "go"}}));
+  ASSERT_TRUE((*worker)->receive(&m, 5000));
+  EXPECT_EQ(s.server->refused(), 0);
+}
+
+// A new generation's credential is admitted; the one before is refused in
+// the handshake from then on, and named so.
+TEST(ControlServer, AGenerationsCredentialIsRefusedOnceItIsRetired) {
+  Served s = serve("gen-1");
+  s.server->admit("gen-2");
+  std::string from;
+  Json m;
+  auto next = ControlClient::connect(s.server->endpoint(), "w0", s.server->credential("gen-2"));
+  (*next)->send({{"type", "register"}});
+  ASSERT_TRUE(s.server->receive(&from, &m, 5000));  // admitted ahead of its generation
+  s.server->newGeneration("gen-2");
+  auto old = ControlClient::connect(s.server->endpoint(), "w1", s.server->credential("gen-1"));
+  (*old)->send({{"type", "register"}});
+  EXPECT_FALSE(s.server->receive(&from, &m, 500));
+  expectRefusedConnections(*s.server, 1);
+  // A credential that is not TOKEN.KEY is refused before connecting.
+  auto bad = ControlClient::connect(s.server->endpoint(), "w2", "gen-2");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("TOKEN.KEY"), std::string::npos) << bad.status().message();
 }
 
 TEST(ControlServer, FramesPastTheBoundAreNeverRead) {
-  auto server = ControlServer::bind("127.0.0.1", 0, "the-token");
-  ASSERT_TRUE(server.ok());
+  Served s = serve();
+  // From an authenticated worker (a stranger's never get past the handshake).
   zmq::context_t ctx(1);
-  zmq::socket_t big(ctx, zmq::socket_type::dealer);
-  big.set(zmq::sockopt::linger, 0);
-  big.connect((*server)->endpoint());
-  const std::string frame(static_cast<size_t>(kMaxWorkerMessage) + 1, 'x');
-  big.send(zmq::buffer(frame), zmq::send_flags::none);
+  auto big = ControlClient::connect(s.server->endpoint(), "w3", s.credential);
+  const std::string data(static_cast<size_t>(kMaxWorkerMessage), 'x');
+  (*big)->send({{"type", "file_chunk"}, {"data", data}});
   std::string from;
   Json m;
-  EXPECT_FALSE((*server)->receive(&from, &m, 500));
-  EXPECT_EQ((*server)->refused(), 0);  // dropped by ZeroMQ before any parsing
+  EXPECT_FALSE(s.server->receive(&from, &m, 500));
+  EXPECT_EQ(s.server->refused(), 0);  // dropped by ZeroMQ before any parsing
   // A legitimate worker still gets through.
-  auto worker = ControlClient::connect((*server)->endpoint(), "w1", "the-token");
+  auto worker = ControlClient::connect(s.server->endpoint(), "w1", s.credential);
   (*worker)->send({{"type", "ready"}});
-  ASSERT_TRUE((*server)->receive(&from, &m, 5000));
+  ASSERT_TRUE(s.server->receive(&from, &m, 5000));
   EXPECT_EQ(from, "w1");
 }
 
 TEST(ControlServer, AWorkersStoreConnectionHasItsOwnNameAndNoOther) {
-  auto server = ControlServer::bind("127.0.0.1", 0, "the-token");
-  ASSERT_TRUE(server.ok());
+  Served s = serve();
   std::string from;
   Json m;
-  auto store = ControlClient::connect((*server)->endpoint(), "w2.store", "the-token");
+  auto store = ControlClient::connect(s.server->endpoint(), "w2.store", s.credential);
   (*store)->send({{"type", "store"}});
-  ASSERT_TRUE((*server)->receive(&from, &m, 5000));
+  ASSERT_TRUE(s.server->receive(&from, &m, 5000));
   EXPECT_EQ(from, "w2.store");
   for (const char* name : {"w2.stor", "x2.store", ".store", "w.store", "w2.store.store"}) {
-    auto other = ControlClient::connect((*server)->endpoint(), name, "the-token");
+    auto other = ControlClient::connect(s.server->endpoint(), name, s.credential);
     (*other)->send({{"type", "store"}});
-    EXPECT_FALSE((*server)->receive(&from, &m, 300)) << name;
+    EXPECT_FALSE(s.server->receive(&from, &m, 300)) << name;
   }
-  EXPECT_EQ((*server)->refused(), 5);
+  EXPECT_EQ(s.server->refused(), 5);
 }
 
 TEST(ControlClient, WakeEndsAWaitingReceiveAtOnce) {
   auto server = ControlServer::bind("127.0.0.1", 0, "the-token");
   ASSERT_TRUE(server.ok());
-  auto worker = ControlClient::connect((*server)->endpoint(), "w0", "the-token");
+  auto worker = ControlClient::connect((*server)->endpoint(), "w0", (*server)->credential("the-token"));
   ASSERT_TRUE(worker.ok());
   const auto t0 = std::chrono::steady_clock::now();
   std::thread waker([&] {
@@ -130,7 +222,7 @@ TEST(ControlClient, WakeEndsAWaitingReceiveAtOnce) {
 TEST(ControlClient, SendsFromAnotherThreadAreNotStarvedByAReceiveLoop) {
   auto server = ControlServer::bind("127.0.0.1", 0, "the-token");
   ASSERT_TRUE(server.ok());
-  auto worker = ControlClient::connect((*server)->endpoint(), "w0", "the-token");
+  auto worker = ControlClient::connect((*server)->endpoint(), "w0", (*server)->credential("the-token"));
   ASSERT_TRUE(worker.ok());
   cpu_set_t one;
   CPU_ZERO(&one);
@@ -175,6 +267,12 @@ TEST(CheckWorkerMessage, NamesTheFieldAndWhatWasExpected) {
            {{{"type", "halted"}, {"can_save", {1, "two"}}}, "field \"can_save\""},
            {{{"type", "done"}, {"stopped", 1}}, "field \"stopped\""},
            {{{"type", 7}}, "field \"type\""},
+           // Issue 53: fields the coordinator read unchecked, each once ended the job in std::terminate.
+           {{{"type", "step_ack"}, {"at_step", "x"}}, "field \"at_step\""},
+           {{{"type", "step_ack"}, {"at_step", 1}, {"begun", Json::array()}}, "field \"begun\""},
+           {{{"type", "step"}, {"tensor_peak", -5}}, "field \"tensor_peak\""},
+           {{{"type", "step"}, {"reassigned", 1.5}}, "field \"reassigned\""},
+           {{{"type", "stored_file"}, {"bytes", "many"}}, "field \"bytes\""},
            {Json::array(), "not a JSON object"},
        }) {
     const Status s = checkWorkerMessage(c.message);

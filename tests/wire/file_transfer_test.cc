@@ -6,6 +6,7 @@
 #include "wire/file_transfer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -65,7 +66,7 @@ TEST(FileTransfer, AFileShippedAndFetchedBackOverARealConnectionIsTheSame) {
 
   auto server = ControlServer::bind("127.0.0.1", 0, "tok");
   ASSERT_TRUE(server.ok()) << server.status().message();
-  auto client = ControlClient::connect((*server)->endpoint(), "w0", "tok");
+  auto client = ControlClient::connect((*server)->endpoint(), "w0", (*server)->credential("tok"));
   ASSERT_TRUE(client.ok()) << client.status().message();
   ASSERT_TRUE(sendFile(**client, {{"step", 5}}, (dir.path / "worker" / "layer-0003.pt").string()).ok());
   ASSERT_TRUE(sendFile(**client, {{"step", 5}}, (dir.path / "worker" / "layer-0004.pt").string()).ok());
@@ -144,6 +145,20 @@ TEST(FileTransfer, HostileChunksAreRefusedAndNothingLandsUnderALayersName) {
   ASSERT_TRUE(acceptChunk(chunk("layer-0001.pt", 3, 6, "def"), d, stageOne).ok());
   EXPECT_EQ(readAll(d + "/layer-0001.pt"), "abcdef");
   EXPECT_FALSE(fs::exists(dir.path.parent_path() / "layer-0001.pt"));
+
+  // A link planted where the .part goes is never written through: the
+  // first chunk replaces it with a new file; a later one refuses it.
+  const std::string outside = (dir.path.parent_path() / ("outside-" + std::to_string(::getpid()))).string();
+  { std::ofstream(outside) << "precious"; }
+  fs::create_symlink(outside, d + "/layer-0002.pt.part");
+  ASSERT_TRUE(acceptChunk(chunk("layer-0002.pt", 0, 6, "abc"), d, stageOne).ok());
+  EXPECT_FALSE(fs::is_symlink(d + "/layer-0002.pt.part"));
+  fs::remove(d + "/layer-0002.pt.part");
+  fs::create_symlink(outside, d + "/layer-0002.pt.part");
+  EXPECT_FALSE(acceptChunk(chunk("layer-0002.pt", 3, 6, "def"), d, stageOne).ok());
+  EXPECT_EQ(readAll(outside), "precious");
+  fs::remove(d + "/layer-0002.pt.part");
+  fs::remove(outside);
 
   // Fetches: only the stage's own layers, only inside the file.
   auto r = serveFetch({{"file", "layer-0001.pt"}, {"offset", 7}}, d, stageOne);

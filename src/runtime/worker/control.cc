@@ -1,6 +1,7 @@
 #include "runtime/worker/worker_impl.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -35,8 +36,32 @@ void Worker::controlLoop() {
     const auto untilBeat = std::chrono::duration_cast<std::chrono::milliseconds>(nextBeat - Clock::now()).count();
     Json m;
     if (control_->receive(&m, static_cast<int>(std::clamp<std::int64_t>(untilBeat, 0, 50)))) onControl(m);
+    if (!orphaned_ && control_->secondsWithoutServer() > args_.coordinator_timeout) leaveWithoutCoordinator();
   }
   flush();
+}
+
+// NOTE [A worker without its coordinator]
+// A worker's checkpoints, reports and next steps all go through its
+// coordinator; without it the worker has nothing to do. Its connection
+// tells it the coordinator is gone (a dead process at once, a lost host
+// within about 10 s: ControlClient::secondsWithoutServer); after
+// coordinator_timeout it stops as a "stop" message would (at once, no
+// checkpoint: nobody would keep it), so its threads end and what it holds
+// (shared memory, files) is released as on any stop. Its peers, orphaned too,
+// stop as well; one stuck in a collective with a peer that never answers
+// exits 30 s later regardless.
+void Worker::leaveWithoutCoordinator() {
+  orphaned_ = true;
+  spdlog::error("the coordinator at {} is gone (no connection for {:.0f} s): stopping", args_.join,
+                control_->secondsWithoutServer());
+  onControl({{"type", "stop"}});
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    spdlog::error("still running 30 s after the coordinator went: exiting");
+    spdlog::default_logger()->flush();
+    std::_Exit(1);
+  }).detach();
 }
 
 // Tests cause a worker that hears of a stop or regroup late (NOTE [Agreeing

@@ -14,6 +14,11 @@
 
 namespace hydrozoa::runtime {
 
+Status Worker::coordinatorGone() const {
+  return unavailable(fmt::format("the coordinator at {} is gone (no connection for {:.0f} s): exiting", args_.join,
+                                 control_->secondsWithoutServer()));
+}
+
 Status Worker::join() {
   HZ_ASSIGN_OR_RETURN(control_, wire::ControlClient::connect(args_.join, fmt::format("w{}", args_.id), args_.token));
   control_->send({{"type", "register"}, {"worker", args_.id}, {"pid", ::getpid()}});
@@ -25,6 +30,7 @@ Status Worker::join() {
       if (assign.value("type", "") == "stop") return unavailable("stopped before being assigned a role");
     }
     if (since(t0) > 300) return unavailable("no role from the coordinator within 300 s");
+    if (control_->secondsWithoutServer() > args_.coordinator_timeout) return coordinatorGone();
   }
   HZ_ASSIGN_OR_RETURN(role_, parseRole(assign));
   if (role_.listen_host.empty()) {
@@ -79,6 +85,10 @@ int Worker::run() {
   // Every worker waits here until the last is ready, which can be seconds
   // (a function's cold start): a wait without a message is no message.
   for (Json m;;) {
+    if (control_->secondsWithoutServer() > args_.coordinator_timeout) {
+      spdlog::error("{}", coordinatorGone().message());
+      return 1;
+    }
     if (!control_->receive(&m, 1000) || !m.is_object()) continue;
     const std::string type = m.value("type", "");
     if (type == "go") break;

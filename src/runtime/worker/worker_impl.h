@@ -115,6 +115,8 @@ class Worker {
   // compute thread may be blocked on a peer that is gone).
   void controlLoop();
   void onControl(const Json& m);
+  void leaveWithoutCoordinator();  // NOTE [A worker without its coordinator] (control.cc)
+  Status coordinatorGone() const;
   void post(Json message);
   void report(const std::string& kind, const std::string& message);
   // Where this worker writes a step's files: the shared checkpoint
@@ -253,6 +255,7 @@ class Worker {
   std::thread controlThread_;
   std::vector<int> helperCpus_ = usableCpus();  // the process's cores, for threads started after pinning
   std::atomic<bool> controlRunning_{false}, stopControl_{false}, doneAcked_{false};
+  bool orphaned_ = false;  // the control thread's: its coordinator is gone
   std::mutex outMu_;
   std::deque<Json> outbox_;  // posted by the compute thread, sent by the control thread
   // The optimizer step vs. a save from the control thread: under stateMu_,
