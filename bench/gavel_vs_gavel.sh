@@ -14,6 +14,7 @@
 # last).
 #
 #   bench/gavel_vs_gavel.sh GAVEL [SEEDS=1] [JOBS=600] [WINDOW=200-400] [RATES="3 4.5 6"]
+#   PARTS=whole bench/gavel_vs_gavel.sh GAVEL   # only the makespan policy's second table
 #
 # GAVEL: a snapshot of stanford-futuredata/gavel (its `scheduler/` directory,
 # or the git directory the search tool's `fetch` brings). Its code stays
@@ -31,6 +32,7 @@ seeds=${2:-1}
 jobs=${3:-600}
 window=${4:-200-400}
 rates=${5:-3 4.5 6}
+parts=${PARTS:-jct whole}  # jct: the JCT table; whole: the makespan policy on the whole trace
 py="$root/.venv/bin/python"
 [ -x "$py" ] || { echo "gavel_vs_gavel: no $py: run scripts/setup first" >&2; exit 1; }
 hz=$root/build/hydrozoa
@@ -60,6 +62,11 @@ if ! "$py" -c 'import cvxpy, ecos, grpc, grpc_tools, psutil, sklearn, matrix_com
   "$root/.venv/bin/pip" install -q cvxpy ecos grpcio grpcio-tools psutil scikit-learn 'setuptools<82'
   "$root/.venv/bin/pip" install -q --no-deps matrix-completion  # its own pins are older than the venv's
 fi
+# One change to that copy: its driver's --solver also takes HIGHS (a simplex
+# solver that cvxpy ships; Gavel's choices are ECOS, GUROBI and SCS), for the
+# makespan policy's second table below.
+sed -i "s/choices=\['ECOS', 'GUROBI', 'SCS'\]/choices=['ECOS', 'GUROBI', 'SCS', 'HIGHS']/" \
+  "$g/scripts/drivers/simulate_scheduler_with_trace.py"
 for p in iterator_to_scheduler scheduler_to_worker worker_to_scheduler common enums; do
   (cd "$g" && "$py" -m grpc_tools.protoc -Iruntime/protobuf --python_out=runtime/rpc_stubs \
     --grpc_python_out=runtime/rpc_stubs "runtime/protobuf/$p.proto")
@@ -87,14 +94,19 @@ theirs() {  # trace policy seed -> hours (a trailing * where ECOS failed and SCS
   done
   echo nan
 }
+trace_for() {  # rate seed -> the path of its trace, generated once
+  local trace=$work/r$1-s$2.trace
+  [ -f "$trace" ] || $hz simulate --generate "$jobs" --rate "$1" --seed "$2" --throughputs "$t" \
+    --cluster v100=36,p100=36,k80=36 --policy fifo --write-trace "$trace" --json >/dev/null
+  echo "$trace"
+}
+if [[ " $parts " == *" jct "* ]]; then
 echo "Average JCT (hours) of jobs $window of $jobs, continuous-single, 36 V100 + 36 P100 + 36 K80, rounds of 6 min"
 printf '%6s %4s %-26s %-24s %8s %8s %8s %9s %7s %9s %7s\n' jobs/h seed ours gavel "ours (h)" "no fill" "32 min" \
   "gavel (h)" "ours/g" "no fill/g" "32min/g"
 for rate in $rates; do
   for seed in $(seq 0 $((seeds - 1))); do
-    trace=$work/r$rate-s$seed.trace
-    $hz simulate --generate "$jobs" --rate "$rate" --seed "$seed" --throughputs "$t" --cluster v100=36,p100=36,k80=36 \
-      --policy fifo --write-trace "$trace" --json >/dev/null
+    trace=$(trace_for "$rate" "$seed")
     for pair in $pairs; do
       o=${pair%%:*}
       gp=${pair#*:}
@@ -121,3 +133,37 @@ for (rate, seed), d in by.items():
     a, g = d['max_min_fairness'], d['max_min_fairness_agnostic']
     print(f"  {rate:>5} jobs/h seed {seed}: ours {g[0] / a[0]:.2f}x, gavel {g[1] / a[1]:.2f}x")
 EOF
+fi
+
+# The makespan policy's own objective. Its LP fixes only the time until the
+# last job ends; every allocation that meets it is an optimum, and which one
+# a solver returns decides the other jobs' completion times. So the whole
+# trace (every job, no window): the makespan from both simulators, and the
+# average JCT from ours and from Gavel's with ECOS (its default, an
+# interior-point solver) and with HiGHS (a simplex one).
+[[ " $parts " == *" whole "* ]] || exit 0
+echo
+echo "The makespan policy on the whole trace (all $jobs jobs): makespan and average JCT, hours"
+printf '%6s %4s %12s %12s %12s %10s %10s %10s\n' jobs/h seed "ours" "gavel ECOS" "gavel HiGHS" "ours JCT" "ECOS JCT" "HiGHS JCT"
+whole_ours() {  # trace -> "makespan_h jct_h"
+  $hz simulate --trace "$1" --throughputs "$t" --cluster v100=36,p100=36,k80=36 --policy min_makespan --json |
+    "$py" -c 'import json,sys; d=json.load(sys.stdin); print(d["makespan_seconds"] / 3600, d["average_jct_seconds"] / 3600)'
+}
+whole_theirs() {  # trace solver seed -> "makespan_h jct_h" (nan nan when the solver failed)
+  (cd "$g" && "$py" scripts/drivers/simulate_scheduler_with_trace.py -t "$1" -p min_total_duration_perf \
+    --throughputs_file "$t" -c 36:36:36 --seed "$3" --solver "$2" 2>&1) | "$py" -c '
+import re, sys
+text = sys.stdin.read()
+d = re.search(r"^Total duration: ([0-9.]+) seconds", text, re.M)
+j = re.search(r"^Average job completion time: ([0-9.]+) seconds", text, re.M)
+print(f"{float(d[1]) / 3600} {float(j[1]) / 3600}" if d and j else "nan nan")'
+}
+for rate in $rates; do
+  for seed in $(seq 0 $((seeds - 1))); do
+    trace=$(trace_for "$rate" "$seed")
+    read -r om oj <<<"$(whole_ours "$trace")"
+    read -r em ej <<<"$(whole_theirs "$trace" ECOS "$seed")"
+    read -r hm hj <<<"$(whole_theirs "$trace" HIGHS "$seed")"
+    printf '%6s %4s %12.2f %12.2f %12.2f %10.2f %10.2f %10.2f\n' "$rate" "$seed" "$om" "$em" "$hm" "$oj" "$ej" "$hj"
+  done
+done

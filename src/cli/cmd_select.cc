@@ -161,10 +161,7 @@ Status runSelect(const SelectArgs& a) {
       return invalidArgument(fmt::format("{} holds a selection already: go on with hydrozoa select --resume {}", run,
                                          run));
     }
-    std::error_code ec;
-    fs::create_directories(run, ec);
-    if (ec) return invalidArgument(fmt::format("cannot make {}: {}", run, ec.message()));
-    fs::permissions(run, fs::perms::owner_all, ec);
+    HZ_RETURN_IF_ERROR(privateDirectory(run, "--out"));
     s = select::newSelection(*grid, tasks);
     if (!a.worker_memory.empty()) {
       HZ_ASSIGN_OR_RETURN(const Bytes budget, parseBytes(a.worker_memory, "--worker-memory"));

@@ -51,9 +51,13 @@ Result<std::unique_ptr<JobChannel>> JobChannel::open(const JobSpec& spec, const 
     so.dir = dir;
     so.bind = host;
     so.password = wire::newToken() + wire::newToken();
+    // The workers' password runs what the channel sends and nothing else;
+    // the coordinator's checks and cleanup use the admin user.
+    so.commands = runtime::redis::kChannelCommands;
+    // At most half this machine's memory: past it a write fails (noeviction)
+    // and the worker says the store is full, where the host would swap.
+    so.maxmemory = static_cast<Bytes>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE) / 2;
     HZ_ASSIGN_OR_RETURN(c->server_, runtime::redis::LocalServer::start(so));
-    // The password was only needed to start it.
-    ::unlink((dir + "/redis.conf").c_str());
     c->address_ = c->server_->address();
     c->password_ = c->server_->password();
   } else {
@@ -62,7 +66,9 @@ Result<std::unique_ptr<JobChannel>> JobChannel::open(const JobSpec& spec, const 
       HZ_ASSIGN_OR_RETURN(c->password_, readPassword(spec.channel_password_file));
     }
   }
-  HZ_ASSIGN_OR_RETURN(Connection admin, Connection::open(c->address_, c->password_, 10));
+  HZ_ASSIGN_OR_RETURN(Connection admin,
+                      c->server_ ? Connection::open(c->address_, c->server_->adminPassword(), 10, "admin")
+                                 : Connection::open(c->address_, c->password_, 10));
   HZ_RETURN_IF_ERROR(runtime::redis::checkStore(admin));
   c->admin_.emplace(std::move(admin));
   c->workers_ = c->address_;

@@ -19,23 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Status makePrivateDir(const std::string& path) {
-  std::error_code ec;
-  fs::create_directories(path, ec);
-  if (ec) return ioError(fmt::format("{}: cannot create the directory: {}", path, ec.message()));
-  // The run directory holds the job's logs and checkpoints (and workers
-  // read their token from nowhere else but their environment): it must be
-  // the user's alone, or the run does not start.
-  fs::permissions(path, fs::perms::owner_all, fs::perm_options::replace, ec);
-  struct stat st {};
-  if (ec || ::stat(path.c_str(), &st) != 0 || (st.st_mode & 077) != 0 || st.st_uid != ::getuid()) {
-    return ioError(fmt::format("{}: cannot make the directory private to this user (mode {:04o}, owner {}){}{}; "
-                               "choose an output directory on a filesystem with permissions (--out)",
-                               path, st.st_mode & 07777, st.st_uid, ec ? ": " : "", ec ? ec.message() : ""));
-  }
-  return Status();
-}
-
 std::string checkpointName(std::int64_t step) { return fmt::format("step-{:08d}", step); }
 
 }  // namespace
@@ -52,9 +35,9 @@ Result<RunDir> RunDir::create(const std::string& path) {
   if (!run.made_) {
     for (const auto& e : fs::directory_iterator(path, ec)) run.existing_.insert(e.path().filename().string());
   }
-  Status made = makePrivateDir(path);
-  if (made.ok()) made = makePrivateDir(path + "/workers");
-  if (made.ok()) made = makePrivateDir(path + "/checkpoints");
+  Status made = privateDirectory(path, "--out");
+  if (made.ok()) made = privateDirectory(path + "/workers", "--out");
+  if (made.ok()) made = privateDirectory(path + "/checkpoints", "--out");
   if (!made.ok()) {
     run.discard();
     return made;
@@ -79,16 +62,15 @@ Result<RunDir> RunDir::open(const std::string& path) {
   if (!fs::exists(path + "/job.yaml", ec)) {
     return invalidArgument(fmt::format("{}: not a run directory (it has no job.yaml)", path));
   }
-  HZ_RETURN_IF_ERROR(makePrivateDir(path + "/workers"));
-  HZ_RETURN_IF_ERROR(makePrivateDir(path + "/checkpoints"));
+  HZ_RETURN_IF_ERROR(privateDirectory(path + "/workers", "--resume"));
+  HZ_RETURN_IF_ERROR(privateDirectory(path + "/checkpoints", "--resume"));
   return RunDir(fs::absolute(path).lexically_normal().string());
 }
 
 Status RunDir::useCheckpointsDir(const std::string& dir) {
   std::error_code ec;
   const std::string path = fs::absolute(dir).lexically_normal().string();
-  fs::create_directories(path, ec);
-  if (ec) return ioError(fmt::format("output.checkpoint_dir {}: cannot create it: {}", path, ec.message()));
+  HZ_RETURN_IF_ERROR(privateDirectory(path, "output.checkpoint_dir"));
   checkpoints_ = path;
   return Status();
 }
@@ -172,12 +154,26 @@ Status RunDir::finalizeCheckpoint(std::int64_t step, const Json& manifest, int k
 
 Result<std::optional<CheckpointInfo>> RunDir::latestCheckpoint() const {
   const std::string latest = checkpointsDir() + "/latest";
-  std::error_code ec;
-  if (!fs::exists(latest, ec)) return std::optional<CheckpointInfo>();
+  struct stat st {};
+  if (::lstat(latest.c_str(), &st) != 0) return std::optional<CheckpointInfo>();
+  // `latest` names a checkpoint of this run: a file (not a link) holding
+  // "step-NNNNNNNN", a directory (not a link) beside it.
+  if (!S_ISREG(st.st_mode) || st.st_size > 64) {
+    return invalidArgument(fmt::format("{}: not a file of hydrozoa's (a link, or too large); remove it to resume from "
+                                       "the newest complete checkpoint",
+                                       latest));
+  }
   HZ_ASSIGN_OR_RETURN(std::string name, readTextFile(latest));
   name.erase(name.find_last_not_of(" \n\r\t") + 1);
+  const bool wellFormed = name.size() == 13 && name.rfind("step-", 0) == 0 &&
+                          name.find_first_not_of("0123456789", 5) == std::string::npos;
   CheckpointInfo info;
   info.dir = checkpointsDir() + "/" + name;
+  if (!wellFormed || ::lstat(info.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return invalidArgument(fmt::format("{}: names \"{}\", not a checkpoint directory of this run (step-NNNNNNNN "
+                                       "beside it); remove it to resume from the newest complete checkpoint",
+                                       latest, printable(name)));
+  }
   // Every field checked (runtime/checkpoint_manifest.h); what the resumed
   // run reads from it is the checked form.
   const std::string path = info.dir + "/manifest.json";

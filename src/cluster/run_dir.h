@@ -35,8 +35,10 @@ struct CheckpointInfo {
 
 class RunDir {
  public:
-  // A new run: creates `path` (and parents). Fails when `path` already holds
-  // a run, naming --resume as the way to continue it.
+  // A new run: creates `path` (and parents), private to the user. Fails when
+  // `path` already holds a run, naming --resume as the way to continue it. An
+  // existing `path` keeps its mode; one that is not a real directory of this
+  // user that no one else can write is refused (`--out /tmp`: use /tmp/run).
   static Result<RunDir> create(const std::string& path);
   // An existing run, to resume.
   static Result<RunDir> open(const std::string& path);
@@ -53,7 +55,7 @@ class RunDir {
   // <root>/checkpoints, or the directory useCheckpointsDir() named.
   std::string checkpointsDir() const { return checkpoints_.empty() ? root_ + "/checkpoints" : checkpoints_; }
   // Checkpoints in `dir` (output.checkpoint_dir, a shared filesystem),
-  // created when missing.
+  // created (private) when missing; an existing one under create()'s rules.
   Status useCheckpointsDir(const std::string& dir);
   std::string partialCheckpoint(std::int64_t step) const;
 

@@ -23,6 +23,7 @@ class RedisChannel : public ::testing::Test {
     ServerOptions so;
     so.dir = dir();
     so.password = "test-password-0123456789";
+    so.commands = kChannelCommands;  // as the job's own: every test below runs on what it allows
     auto s = LocalServer::start(so);
     ASSERT_TRUE(s.ok()) << s.status().message();
     server_ = std::move(s).value().release();
@@ -40,7 +41,7 @@ class RedisChannel : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
-    auto c = Connection::open(server_->address(), server_->password(), 10);
+    auto c = Connection::open(server_->address(), server_->adminPassword(), 10, "admin");
     ASSERT_TRUE(c.ok()) << c.status().message();
     admin_.emplace(std::move(c).value());
   }
@@ -201,6 +202,30 @@ INSTANTIATE_TEST_SUITE_P(Methods, ScatterReduce,
                            return std::string(syncMethodName(std::get<0>(info.param))) + "_" +
                                   std::to_string(std::get<1>(info.param));
                          });
+
+// Issue 53: the workers' password (which every worker holds) runs the
+// channel's commands and nothing else: no CONFIG SET, FLUSHALL, EVAL,
+// MODULE, DEBUG, SHUTDOWN or KEYS; the admin user runs them. The config
+// that held both passwords is gone once the server started.
+TEST_F(RedisChannel, TheWorkersPasswordRunsTheChannelsCommandsAlone) {
+  auto worker = Connection::open(server_->address(), server_->password(), 10);
+  ASSERT_TRUE(worker.ok()) << worker.status().message();
+  EXPECT_TRUE(worker->run({"SET", "t:k", "v"}).ok());
+  EXPECT_TRUE(worker->run({"CONFIG", "GET", "maxmemory"}).ok());
+  for (const std::vector<std::string>& refused :
+       std::vector<std::vector<std::string>>{{"CONFIG", "SET", "maxmemory", "1"}, {"FLUSHALL"}, {"EVAL", "return 1", "0"},
+                                             {"MODULE", "LIST"}, {"DEBUG", "SLEEP", "0"}, {"SHUTDOWN"}, {"KEYS", "*"},
+                                             {"GET", "t:k"}, {"ACL", "LIST"}}) {
+    const std::vector<std::string_view> words(refused.begin(), refused.end());
+    auto reply = worker->run(words);
+    ASSERT_FALSE(reply.ok()) << refused[0];
+    const std::string why = reply.status().message();  // DEBUG: Redis's own guard answers first
+    EXPECT_TRUE(why.find("NOPERM") != std::string::npos || why.find("DEBUG command not allowed") != std::string::npos)
+        << why;
+  }
+  EXPECT_TRUE(admin_->run({"UNLINK", "t:k"}).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir() + "/redis.conf"));
+}
 
 TEST_F(RedisChannel, UnreachableWrongAndMissingPasswordsAreNamed) {
   ChannelOptions o = options(0, 1, 1);

@@ -211,7 +211,9 @@ TEST(GavelFormats, GavelsPublishedFilesAllocateAsGavelsOwnCode) {
           }
         }
         // Where every job runs on every type, the two forms are one.
-        if (!zero) EXPECT_NEAR(maxMinObjective(ones, *ours, proportional), want, 1e-3 * want) << at;
+        if (!zero) {
+          EXPECT_NEAR(maxMinObjective(ones, *ours, proportional), want, 1e-3 * want) << at;
+        }
       }
       ++checked;
     }

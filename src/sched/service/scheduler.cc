@@ -30,10 +30,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::open(ClusterConfig config, std::st
   std::unique_ptr<Scheduler> s(new Scheduler());
   if (config.state_dir.empty()) config.state_dir = defaultStateDir();
   config.state_dir = fs::absolute(config.state_dir).lexically_normal().string();
-  std::error_code ec;
-  fs::create_directories(config.state_dir + "/jobs", ec);
-  if (ec) return ioError(fmt::format("{}: cannot create the scheduler's state directory: {}", config.state_dir, ec.message()));
-  ::chmod(config.state_dir.c_str(), 0700);
+  HZ_RETURN_IF_ERROR(privateDirectory(config.state_dir, "state_dir"));
+  HZ_RETURN_IF_ERROR(privateDirectory(config.state_dir + "/jobs", "state_dir"));
   s->config_ = std::move(config);
   s->binary_ = std::move(binary);
   HZ_ASSIGN_OR_RETURN(s->policy_, makePolicy(s->config_.policy));

@@ -139,10 +139,8 @@ class Executor {
                    ? fmt::format("/dev/shm/hydrozoa-{}-{:08x}", fs::path(o_.run).filename().string(), h & 0xffffffffu)
                    : o_.run + "/spill";
     }
-    std::error_code ec;
-    fs::create_directories(spill_, ec);
-    if (ec) return ioError(fmt::format("{}: cannot make the spill directory: {}", spill_, ec.message()));
-    fs::permissions(spill_, fs::perms::owner_all, ec);
+    // Its name is predictable: one somebody else made (or a link) is refused.
+    HZ_RETURN_IF_ERROR(privateDirectory(spill_, "the spill directory (--spill)"));
     HZ_RETURN_IF_ERROR(writeFileAtomically(spill_ + "/run", o_.run + "\n"));  // whose it is (cleanupSpills)
     std::map<std::string, Partition> partitions;
     DataCache cache;

@@ -122,7 +122,8 @@ Connection::~Connection() {
   if (c_) redisFree(c_);
 }
 
-Result<Connection> Connection::open(const Address& address, const std::string& password, Seconds timeout) {
+Result<Connection> Connection::open(const Address& address, const std::string& password, Seconds timeout,
+                                    const std::string& user) {
   redisContext* c = redisConnectWithTimeout(address.host.c_str(), address.port, toTimeval(timeout));
   if (c == nullptr) return unavailable(fmt::format("cannot reach the Redis channel at {}: out of memory", address.url()));
   if (c->err) {
@@ -134,7 +135,11 @@ Result<Connection> Connection::open(const Address& address, const std::string& p
   }
   redisSetTimeout(c, toTimeval(timeout));
   Connection conn(c, address);
-  if (!password.empty()) HZ_RETURN_IF_ERROR(conn.run({"AUTH", password}).status());
+  if (!user.empty()) {
+    HZ_RETURN_IF_ERROR(conn.run({"AUTH", user, password}).status());
+  } else if (!password.empty()) {
+    HZ_RETURN_IF_ERROR(conn.run({"AUTH", password}).status());
+  }
   HZ_RETURN_IF_ERROR(conn.run({"PING"}).status());
   return conn;
 }

@@ -54,12 +54,22 @@ class Reply {
   redisReply* r_;                     // this part of it
 };
 
+// Every command the channel's clients send (redis_transport.cc,
+// redis_files.cc, checkStore, deleteKeys): the job's own server lets the
+// workers' password run these and nothing else (ServerOptions::commands;
+// the RedisChannel tests run every part of the channel on such a server).
+inline const std::vector<std::string> kChannelCommands = {"ping",  "blpop", "decr", "incrby",     "lindex",
+                                                          "llen",  "rpush", "set",  "unlink",     "scan",
+                                                          "info",  "config|get"};
+
 class Connection {
  public:
-  // Connects, authenticates with `password` ("" : none) and checks with a
-  // PING that the server takes commands. `timeout` bounds connecting and
-  // every reply (blocking commands wait less than it).
-  static Result<Connection> open(const Address& address, const std::string& password, Seconds timeout);
+  // Connects, authenticates with `password` ("" : none) as `user` (""
+  // : the default user) and checks with a PING that the server takes
+  // commands. `timeout` bounds connecting and every reply (blocking commands
+  // wait less than it).
+  static Result<Connection> open(const Address& address, const std::string& password, Seconds timeout,
+                                 const std::string& user = "");
 
   Connection(Connection&&) noexcept;
   Connection& operator=(Connection&&) noexcept;

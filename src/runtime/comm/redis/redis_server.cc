@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/process.h"
+#include "core/secret.h"
 
 namespace hydrozoa::runtime::redis {
 
@@ -43,6 +44,19 @@ Result<std::unique_ptr<LocalServer>> LocalServer::start(const ServerOptions& o) 
   std::filesystem::create_directories(o.dir, ec);
   if (ec) return ioError(fmt::format("cannot create {}: {}", o.dir, ec.message()));
   const std::string conf = o.dir + "/redis.conf", log = o.dir + "/redis.log";
+  // Its passwords are in the config: gone once the server has read it, or failed.
+  struct Unlink {
+    const std::string& path;
+    ~Unlink() { ::unlink(path.c_str()); }
+  } unlinkConf{conf};
+  std::string users = fmt::format("requirepass {}\n", o.password);
+  std::string admin;
+  if (!o.commands.empty()) {
+    admin = newToken() + newToken();
+    users = fmt::format("user default on >{} ~* resetchannels -@all +ping", o.password);
+    for (const std::string& c : o.commands) users += " +" + c;
+    users += fmt::format("\nuser admin on >{} ~* &* +@all\n", admin);
+  }
   std::string lastError;
   for (int attempt = 0; attempt < 5; ++attempt) {
     HZ_ASSIGN_OR_RETURN(const int port, freePort(o.bind));
@@ -50,10 +64,10 @@ Result<std::unique_ptr<LocalServer>> LocalServer::start(const ServerOptions& o) 
       const int fd = ::open(conf.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       if (fd < 0) return ioError(fmt::format("cannot write {}: {}", conf, std::strerror(errno)));
       const std::string text = fmt::format(
-          "bind {}\nport {}\nrequirepass {}\nprotected-mode yes\nsave \"\"\nappendonly no\n"
+          "bind {}\nport {}\n{}protected-mode yes\nsave \"\"\nappendonly no\n"
           "maxmemory {}\nmaxmemory-policy noeviction\nproto-max-bulk-len 512mb\n"
           "dir \"{}\"\nlogfile \"{}\"\ndaemonize no\n",
-          o.bind, port, o.password, o.maxmemory, o.dir, log);
+          o.bind, port, users, o.maxmemory, o.dir, log);
       const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
       ::close(fd);
       if (!written) return ioError(fmt::format("cannot write {}", conf));
@@ -62,6 +76,7 @@ Result<std::unique_ptr<LocalServer>> LocalServer::start(const ServerOptions& o) 
     auto server = std::unique_ptr<LocalServer>(new LocalServer());
     server->pid_ = pid;
     server->password_ = o.password;
+    server->adminPassword_ = admin;
     server->address_.host = o.bind;
     server->address_.port = port;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.start_timeout);

@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/units.h"
@@ -25,6 +26,12 @@ struct ServerOptions {
   std::string password;            // required (wire::newToken())
   Bytes maxmemory = 0;             // 0: unlimited
   Seconds start_timeout = 20;
+  // Non-empty: the only commands `password` may run (Redis ACL, the
+  // "default" user); every other command (CONFIG SET, FLUSHALL, MODULE,
+  // EVAL, ...) is refused with NOPERM. An "admin" user with a password of
+  // its own (admin_password()) may run everything. Empty: one password for
+  // everything.
+  std::vector<std::string> commands;
 };
 
 // A port of `host` (IPv4) nothing listens on now: the kernel's pick,
@@ -40,6 +47,8 @@ class LocalServer {
 
   const Address& address() const { return address_; }
   const std::string& password() const { return password_; }
+  // The "admin" user's, when ServerOptions::commands restricts the default user ("" otherwise).
+  const std::string& adminPassword() const { return adminPassword_; }
   pid_t pid() const { return pid_; }
   // SIGTERM, then SIGKILL after 5 s; idempotent.
   void stop();
@@ -47,7 +56,7 @@ class LocalServer {
  private:
   LocalServer() = default;
   Address address_;
-  std::string password_;
+  std::string password_, adminPassword_;
   pid_t pid_ = -1;
 };
 
