@@ -117,6 +117,21 @@ bool validName(const Json& j) {
   return s.size() >= 2 && s.size() <= 12 && s[0] == 'w' && s.find_first_not_of("0123456789", 1) == std::string::npos;
 }
 
+// The events a socket monitor (zmq_socket_monitor) holds now, without
+// waiting: each is a frame of its kind and value, then one of the address.
+std::vector<std::uint16_t> monitorEvents(zmq::socket_t& monitor) {
+  std::vector<std::uint16_t> kinds;
+  zmq::message_t event, address;
+  while (monitor.recv(event, zmq::recv_flags::dontwait)) {
+    if (monitor.get(zmq::sockopt::rcvmore)) (void)monitor.recv(address, zmq::recv_flags::none);
+    if (event.size() < sizeof(std::uint16_t)) continue;
+    std::uint16_t kind = 0;
+    std::memcpy(&kind, event.data(), sizeof(kind));
+    kinds.push_back(kind);
+  }
+  return kinds;
+}
+
 // zmq::poll, where a signal (Ctrl-C) ends the wait as "nothing yet" instead
 // of throwing: the caller checks its flags and polls again.
 int pollOnce(zmq::pollitem_t* items, int timeoutMs, int count = 1) {
@@ -314,12 +329,7 @@ void ControlServer::admit(std::string token) {
 }
 
 void ControlServer::drainMonitor() {
-  zmq::message_t event, address;
-  while (monitor_->recv(event, zmq::recv_flags::dontwait)) {
-    if (monitor_->get(zmq::sockopt::rcvmore)) (void)monitor_->recv(address, zmq::recv_flags::none);
-    if (event.size() < sizeof(std::uint16_t)) continue;
-    std::uint16_t kind = 0;
-    std::memcpy(&kind, event.data(), sizeof(kind));
+  for (const std::uint16_t kind : monitorEvents(*monitor_)) {
     ++refusedConnections_;
     // ZAP's refusals are logged by the Gate with their reason; the rest here.
     if (kind != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
@@ -492,12 +502,7 @@ void ControlClient::send(Json message) {
 }
 
 void ControlClient::drainMonitor() {
-  zmq::message_t event, address;
-  while (monitor_->recv(event, zmq::recv_flags::dontwait)) {
-    if (monitor_->get(zmq::sockopt::rcvmore)) (void)monitor_->recv(address, zmq::recv_flags::none);
-    if (event.size() < sizeof(std::uint16_t)) continue;
-    std::uint16_t kind = 0;
-    std::memcpy(&kind, event.data(), sizeof(kind));
+  for (const std::uint16_t kind : monitorEvents(*monitor_)) {
     if (kind == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       connected_ = true;
     } else if (kind == ZMQ_EVENT_DISCONNECTED && connected_) {
