@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cluster/coordinator.h"
+#include "core/paths.h"
 #include "cluster/job_handle.h"
 #include "select/exec/sharp_run.h"
 #include "select/exec/worker.h"

@@ -256,7 +256,10 @@ Status Job::recover() {
                                                                      : fmt::format("has done {} steps", h->second.front()));
   }
   spdlog::info("after the loss: {}", survivors.empty() ? "no survivors" : survivors);
-  if (best > diskStep && best > resumeStep_) {
+  // Any step newer than the disk's is worth saving: also the step a regroup
+  // started the generation at (resumeStep_), whose state is in memory only
+  // (a joiner killed before the group did a step beside it found that).
+  if (best > diskStep) {
     checkpoints_.erase(best);
     for (const auto& [stage, rank] : holders[best]) {
       control_->send(from(workers_[rank].id), {{"type", "save"}, {"step", best}});

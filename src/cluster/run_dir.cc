@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/paths.h"
 #include "runtime/checkpoint_manifest.h"
 
 namespace hydrozoa::cluster {

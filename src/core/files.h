@@ -50,15 +50,6 @@ std::string toYaml(const Json& value);
 Result<Json> parseYaml(const std::string& text, const std::string& origin);
 Result<Json> readYamlFile(const std::string& path);
 
-// A directory to write a run's or a service's files into, named for
-// messages by `what` ("--out", "output.checkpoint_dir"). One it makes (and
-// its parents) is the user's alone (0700). One that exists keeps its mode —
-// `--out /tmp` must not lock everyone out of /tmp — and is used only when it
-// is a real directory (not a link) of this user that no one else can write:
-// secrets live in private files inside, but a directory others can write
-// lets them replace those. Errors name the path, the mode and the fix.
-Status privateDirectory(const std::string& path, const std::string& what);
-
 // Text from a file or a peer made fit for a one-line message: control
 // characters (a terminal's escape sequences) and bytes that are not UTF-8
 // escaped as JSON does, cut to 40 characters.

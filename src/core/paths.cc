@@ -1,5 +1,7 @@
 #include "core/paths.h"
 
+#include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -33,6 +35,34 @@ std::string dataFile(const std::string& sub, const std::string& name, const std:
   const bool bare = name.find('/') == std::string::npos && name.find('.') == std::string::npos;
   if (!bare) return name;
   return dataDir() + "/" + sub + "/" + name + extension;
+}
+
+Status privateDirectory(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return invalidArgument(fmt::format("{}: not a directory{} ({}); choose a directory", path,
+                                         S_ISLNK(st.st_mode) ? " but a symbolic link" : "", what));
+    }
+    if (st.st_uid != ::getuid() || (st.st_mode & 022) != 0) {
+      return invalidArgument(fmt::format("{}: {} (mode {:04o}, owner {}): a run there could be changed by others; "
+                                         "choose a directory of your own ({} {}/run makes a private one inside it)",
+                                         path, st.st_uid != ::getuid() ? "another user's directory" : "others can write it",
+                                         st.st_mode & 07777, st.st_uid, what, path));
+    }
+    return Status();
+  }
+  fs::create_directories(path, ec);
+  if (ec) return ioError(fmt::format("{}: cannot create the directory: {}", path, ec.message()));
+  fs::permissions(path, fs::perms::owner_all, fs::perm_options::replace, ec);
+  if (ec || ::lstat(path.c_str(), &st) != 0 || (st.st_mode & 077) != 0 || st.st_uid != ::getuid()) {
+    return ioError(fmt::format("{}: cannot make the directory private to this user (mode {:04o}, owner {}){}{}; "
+                               "choose a directory on a filesystem with permissions ({})",
+                               path, st.st_mode & 07777, st.st_uid, ec ? ": " : "", ec ? ec.message() : "", what));
+  }
+  return Status();
 }
 
 }  // namespace hydrozoa

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cluster/job_spec.h"
+#include "core/paths.h"
 #include "sched/problem.h"
 
 namespace hydrozoa::sched {

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/files.h"
+#include "core/paths.h"
 #include "core/process.h"
 #include "report/svg_chart.h"
 #include "select/exec/pilot.h"
