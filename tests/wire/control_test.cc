@@ -9,9 +9,13 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <sstream>
 #include <thread>
 #include <zmq.hpp>
 
@@ -187,6 +191,32 @@ TEST(ControlServer, AWorkersStoreConnectionHasItsOwnNameAndNoOther) {
     EXPECT_FALSE(s.server->receive(&from, &m, 300)) << name;
   }
   EXPECT_EQ(s.server->refused(), 5);
+}
+
+// Issue 53: 1.9 million refused messages once became 1.6 million log lines,
+// a peer's escape sequences raw among them. Refusals are counted, each one;
+// logged once per reason per 10 s, the peer's text escaped.
+TEST(ControlServer, RefusalsAreCountedEachAndLoggedOncePerReasonEscaped) {
+  std::ostringstream lines;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_st>(lines)));
+  Served s = serve();
+  auto peer = ControlClient::connect(s.server->endpoint(), "\x1b[31mw0", s.credential);  // not a worker's name
+  constexpr int kSent = 2000;
+  for (int i = 0; i < kSent; ++i) (*peer)->send({{"type", "heartbeat"}, {"step", i}});
+  std::string from;
+  Json m;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (s.server->refused() < kSent && std::chrono::steady_clock::now() < until) {
+    EXPECT_FALSE(s.server->receive(&from, &m, 50));
+  }
+  spdlog::set_default_logger(previous);
+  EXPECT_EQ(s.server->refused(), kSent);
+  const std::string log = lines.str();
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+  EXPECT_NE(log.find("refused a control message from \"\\u001b[31mw0\": no valid sender name"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos);
 }
 
 TEST(ControlClient, WakeEndsAWaitingReceiveAtOnce) {
