@@ -117,6 +117,19 @@ bool validName(const Json& j) {
   return s.size() >= 2 && s.size() <= 12 && s[0] == 'w' && s.find_first_not_of("0123456789", 1) == std::string::npos;
 }
 
+// A monitor of `socket`'s `events` (zmq_socket_monitor), read by
+// monitorEvents(); each context has one socket and one monitor, so one name.
+Result<std::unique_ptr<zmq::socket_t>> watch(zmq::context_t& context, zmq::socket_t& socket, int events) {
+  const char* endpoint = "inproc://control-monitor";
+  if (zmq_socket_monitor(static_cast<void*>(socket), endpoint, events) != 0) {
+    return unavailable(fmt::format("cannot watch the control connection: {}", zmq_strerror(zmq_errno())));
+  }
+  auto monitor = std::make_unique<zmq::socket_t>(context, zmq::socket_type::pair);
+  monitor->set(zmq::sockopt::linger, 0);
+  monitor->connect(endpoint);
+  return monitor;
+}
+
 // The events a socket monitor (zmq_socket_monitor) holds now, without
 // waiting: each is a frame of its kind and value, then one of the address.
 std::vector<std::uint16_t> monitorEvents(zmq::socket_t& monitor) {
@@ -309,15 +322,9 @@ Result<std::unique_ptr<ControlServer>> ControlServer::bind(const std::string& ho
   }
   s->endpoint_ = s->socket_->get(zmq::sockopt::last_endpoint);
   // Handshakes that fail, counted: refusedConnections().
-  const std::string monitor = "inproc://control-monitor";
-  if (zmq_socket_monitor(static_cast<void*>(*s->socket_), monitor.c_str(),
-                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0) {
-    return unavailable(fmt::format("cannot watch the control socket: {}", zmq_strerror(zmq_errno())));
-  }
-  s->monitor_ = std::make_unique<zmq::socket_t>(*s->context_, zmq::socket_type::pair);
-  s->monitor_->set(zmq::sockopt::linger, 0);
-  s->monitor_->connect(monitor);
+  HZ_ASSIGN_OR_RETURN(s->monitor_, watch(*s->context_, *s->socket_,
+                                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH));
   return s;
 }
 
@@ -461,15 +468,8 @@ Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string&
   c->socket_->set(zmq::sockopt::heartbeat_ivl, 2000);
   c->socket_->set(zmq::sockopt::heartbeat_timeout, 10000);
   // Whether the server is there: secondsWithoutServer().
-  static std::atomic<int> clients{0};
-  const std::string monitor = fmt::format("inproc://control-client-{}", clients++);
-  if (zmq_socket_monitor(static_cast<void*>(*c->socket_), monitor.c_str(),
-                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0) {
-    return unavailable(fmt::format("cannot watch the control connection: {}", zmq_strerror(zmq_errno())));
-  }
-  c->monitor_ = std::make_unique<zmq::socket_t>(*c->context_, zmq::socket_type::pair);
-  c->monitor_->set(zmq::sockopt::linger, 0);
-  c->monitor_->connect(monitor);
+  HZ_ASSIGN_OR_RETURN(c->monitor_,
+                      watch(*c->context_, *c->socket_, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED));
   c->lostAtNs_ = std::chrono::steady_clock::now().time_since_epoch().count();
   c->wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (c->wakeFd_ < 0) return ioError(fmt::format("eventfd: {}", std::strerror(errno)));
